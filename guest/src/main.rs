@@ -1,0 +1,434 @@
+//! The irqbench guest kernel.
+//!
+//! Boots in 64-bit mode (the VMM set up paging, GDT and registers), installs an IDT, then asks the
+//! VMM for phases over the command port and runs each between two doorbells. The measured code is
+//! in `ops.S`; this file is the glue. Constraints of the hosts we run on (see DESIGN.md): no SSE
+//! anywhere (CPL0 code is emulated and SSE is not), so no `core::fmt`, no floats, and memory is
+//! read and written field by field with volatile accesses (a struct copy may become `movups`).
+#![no_std]
+#![no_main]
+
+use core::arch::{asm, global_asm};
+use core::ptr::{addr_of, addr_of_mut};
+
+use irqbench_abi::{self as abi, doorbell, offset, port, record_status, workload, VcpuSlot};
+
+global_asm!(
+    include_str!("ops.S"),
+    FAULT = const offset::SLOT_FAULT,
+    INTERRUPTS = const offset::SLOT_INTERRUPTS,
+    VIF_MASK = const offset::SLOT_VIF_MASK,
+    VIF_PENDING = const offset::SLOT_VIF_PENDING,
+    HYPERCALLS = const offset::SLOT_HYPERCALLS,
+    SCRATCH = const offset::SLOT_SCRATCH,
+    LOCK_ACQUISITIONS = const offset::SLOT_LOCK_ACQUISITIONS,
+    LOCK_SPINS = const offset::SLOT_LOCK_SPINS,
+    SHARED_LOCK = const abi::MAILBOX_GPA + offset::SHARED_LOCK as u64,
+    SHARED_LOCK_COUNTER = const abi::MAILBOX_GPA + offset::SHARED_LOCK_COUNTER as u64,
+    SHARED_READY_LIST = const abi::MAILBOX_GPA + offset::SHARED_READY_LIST as u64,
+    PORT_FAULT = const port::FAULT,
+    PORT_HYPERCALL = const port::HYPERCALL,
+    PORT_EXIT_PROBE = const port::EXIT_PROBE,
+    LAPIC_EOI = const abi::LAPIC_GPA + 0xB0,
+    MMIO_PROBE = const abi::MMIO_PROBE_GPA,
+    HC_VMCALL = const abi::hypercall::VMCALL,
+    options(att_syntax)
+);
+
+/// An operation entry point from `ops.S` (custom convention, see there).
+type OpFn = unsafe extern "C" fn();
+
+extern "C" {
+    static irqbench_ops: [OpFn; abi::strategy::COUNT as usize];
+    static irqbench_lockops: [OpFn; abi::strategy::COUNT as usize];
+    static irqbench_insns: [OpFn; abi::insn::COUNT as usize];
+    static mut irqbench_hypercall_transport: u32;
+    fn irqbench_strategy_loop(op: OpFn, iterations: u64, nesting: u32, body: u32, vif: u32) -> u64;
+    fn irqbench_lock_loop(op: OpFn, iterations: u64, body: u32);
+    fn irqbench_op_once(op: OpFn, body: u32);
+    fn irqbench_insn_loop(f: OpFn, iterations: u64);
+    fn irqbench_irq_timer();
+    fn irqbench_irq_inject();
+    fn irqbench_irq_spurious();
+    /// The 32 exception stubs (their sizes differ: some push an error code).
+    static irqbench_exc_table: [u64; 32];
+}
+
+/// 256 gates of 16 bytes.
+static mut IDT: [u64; 512] = [0; 512];
+
+#[no_mangle]
+pub extern "C" fn guest_main(index: u32, slot: *mut VcpuSlot) -> ! {
+    install_idt();
+    // SAFETY: the VMM wrote the slot's header before starting us; these are plain reads.
+    let (magic, version) = unsafe {
+        (
+            addr_of!((*slot).magic).read_volatile(),
+            addr_of!((*slot).version).read_volatile(),
+        )
+    };
+    if magic != abi::MAILBOX_MAGIC || version != abi::ABI_VERSION {
+        console(b"irqbench guest: mailbox magic/version mismatch\n");
+        halt_forever();
+    }
+    if index == 0 {
+        console(b"irqbench guest: booted\n");
+    }
+    // SAFETY: interrupts may arrive from here on; the IDT is loaded.
+    unsafe { asm!("sti", options(nomem, nostack)) };
+    ring(doorbell::BOOTED, 0);
+    loop {
+        match inl(port::COMMAND) {
+            c if c == abi::Command::RunPhase as u32 => run_phase(slot),
+            _ => halt_forever(),
+        }
+    }
+}
+
+fn install_idt() {
+    for vector in 0..32 {
+        // SAFETY: a static table of 32 addresses in ops.S.
+        let stub = unsafe { addr_of!(irqbench_exc_table[vector]).read_volatile() };
+        set_gate(vector, stub);
+    }
+    set_gate(abi::irq::TIMER_VECTOR as usize, irqbench_irq_timer as *const () as u64);
+    set_gate(abi::irq::INJECT_VECTOR as usize, irqbench_irq_inject as *const () as u64);
+    set_gate(abi::irq::SPURIOUS_VECTOR as usize, irqbench_irq_spurious as *const () as u64);
+    let base = addr_of!(IDT) as u64;
+    let limit: u16 = 256 * 16 - 1;
+    let mut pointer = [0u16; 5];
+    pointer[0] = limit;
+    pointer[1] = base as u16;
+    pointer[2] = (base >> 16) as u16;
+    pointer[3] = (base >> 32) as u16;
+    pointer[4] = (base >> 48) as u16;
+    // SAFETY: `pointer` is a valid 10-byte IDTR image describing the static IDT.
+    unsafe { asm!("lidt [{}]", in(reg) pointer.as_ptr(), options(nostack, readonly)) };
+}
+
+/// A 64-bit interrupt gate (type 0xE, DPL 0, present) through the code selector. Every vCPU
+/// writes the same values, so concurrent boots are harmless.
+fn set_gate(vector: usize, handler: u64) {
+    let low = (handler & 0xFFFF)
+        | (u64::from(abi::SEL_CODE64) << 16)
+        | (0x8E_u64 << 40)
+        | ((handler >> 16) & 0xFFFF) << 48;
+    let high = handler >> 32;
+    // SAFETY: vector < 256, so both words are inside the static IDT.
+    unsafe {
+        let idt = addr_of_mut!(IDT) as *mut u64;
+        idt.add(vector * 2).write_volatile(low);
+        idt.add(vector * 2 + 1).write_volatile(high);
+    }
+}
+
+macro_rules! rd {
+    ($slot:expr, $($field:tt)+) => {
+        // SAFETY: the slot is this vCPU's page of the mailbox, mapped for its whole life.
+        unsafe { addr_of!((*$slot).$($field)+).read_volatile() }
+    };
+}
+macro_rules! wr {
+    ($slot:expr, $val:expr, $($field:tt)+) => {
+        {
+            let value = $val;
+            // SAFETY: as for `rd!`; only this vCPU writes its slot's guest-owned fields.
+            unsafe { addr_of_mut!((*$slot).$($field)+).write_volatile(value) }
+        }
+    };
+}
+
+fn run_phase(slot: *mut VcpuSlot) {
+    let seq = rd!(slot, phase.seq);
+    let kind = rd!(slot, phase.workload);
+    let id = rd!(slot, phase.strategy);
+    let irq = rd!(slot, phase.irq_source);
+    let iterations = rd!(slot, phase.iterations);
+    let nesting = rd!(slot, phase.nesting_per_65536);
+    let body = rd!(slot, phase.body_ops);
+    let seed = rd!(slot, phase.seed);
+    let timer_count = rd!(slot, phase.timer_initial_count);
+    let transport = rd!(slot, phase.hypercall_transport);
+    // SAFETY: a plain store to a guest-private static read by the hypercall stub.
+    unsafe { addr_of_mut!(irqbench_hypercall_transport).write_volatile(transport) };
+
+    wr!(slot, seq, record.seq);
+    wr!(slot, record_status::EMPTY, record.status);
+    let interrupts0 = rd!(slot, interrupts);
+    let hypercalls0 = rd!(slot, hypercalls);
+    let acquisitions0 = rd!(slot, lock_acquisitions);
+    let spins0 = rd!(slot, lock_spins);
+    for i in 0..abi::strategy::COUNT as usize {
+        wr!(slot, 0, record.strategy_ops[i]);
+    }
+
+    // SAFETY: the three tables are immutable statics in ops.S.
+    let (ops_table, lock_table, insn_table) =
+        unsafe { (&*addr_of!(irqbench_ops), &*addr_of!(irqbench_lockops), &*addr_of!(irqbench_insns)) };
+    // `get` rather than indexing: a bounds-check panic would pull core::fmt (SSE) into the image.
+    let op = match kind {
+        workload::STRATEGY => ops_table.get(id as usize).copied(),
+        workload::LOCK => lock_table.get(id as usize).copied(),
+        workload::INSN => insn_table.get(id as usize).copied(),
+        _ => None,
+    };
+    let valid = op.is_some() || !matches!(kind, workload::STRATEGY | workload::LOCK | workload::INSN);
+    if !valid {
+        wr!(slot, record_status::BAD_DESCRIPTOR, record.status);
+        ring(doorbell::BEGIN, seq);
+        ring(doorbell::END, seq);
+        return;
+    }
+    if irq == abi::irq::LAPIC_TIMER {
+        lapic_timer_start(timer_count);
+    }
+
+    let mut ops = iterations;
+    let mut violations = 0;
+    ring(doorbell::BEGIN, seq);
+    let t0 = tsc();
+    match kind {
+        workload::STRATEGY => {
+            let vif = u32::from(abi::strategy::is_vif(id));
+            // SAFETY: `id` was checked against the table's length; the loop preserves the
+            // callee-saved registers and leaves IF as it found it (set).
+            if let Some(op) = op {
+                violations = unsafe { irqbench_strategy_loop(op, iterations, nesting, body, vif) };
+            }
+        }
+        workload::LOCK => {
+            // SAFETY: as above.
+            if let Some(op) = op {
+                unsafe { irqbench_lock_loop(op, iterations, body) };
+            }
+        }
+        workload::INSN => {
+            // SAFETY: as above; the loop re-enables interrupts before returning.
+            if let Some(op) = op {
+                unsafe { irqbench_insn_loop(op, iterations) };
+            }
+            ops = iterations * u64::from(abi::insn::unroll(id));
+        }
+        workload::MIXED => {
+            let mut weights = [0u32; abi::strategy::COUNT as usize];
+            let mut total = 0u32;
+            for (i, w) in weights.iter_mut().enumerate() {
+                *w = u32::from(rd!(slot, phase.weights[i]));
+                total += *w;
+            }
+            let mut state = seed | 1;
+            let mut counts = [0u64; abi::strategy::COUNT as usize];
+            if total > 0 {
+                for _ in 0..iterations {
+                    // xorshift64: deterministic for a seed, no division by a non-constant.
+                    state ^= state << 13;
+                    state ^= state >> 7;
+                    state ^= state << 17;
+                    let mut pick = ((state >> 32) * u64::from(total)) >> 32;
+                    let mut chosen = 0;
+                    for (i, w) in weights.iter().enumerate() {
+                        if pick < u64::from(*w) {
+                            chosen = i;
+                            break;
+                        }
+                        pick -= u64::from(*w);
+                    }
+                    if let (Some(op), Some(count)) = (ops_table.get(chosen), counts.get_mut(chosen)) {
+                        // SAFETY: an op from the table; it keeps the callee-saved registers.
+                        unsafe { irqbench_op_once(*op, body) };
+                        *count += 1;
+                    }
+                }
+            }
+            for (i, c) in counts.iter().enumerate() {
+                wr!(slot, *c, record.strategy_ops[i]);
+            }
+        }
+        workload::DOORBELLS => {
+            for i in 0..iterations {
+                ring(doorbell::PING, i as u32);
+            }
+        }
+        workload::FAULT_UD2 => {
+            // SAFETY: deliberately raises #UD; the handler reports it and never returns.
+            unsafe { asm!("ud2", options(nomem, nostack)) };
+        }
+        workload::SPIN_FOREVER => loop {
+            core::hint::spin_loop();
+        },
+        workload::HALT_FOREVER => {
+            // SAFETY: deliberately stops this vCPU with nothing able to wake it.
+            unsafe { asm!("cli", "2:", "hlt", "jmp 2b", options(nomem, nostack)) };
+        }
+        workload::IDLE => {
+            for _ in 0..iterations {
+                core::hint::spin_loop();
+            }
+        }
+        _ => {
+            wr!(slot, record_status::BAD_DESCRIPTOR, record.status);
+        }
+    }
+    let t1 = tsc();
+    if irq == abi::irq::LAPIC_TIMER {
+        lapic_timer_stop();
+    }
+    if abi::strategy::is_vif(id) {
+        wr!(slot, 0, vif_mask);
+    }
+
+    wr!(slot, t0, record.tsc_start);
+    wr!(slot, t1, record.tsc_end);
+    wr!(slot, ops, record.ops);
+    wr!(slot, rd!(slot, interrupts) - interrupts0, record.interrupts);
+    wr!(slot, rd!(slot, hypercalls) - hypercalls0, record.hypercalls);
+    wr!(slot, violations, record.if_violations);
+    wr!(slot, rd!(slot, lock_acquisitions) - acquisitions0, record.lock_acquisitions);
+    wr!(slot, rd!(slot, lock_spins) - spins0, record.lock_spins);
+    if kind == workload::GARBAGE_RECORD {
+        // Deliberately inconsistent: a record for another phase, time running backwards.
+        wr!(slot, seq ^ 0x5A5A, record.seq);
+        wr!(slot, 0xDEAD, record.status);
+        wr!(slot, t0.wrapping_sub(1_000_000), record.tsc_end);
+        wr!(slot, u64::MAX, record.ops);
+    } else if rd!(slot, record.status) == record_status::EMPTY {
+        wr!(slot, record_status::DONE, record.status);
+    }
+    ring(doorbell::END, seq);
+}
+
+/// A TSC read ordered against the code around it: `lfence` keeps `rdtsc` from running early
+/// or late relative to the measured loop (Intel SDM: "rdtsc is not serializing").
+#[inline(always)]
+fn tsc() -> u64 {
+    let lo: u32;
+    let hi: u32;
+    // SAFETY: rdtsc/lfence have no memory effects.
+    unsafe {
+        asm!("lfence", "rdtsc", "lfence", out("eax") lo, out("edx") hi, options(nomem, nostack))
+    };
+    (u64::from(hi) << 32) | u64::from(lo)
+}
+
+fn lapic_write(reg: u64, value: u32) {
+    // SAFETY: the LAPIC page is identity-mapped; the in-kernel irqchip emulates the access.
+    unsafe { ((abi::LAPIC_GPA + reg) as *mut u32).write_volatile(value) }
+}
+
+fn lapic_timer_start(initial_count: u32) {
+    lapic_write(0xF0, 0x100 | u32::from(abi::irq::SPURIOUS_VECTOR)); // SVR: software enable
+    lapic_write(0x3E0, 0xB); // divide by 1
+    lapic_write(0x320, (1 << 17) | u32::from(abi::irq::TIMER_VECTOR)); // periodic
+    lapic_write(0x380, initial_count.max(1));
+}
+
+fn lapic_timer_stop() {
+    lapic_write(0x320, 1 << 16); // masked
+    lapic_write(0x380, 0);
+}
+
+fn ring(kind: u32, seq: u32) {
+    outl(port::DOORBELL, doorbell::encode(kind, seq));
+}
+
+fn outl(port: u16, value: u32) {
+    // SAFETY: port I/O to a port the VMM owns; no memory effects.
+    unsafe { asm!("out dx, eax", in("dx") port, in("eax") value, options(nomem, nostack)) };
+}
+
+fn inl(port: u16) -> u32 {
+    let value: u32;
+    // SAFETY: as for `outl`.
+    unsafe { asm!("in eax, dx", in("dx") port, out("eax") value, options(nomem, nostack)) };
+    value
+}
+
+fn console(text: &[u8]) {
+    for b in text {
+        // SAFETY: as for `outl`.
+        unsafe { asm!("out dx, al", in("dx") port::CONSOLE, in("al") *b, options(nomem, nostack)) };
+    }
+}
+
+fn halt_forever() -> ! {
+    loop {
+        // SAFETY: stops this vCPU; the VMM sees the halt (or has already stopped us).
+        unsafe { asm!("cli", "hlt", options(nomem, nostack)) };
+    }
+}
+
+#[panic_handler]
+fn panic(_: &core::panic::PanicInfo) -> ! {
+    console(b"irqbench guest: panic\n");
+    halt_forever()
+}
+
+/// Unoptimised builds reference it even with `panic = "abort"`.
+#[no_mangle]
+pub extern "C" fn rust_eh_personality() {}
+
+// The compiler emits calls to these; `rep` string instructions keep them SSE-free.
+
+/// # Safety
+/// Standard `memcpy` contract.
+#[no_mangle]
+pub unsafe extern "C" fn memcpy(dest: *mut u8, src: *const u8, n: usize) -> *mut u8 {
+    // SAFETY: the caller guarantees both ranges are valid and disjoint.
+    unsafe {
+        asm!("rep movsb", inout("rcx") n => _, inout("rdi") dest => _, inout("rsi") src => _,
+             options(nostack, preserves_flags))
+    };
+    dest
+}
+
+/// # Safety
+/// Standard `memmove` contract.
+#[no_mangle]
+pub unsafe extern "C" fn memmove(dest: *mut u8, src: *const u8, n: usize) -> *mut u8 {
+    if (dest as usize) <= (src as usize) || (dest as usize) >= (src as usize) + n {
+        // SAFETY: forward copy is correct when dest does not overlap src's tail.
+        unsafe { memcpy(dest, src, n) }
+    } else {
+        // SAFETY: backward copy with the direction flag set, restored afterwards.
+        unsafe {
+            asm!("std", "rep movsb", "cld",
+                 inout("rcx") n => _, inout("rdi") dest.add(n - 1) => _,
+                 inout("rsi") src.add(n - 1) => _, options(nostack))
+        };
+        dest
+    }
+}
+
+/// # Safety
+/// Standard `memset` contract.
+#[no_mangle]
+pub unsafe extern "C" fn memset(dest: *mut u8, c: i32, n: usize) -> *mut u8 {
+    // SAFETY: the caller guarantees the range is valid.
+    unsafe {
+        asm!("rep stosb", inout("rcx") n => _, inout("rdi") dest => _, in("al") c as u8,
+             options(nostack, preserves_flags))
+    };
+    dest
+}
+
+/// # Safety
+/// Standard `memcmp` contract.
+#[no_mangle]
+pub unsafe extern "C" fn memcmp(a: *const u8, b: *const u8, n: usize) -> i32 {
+    for i in 0..n {
+        // SAFETY: the caller guarantees both ranges are valid for n bytes.
+        let (x, y) = unsafe { (a.add(i).read_volatile(), b.add(i).read_volatile()) };
+        if x != y {
+            return i32::from(x) - i32::from(y);
+        }
+    }
+    0
+}
+
+/// # Safety
+/// Standard `bcmp` contract.
+#[no_mangle]
+pub unsafe extern "C" fn bcmp(a: *const u8, b: *const u8, n: usize) -> i32 {
+    // SAFETY: same contract.
+    unsafe { memcmp(a, b, n) }
+}

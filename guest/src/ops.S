@@ -1,0 +1,651 @@
+/*
+ * irqbench guest: everything whose exact instructions matter, in AT&T syntax.
+ *
+ * Register conventions of the measured code:
+ *   %gs base  = this vCPU's VcpuSlot (set by the VMM), so handlers and ops reach their counters
+ *               without a register;
+ *   %ebp      = critical-section work (body_ops) while an op runs;
+ *   an op clobbers %rax %rcx %rdx %rdi %rsi and keeps every other register.
+ * Every op is `save; disable; body; restore; ret` with a global label at each site, so the VMM
+ * can attribute an exit RIP to (strategy, site) through the ELF symbol table.
+ *
+ * Constants come from irqbench_abi as named global_asm! operands.
+ */
+
+    .section .text.entry, "ax"
+    .global _start
+    .type _start, @function
+/* The VMM enters here in 64-bit mode: %rdi = vCPU index, %rsi = slot, %rsp = own stack, IF = 0. */
+_start:
+    cld
+    call guest_main             /* never returns */
+1:  cli
+    hlt
+    jmp 1b
+    .size _start, . - _start
+
+    .text
+
+/* ---------------------------------------------------------------------------------------------
+ * Exceptions: push a zero error code where the CPU pushes none, then the vector, and report.
+ */
+    .macro EXC_NOERR vec
+    .global irqbench_exc_\vec
+irqbench_exc_\vec:
+    pushq $0
+    pushq $\vec
+    jmp irqbench_fault
+    .endm
+    .macro EXC_ERR vec
+    .global irqbench_exc_\vec
+irqbench_exc_\vec:
+    pushq $\vec
+    jmp irqbench_fault
+    .endm
+
+    EXC_NOERR 0
+    EXC_NOERR 1
+    EXC_NOERR 2
+    EXC_NOERR 3
+    EXC_NOERR 4
+    EXC_NOERR 5
+    EXC_NOERR 6
+    EXC_NOERR 7
+    EXC_ERR 8
+    EXC_NOERR 9
+    EXC_ERR 10
+    EXC_ERR 11
+    EXC_ERR 12
+    EXC_ERR 13
+    EXC_ERR 14
+    EXC_NOERR 15
+    EXC_NOERR 16
+    EXC_ERR 17
+    EXC_NOERR 18
+    EXC_NOERR 19
+    EXC_NOERR 20
+    EXC_ERR 21
+    EXC_NOERR 22
+    EXC_NOERR 23
+    EXC_NOERR 24
+    EXC_NOERR 25
+    EXC_NOERR 26
+    EXC_NOERR 27
+    EXC_NOERR 28
+    EXC_ERR 29
+    EXC_ERR 30
+    EXC_NOERR 31
+
+    .section .data
+    .balign 8
+    .global irqbench_exc_table
+irqbench_exc_table:
+    .irp n, 0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31
+    .quad irqbench_exc_\n
+    .endr
+    .text
+
+/* Stack here: vector, error code, then the CPU's frame (rip, cs, rflags, rsp, ss). */
+    .global irqbench_fault
+irqbench_fault:
+    cli
+    popq %gs:{FAULT}+0          /* vector */
+    popq %gs:{FAULT}+8          /* error code */
+    pushq %rax
+    movq 8(%rsp), %rax
+    movq %rax, %gs:{FAULT}+16   /* faulting rip */
+    movq 16(%rsp), %rax
+    movq %rax, %gs:{FAULT}+24   /* cs */
+    movq 24(%rsp), %rax
+    movq %rax, %gs:{FAULT}+32   /* rflags */
+    movq 32(%rsp), %rax
+    movq %rax, %gs:{FAULT}+40   /* rsp */
+    movq %cr2, %rax
+    movq %rax, %gs:{FAULT}+48   /* cr2 (page faults) */
+    movl %gs:{FAULT}, %eax
+    movw ${PORT_FAULT}, %dx
+    outl %eax, %dx              /* the VMM ends the run here; never resumes us */
+1:  hlt
+    jmp 1b
+
+/* ---------------------------------------------------------------------------------------------
+ * Interrupts: count them in the slot; the LAPIC timer also needs an EOI.
+ */
+    .global irqbench_irq_timer
+irqbench_irq_timer:
+    incq %gs:{INTERRUPTS}
+    pushq %rax
+    movabsq ${LAPIC_EOI}, %rax
+    movl $0, (%rax)             /* EOI: the in-kernel LAPIC delivers the next tick */
+    popq %rax
+    iretq
+
+    .global irqbench_irq_inject
+irqbench_irq_inject:
+    incq %gs:{INTERRUPTS}       /* userspace irqchip: no EOI to send */
+    iretq
+
+    .global irqbench_irq_spurious
+irqbench_irq_spurious:
+    iretq
+
+/* ---------------------------------------------------------------------------------------------
+ * The critical section: body_ops rounds of one memory touch and one ALU op.
+ */
+    .macro BODY
+    movl %ebp, %ecx
+    testl %ecx, %ecx
+    jz 2f
+1:  incq %gs:{SCRATCH}          /* a store the section protects */
+    addq %rcx, %rdx             /* an ALU op */
+    decl %ecx
+    jnz 1b
+2:
+    .endm
+
+/* The epoll ready-list section: take the lock shared by all vCPUs, touch the list, drop it. */
+    .macro LOCK_BODY
+1:  movl $1, %ecx
+    xchgl %ecx, {SHARED_LOCK}   /* atomic test-and-set */
+    testl %ecx, %ecx
+    jz 3f
+2:  incq %gs:{LOCK_SPINS}       /* held by another vCPU: spin on a plain read */
+    pause
+    cmpl $0, {SHARED_LOCK}
+    jne 2b
+    jmp 1b
+3:  incq %gs:{LOCK_ACQUISITIONS}
+    movq {SHARED_LOCK_COUNTER}, %rcx
+    incq %rcx                   /* load, add, store: loses updates unless the lock excludes */
+    movq %rcx, {SHARED_LOCK_COUNTER}
+    incq {SHARED_READY_LIST}    /* splice / requeue */
+    movl $0, {SHARED_LOCK}      /* release: a plain store is enough on x86 (TSO) */
+    .endm
+
+/* Issue the virtual-IF hypercall through the transport chosen at boot. Keeps all registers. */
+    .global irqbench_hypercall
+irqbench_hypercall:
+    incq %gs:{HYPERCALLS}
+    cmpl ${HC_VMCALL}, irqbench_hypercall_transport(%rip)
+    je 1f
+    pushq %rax
+    pushq %rdx
+    xorl %eax, %eax
+    movw ${PORT_HYPERCALL}, %dx
+    outl %eax, %dx
+    popq %rdx
+    popq %rax
+    ret
+    /* KVM_HC_MAP_GPA_RANGE (12) is the one hypercall KVM_CAP_EXIT_HYPERCALL forwards to userspace;
+     * its arguments (gpa 0, 1 page, no attributes) pass KVM's validity checks. */
+1:  pushq %rax
+    pushq %rbx
+    pushq %rcx
+    pushq %rdx
+    movl $12, %eax
+    xorl %ebx, %ebx
+    movl $1, %ecx
+    xorl %edx, %edx
+    .global irqbench_vmcall
+irqbench_vmcall:
+    vmcall
+    popq %rdx
+    popq %rcx
+    popq %rbx
+    popq %rax
+    ret
+
+/* ---------------------------------------------------------------------------------------------
+ * The paravirt operation table, as arch/x86's pv_ops.irq: save_fl, restore_fl, irq_disable,
+ * irq_enable, each a native implementation reached by an indirect call.
+ */
+    .section .data
+    .balign 8
+    .global irqbench_pv_irq_ops
+irqbench_pv_irq_ops:
+    .quad irqbench_pv_save_fl
+    .quad irqbench_pv_restore_fl
+    .quad irqbench_pv_irq_disable
+    .quad irqbench_pv_irq_enable
+    .global irqbench_hypercall_transport
+irqbench_hypercall_transport:
+    .long 0
+    .text
+
+    .global irqbench_pv_save_fl
+irqbench_pv_save_fl:
+    pushfq
+    popq %rax
+    ret
+    .global irqbench_pv_restore_fl
+irqbench_pv_restore_fl:
+    pushq %rdi
+    popfq                       /* may set IF: an interrupt window opens here */
+    ret
+    .global irqbench_pv_irq_disable
+irqbench_pv_irq_disable:
+    cli
+    ret
+    .global irqbench_pv_irq_enable
+irqbench_pv_irq_enable:
+    sti                         /* IF=1 after the next instruction */
+    ret
+    .global irqbench_pv_end
+irqbench_pv_end:
+
+/* ---------------------------------------------------------------------------------------------
+ * The strategies (DESIGN.md's table). Each is defined twice: with the plain BODY (irq-flag
+ * phases, prefix irqbench_op_) and with LOCK_BODY (lock phases, prefix irqbench_lockop_).
+ * Sites: <name> = save, <name>_disable, <name>_body, <name>_restore, <name>_end.
+ */
+    .macro OP_EMPTY p, body
+    .global \p\()_empty
+\p\()_empty:
+    .global \p\()_empty_body
+\p\()_empty_body:
+    \body
+    .global \p\()_empty_restore
+\p\()_empty_restore:
+    ret
+    .global \p\()_empty_end
+\p\()_empty_end:
+    .endm
+
+    .macro OP_NATIVE_POPF p, body
+    .global \p\()_native_popf
+\p\()_native_popf:
+    pushfq                      /* save: flags = rflags */
+    popq %rax
+    .global \p\()_native_popf_disable
+\p\()_native_popf_disable:
+    cli
+    .global \p\()_native_popf_body
+\p\()_native_popf_body:
+    \body
+    .global \p\()_native_popf_restore
+\p\()_native_popf_restore:
+    pushq %rax                  /* restore: rflags = flags, IF included */
+    popfq
+    ret
+    .global \p\()_native_popf_end
+\p\()_native_popf_end:
+    .endm
+
+    .macro OP_NATIVE_CLI_STI p, body
+    .global \p\()_native_cli_sti
+\p\()_native_cli_sti:           /* no save: spin_lock_irq assumes IRQs were on */
+    .global \p\()_native_cli_sti_disable
+\p\()_native_cli_sti_disable:
+    cli
+    .global \p\()_native_cli_sti_body
+\p\()_native_cli_sti_body:
+    \body
+    .global \p\()_native_cli_sti_restore
+\p\()_native_cli_sti_restore:
+    sti                         /* unconditional: wrong when called with IRQs off */
+    ret
+    .global \p\()_native_cli_sti_end
+\p\()_native_cli_sti_end:
+    .endm
+
+    .macro OP_NATIVE_SKIP p, body
+    .global \p\()_native_skip
+\p\()_native_skip:
+    pushfq
+    popq %rax
+    .global \p\()_native_skip_disable
+\p\()_native_skip_disable:
+    cli
+    .global \p\()_native_skip_body
+\p\()_native_skip_body:
+    \body
+    .global \p\()_native_skip_restore
+\p\()_native_skip_restore:
+    testl $0x200, %eax          /* X86_EFLAGS_IF in the saved flags? */
+    jz 1f
+    sti                         /* only then enable */
+1:  ret
+    .global \p\()_native_skip_end
+\p\()_native_skip_end:
+    .endm
+
+    .macro OP_PVOP_POPF p, body
+    .global \p\()_pvop_popf
+\p\()_pvop_popf:
+    call *irqbench_pv_irq_ops+0(%rip)   /* save_fl */
+    .global \p\()_pvop_popf_disable
+\p\()_pvop_popf_disable:
+    call *irqbench_pv_irq_ops+16(%rip)  /* irq_disable */
+    .global \p\()_pvop_popf_body
+\p\()_pvop_popf_body:
+    \body
+    .global \p\()_pvop_popf_restore
+\p\()_pvop_popf_restore:
+    movq %rax, %rdi
+    call *irqbench_pv_irq_ops+8(%rip)   /* restore_fl(flags): popf */
+    ret
+    .global \p\()_pvop_popf_end
+\p\()_pvop_popf_end:
+    .endm
+
+    .macro OP_PVOP_SKIP p, body
+    .global \p\()_pvop_skip
+\p\()_pvop_skip:
+    call *irqbench_pv_irq_ops+0(%rip)   /* save_fl */
+    .global \p\()_pvop_skip_disable
+\p\()_pvop_skip_disable:
+    call *irqbench_pv_irq_ops+16(%rip)  /* irq_disable */
+    .global \p\()_pvop_skip_body
+\p\()_pvop_skip_body:
+    \body
+    .global \p\()_pvop_skip_restore
+\p\()_pvop_skip_restore:
+    testl $0x200, %eax                  /* the 2017 patch: if (flags & X86_EFLAGS_IF) */
+    jz 1f
+    call *irqbench_pv_irq_ops+24(%rip)  /* irq_enable */
+1:  ret
+    .global \p\()_pvop_skip_end
+\p\()_pvop_skip_end:
+    .endm
+
+    .macro OP_VIF_RESTORE p, body
+    .global \p\()_vif_restore
+\p\()_vif_restore:
+    movzbl %gs:{VIF_MASK}, %eax         /* save: flags = mask (1 = IF clear) */
+    .global \p\()_vif_restore_disable
+\p\()_vif_restore_disable:
+    movb $1, %gs:{VIF_MASK}
+    .global \p\()_vif_restore_body
+\p\()_vif_restore_body:
+    \body
+    .global \p\()_vif_restore_restore
+\p\()_vif_restore_restore:
+    movb %al, %gs:{VIF_MASK}            /* mask = !(flags & IF), written either way */
+    testb %al, %al
+    jnz 1f                              /* still masked: nothing to deliver */
+    cmpb $0, %gs:{VIF_PENDING}
+    je 1f
+    call irqbench_hypercall             /* unmasked with an event pending */
+1:  ret
+    .global \p\()_vif_restore_end
+\p\()_vif_restore_end:
+    .endm
+
+    .macro OP_VIF_SKIP p, body
+    .global \p\()_vif_skip
+\p\()_vif_skip:
+    movzbl %gs:{VIF_MASK}, %eax
+    .global \p\()_vif_skip_disable
+\p\()_vif_skip_disable:
+    movb $1, %gs:{VIF_MASK}
+    .global \p\()_vif_skip_body
+\p\()_vif_skip_body:
+    \body
+    .global \p\()_vif_skip_restore
+\p\()_vif_skip_restore:
+    testb %al, %al                      /* only if (flags & IF), i.e. saved mask == 0 */
+    jnz 1f
+    movb $0, %gs:{VIF_MASK}
+    cmpb $0, %gs:{VIF_PENDING}
+    je 1f
+    call irqbench_hypercall
+1:  ret
+    .global \p\()_vif_skip_end
+\p\()_vif_skip_end:
+    .endm
+
+    .macro ALL_OPS p, body
+    OP_EMPTY \p, \body
+    OP_NATIVE_POPF \p, \body
+    OP_NATIVE_CLI_STI \p, \body
+    OP_NATIVE_SKIP \p, \body
+    OP_PVOP_POPF \p, \body
+    OP_PVOP_SKIP \p, \body
+    OP_VIF_RESTORE \p, \body
+    OP_VIF_SKIP \p, \body
+    .endm
+
+    ALL_OPS irqbench_op, BODY
+    ALL_OPS irqbench_lockop, LOCK_BODY
+
+/* Indexed by strategy id (irqbench_abi::strategy). */
+    .section .data
+    .balign 8
+    .global irqbench_ops
+irqbench_ops:
+    .quad irqbench_op_empty, irqbench_op_native_popf, irqbench_op_native_cli_sti
+    .quad irqbench_op_native_skip, irqbench_op_pvop_popf, irqbench_op_pvop_skip
+    .quad irqbench_op_vif_restore, irqbench_op_vif_skip
+    .global irqbench_lockops
+irqbench_lockops:
+    .quad irqbench_lockop_empty, irqbench_lockop_native_popf, irqbench_lockop_native_cli_sti
+    .quad irqbench_lockop_native_skip, irqbench_lockop_pvop_popf, irqbench_lockop_pvop_skip
+    .quad irqbench_lockop_vif_restore, irqbench_lockop_vif_skip
+    .text
+
+/* ---------------------------------------------------------------------------------------------
+ * u64 irqbench_strategy_loop(op, iterations, nesting_per_65536, body_ops, vif)
+ * Runs `op` `iterations` times (a multiple of 4 when nesting is 0); returns IF violations: nested
+ * operations after which interrupts were enabled although the enclosing section disabled them.
+ */
+    .global irqbench_strategy_loop
+irqbench_strategy_loop:
+    pushq %rbx
+    pushq %rbp
+    pushq %r12
+    pushq %r13
+    pushq %r14
+    pushq %r15
+    pushq $0                    /* (%rsp): IF violations */
+    movq %rdi, %rbx
+    movq %rsi, %r12
+    movl %edx, %r13d
+    movl %ecx, %ebp
+    movl %r8d, %r15d
+    xorl %r14d, %r14d
+    testl %r13d, %r13d
+    jnz .Lnested
+    .global irqbench_strategy_loop_flat
+irqbench_strategy_loop_flat:
+.Lflat:                         /* no nesting: unrolled by four */
+    testq %r12, %r12
+    jz .Ldone
+    call *%rbx
+    call *%rbx
+    call *%rbx
+    call *%rbx
+    subq $4, %r12
+    jmp .Lflat
+    .global irqbench_strategy_loop_nested
+irqbench_strategy_loop_nested:
+.Lnested:                       /* Bresenham: every time the accumulator wraps, nest */
+    testq %r12, %r12
+    jz .Ldone
+    addl %r13d, %r14d
+    cmpl $65536, %r14d
+    jb .Lplain
+    subl $65536, %r14d
+    testl %r15d, %r15d          /* outer section: disable as the strategy's family does */
+    jnz 1f
+    cli
+    jmp 2f
+1:  movb $1, %gs:{VIF_MASK}
+2:  call *%rbx
+    testl %r15d, %r15d          /* must still be disabled after the inner restore */
+    jnz 3f
+    pushfq
+    popq %rax
+    testl $0x200, %eax
+    jnz 4f
+    jmp 5f
+3:  cmpb $0, %gs:{VIF_MASK}
+    jne 5f
+4:  incq (%rsp)                 /* the inner restore enabled interrupts too early */
+5:  testl %r15d, %r15d          /* outer restore: enable */
+    jnz 6f
+    sti
+    jmp 7f
+6:  movb $0, %gs:{VIF_MASK}
+    cmpb $0, %gs:{VIF_PENDING}
+    je 7f
+    call irqbench_hypercall
+7:  decq %r12
+    jmp .Lnested
+.Lplain:
+    call *%rbx
+    decq %r12
+    jmp .Lnested
+.Ldone:
+    popq %rax
+    popq %r15
+    popq %r14
+    popq %r13
+    popq %r12
+    popq %rbp
+    popq %rbx
+    ret
+    .global irqbench_strategy_loop_end
+irqbench_strategy_loop_end:
+
+/* void irqbench_lock_loop(lockop, iterations, body_ops): the ready-list scan pattern. */
+    .global irqbench_lock_loop
+irqbench_lock_loop:
+    pushq %rbx
+    pushq %rbp
+    pushq %r12
+    movq %rdi, %rbx
+    movq %rsi, %r12
+    movl %edx, %ebp
+1:  testq %r12, %r12
+    jz 2f
+    call *%rbx                  /* lock, splice, unlock */
+    BODY                        /* work outside the lock */
+    call *%rbx                  /* lock, requeue, unlock */
+    decq %r12
+    jmp 1b
+2:  popq %r12
+    popq %rbp
+    popq %rbx
+    ret
+
+/* u64 irqbench_op_once(op, body_ops): one operation, for the mixed workload. */
+    .global irqbench_op_once
+irqbench_op_once:
+    pushq %rbp
+    movl %esi, %ebp
+    call *%rdi
+    popq %rbp
+    ret
+
+/* ---------------------------------------------------------------------------------------------
+ * The instruction-cost suite: each function runs its instruction abi::insn::unroll(id) times.
+ * void irqbench_insn_loop(fn, iterations); %rdi/%rsi inside = rflags with IF set / clear.
+ */
+    .global irqbench_insn_loop
+irqbench_insn_loop:
+    pushq %rbx
+    pushq %r12
+    movq %rdi, %rbx
+    movq %rsi, %r12
+    pushfq
+    popq %rdi
+    orq $0x200, %rdi            /* rflags with IF=1 */
+    movq %rdi, %rsi
+    andq $~0x200, %rsi          /* rflags with IF=0 */
+1:  testq %r12, %r12
+    jz 2f
+    call *%rbx
+    decq %r12
+    jmp 1b
+2:  popq %r12
+    popq %rbx
+    sti
+    ret
+
+    .macro REPEAT8 a:vararg
+    \a
+    \a
+    \a
+    \a
+    \a
+    \a
+    \a
+    \a
+    .endm
+
+    .macro POPF_SET_IF
+    cli
+    pushq %rdi
+    popfq
+    .endm
+    .macro POPF_CLEAR_IF
+    sti
+    pushq %rsi
+    popfq
+    .endm
+    .macro POPF_SAME_IF
+    pushq %rdi
+    popfq
+    .endm
+    .macro PUSHF_POP
+    pushfq
+    popq %rax
+    .endm
+
+    .global irqbench_insn_empty
+irqbench_insn_empty:
+    ret
+    .global irqbench_insn_cli
+irqbench_insn_cli:
+    REPEAT8 cli
+    ret
+    .global irqbench_insn_sti
+irqbench_insn_sti:
+    REPEAT8 sti
+    ret
+    .global irqbench_insn_popf_set_if
+irqbench_insn_popf_set_if:      /* each: IF 0 -> 1 (the cli is the one that makes it 0) */
+    REPEAT8 POPF_SET_IF
+    ret
+    .global irqbench_insn_popf_clear_if
+irqbench_insn_popf_clear_if:    /* each: IF 1 -> 0 (the sti makes it 1) */
+    REPEAT8 POPF_CLEAR_IF
+    ret
+    .global irqbench_insn_popf_same_if
+irqbench_insn_popf_same_if:     /* IF 1 -> 1 */
+    sti
+    REPEAT8 POPF_SAME_IF
+    ret
+    .global irqbench_insn_pushf
+irqbench_insn_pushf:
+    REPEAT8 PUSHF_POP
+    ret
+    .global irqbench_insn_pio_exit
+irqbench_insn_pio_exit:
+    movw ${PORT_EXIT_PROBE}, %dx
+    outl %eax, %dx              /* one userspace port-I/O exit */
+    ret
+    .global irqbench_insn_mmio_exit
+irqbench_insn_mmio_exit:
+    movabsq ${MMIO_PROBE}, %rax
+    movl $0, (%rax)             /* one userspace MMIO exit */
+    ret
+    .global irqbench_insn_cpuid
+irqbench_insn_cpuid:
+    pushq %rbx                  /* cpuid writes %ebx, which the loop keeps */
+    xorl %eax, %eax
+    xorl %ecx, %ecx
+    cpuid
+    popq %rbx
+    ret
+    .global irqbench_insn_end
+irqbench_insn_end:
+
+    .section .data
+    .balign 8
+    .global irqbench_insns
+irqbench_insns:
+    .quad irqbench_insn_empty, irqbench_insn_cli, irqbench_insn_sti, irqbench_insn_popf_set_if
+    .quad irqbench_insn_popf_clear_if, irqbench_insn_popf_same_if, irqbench_insn_pushf
+    .quad irqbench_insn_pio_exit, irqbench_insn_mmio_exit, irqbench_insn_cpuid
+    .text

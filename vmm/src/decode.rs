@@ -1,0 +1,167 @@
+//! x86 decoding with iced-x86: the instruction at a faulting RIP, a strategy's exact code, and
+//! the check that the guest contains no SSE/AVX (which the PVM hosts cannot emulate at CPL0).
+
+use iced_x86::{
+    CpuidFeature, Decoder, DecoderOptions, Formatter, GasFormatter, Instruction, Mnemonic,
+};
+
+/// One decoded instruction.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DecodedInsn {
+    pub addr: u64,
+    pub bytes: Vec<u8>,
+    pub text: String,
+    pub mnemonic: Mnemonic,
+    pub invalid: bool,
+}
+
+fn format(insn: &Instruction) -> String {
+    let mut formatter = GasFormatter::new();
+    formatter.options_mut().set_first_operand_char_index(8);
+    let mut out = String::new();
+    formatter.format(insn, &mut out);
+    out
+}
+
+/// Decodes every instruction in `code`, which is loaded at `addr`.
+pub fn decode_all(code: &[u8], addr: u64) -> Vec<DecodedInsn> {
+    let mut decoder = Decoder::with_ip(64, code, addr, DecoderOptions::NONE);
+    let mut out = Vec::new();
+    let mut insn = Instruction::default();
+    while decoder.can_decode() {
+        decoder.decode_out(&mut insn);
+        let start = (insn.ip() - addr) as usize;
+        let bytes = code
+            .get(start..start + insn.len())
+            .unwrap_or_default()
+            .to_vec();
+        out.push(DecodedInsn {
+            addr: insn.ip(),
+            bytes,
+            text: format(&insn),
+            mnemonic: insn.mnemonic(),
+            invalid: insn.is_invalid(),
+        });
+    }
+    out
+}
+
+/// The first instruction of `code` as text (`(bad)` for undecodable bytes).
+pub fn decode_one(code: &[u8], addr: u64) -> String {
+    match decode_all(code, addr).first() {
+        Some(i) if !i.invalid => i.text.clone(),
+        Some(i) => format!("(bad) {}", hex(&i.bytes)),
+        None => "(no bytes)".into(),
+    }
+}
+
+pub fn hex(bytes: &[u8]) -> String {
+    bytes
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Fences are encoded as SSE2 instructions but are not SIMD: PVM emulates them.
+fn is_fence(m: Mnemonic) -> bool {
+    matches!(m, Mnemonic::Lfence | Mnemonic::Mfence | Mnemonic::Sfence)
+}
+
+/// Every SSE/AVX (or other SIMD) instruction in `code`, with address and text.
+pub fn find_simd(code: &[u8], addr: u64) -> Vec<DecodedInsn> {
+    let mut decoder = Decoder::with_ip(64, code, addr, DecoderOptions::NONE);
+    let mut found = Vec::new();
+    let mut insn = Instruction::default();
+    while decoder.can_decode() {
+        decoder.decode_out(&mut insn);
+        if insn.is_invalid() || is_fence(insn.mnemonic()) {
+            continue;
+        }
+        let simd = insn.cpuid_features().iter().any(|f| {
+            let name = format!("{f:?}");
+            name.starts_with("SSE")
+                || name.starts_with("AVX")
+                || name.starts_with("FMA")
+                || name.starts_with("F16C")
+                || name.starts_with("MMX")
+                || name.starts_with("SSSE")
+                || *f == CpuidFeature::FXSR
+        }) || (0..insn.op_count()).any(|i| {
+            let r = insn.op_register(i);
+            r.is_xmm() || r.is_ymm() || r.is_zmm()
+        });
+        if simd {
+            let start = (insn.ip() - addr) as usize;
+            found.push(DecodedInsn {
+                addr: insn.ip(),
+                bytes: code
+                    .get(start..start + insn.len())
+                    .unwrap_or_default()
+                    .to_vec(),
+                text: format(&insn),
+                mnemonic: insn.mnemonic(),
+                invalid: false,
+            });
+        }
+    }
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::guest_image::GuestImage;
+
+    #[test]
+    fn decodes_known_bytes() {
+        // pushf; pop %rax; cli; push %rax; popf; ret
+        let code = [0x9c, 0x58, 0xfa, 0x50, 0x9d, 0xc3];
+        let insns = decode_all(&code, 0x1000);
+        let m: Vec<Mnemonic> = insns.iter().map(|i| i.mnemonic).collect();
+        assert_eq!(
+            m,
+            [
+                Mnemonic::Pushfq,
+                Mnemonic::Pop,
+                Mnemonic::Cli,
+                Mnemonic::Push,
+                Mnemonic::Popfq,
+                Mnemonic::Ret
+            ]
+        );
+        assert_eq!(decode_one(&[0x0f, 0x0b], 0), "ud2");
+    }
+
+    #[test]
+    fn simd_detector_flags_sse_and_spares_fences() {
+        // xorps %xmm0,%xmm0 ; lfence ; vmovdqa %ymm0,%ymm1 ; nop
+        let code = [
+            0x0f, 0x57, 0xc0, 0x0f, 0xae, 0xe8, 0xc5, 0xfd, 0x6f, 0xc8, 0x90,
+        ];
+        let found: Vec<Mnemonic> = find_simd(&code, 0).iter().map(|i| i.mnemonic).collect();
+        assert_eq!(found, [Mnemonic::Xorps, Mnemonic::Vmovdqa]);
+    }
+
+    /// The hosts we build on cannot emulate SSE at CPL0: the built guest must contain none.
+    #[test]
+    fn built_guest_has_no_sse_or_avx() {
+        let image = GuestImage::embedded().expect("embedded guest");
+        let ranges = image.executable_ranges();
+        assert!(!ranges.is_empty());
+        let mut total = 0;
+        for (addr, code) in ranges {
+            total += decode_all(code, addr).len();
+            let simd = find_simd(code, addr);
+            assert!(
+                simd.is_empty(),
+                "SSE/AVX in the guest: {}",
+                simd.iter()
+                    .map(|i| format!("{:#x}: {}", i.addr, i.text))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            );
+        }
+        assert!(total > 200, "decoded only {total} instructions");
+    }
+}

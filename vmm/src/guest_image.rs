@@ -1,0 +1,489 @@
+//! The guest kernel image: the ELF embedded at build time or given with `--guest FILE`.
+//!
+//! The image is validated here, before any vCPU exists, against what the guest memory map
+//! (`irqbench_abi`) allows; loading itself is linux-loader's `Elf::load`. The symbol table is kept
+//! so that exit RIPs can be attributed to strategies and sites, and code can be disassembled.
+
+use std::io::Cursor;
+use std::path::Path;
+
+use irqbench_abi as abi;
+use linux_loader::loader::{elf::Elf, KernelLoader};
+use vm_memory::{GuestAddress, GuestMemoryMmap};
+
+/// The guest this binary was built with (see vmm/build.rs).
+pub static EMBEDDED_GUEST: &[u8] = include_bytes!(env!("IRQBENCH_GUEST_ELF"));
+
+/// Bigger than any plausible guest; refuse before reading a huge file into memory.
+const MAX_IMAGE_FILE: u64 = 64 << 20;
+
+const PT_LOAD: u32 = 1;
+const PF_X: u32 = 1;
+const SHT_SYMTAB: u32 = 2;
+const STT_FUNC: u8 = 2;
+const STT_NOTYPE: u8 = 0;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ImageError {
+    #[error("cannot read guest image {path}")]
+    Read {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("guest image {path} is {size} bytes; the limit is {MAX_IMAGE_FILE}")]
+    TooLarge { path: String, size: u64 },
+    #[error("guest image {source_name} is not a valid guest kernel: {reason}")]
+    Invalid { source_name: String, reason: String },
+    #[error("loading guest image {source_name} into guest memory failed")]
+    Load {
+        source_name: String,
+        #[source]
+        source: linux_loader::loader::Error,
+    },
+}
+
+/// One PT_LOAD segment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Segment {
+    pub paddr: u64,
+    pub file_offset: u64,
+    pub file_size: u64,
+    pub mem_size: u64,
+    pub executable: bool,
+}
+
+/// A named address range from the ELF symbol table.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Symbol {
+    pub name: String,
+    pub addr: u64,
+}
+
+/// Symbols sorted by address; a RIP belongs to the closest symbol at or below it.
+#[derive(Clone, Debug, Default)]
+pub struct SymbolTable {
+    symbols: Vec<Symbol>,
+}
+
+impl SymbolTable {
+    pub fn address(&self, name: &str) -> Option<u64> {
+        self.symbols.iter().find(|s| s.name == name).map(|s| s.addr)
+    }
+
+    /// The symbol containing `rip` (the nearest at or below it) and the offset into it.
+    pub fn lookup(&self, rip: u64) -> Option<(&Symbol, u64)> {
+        let idx = self.symbols.partition_point(|s| s.addr <= rip);
+        let sym = self.symbols.get(idx.checked_sub(1)?)?;
+        Some((sym, rip - sym.addr))
+    }
+
+    /// The next symbol strictly above `addr` (a function's end when nothing follows).
+    pub fn next_after(&self, addr: u64) -> Option<&Symbol> {
+        let idx = self.symbols.partition_point(|s| s.addr <= addr);
+        self.symbols.get(idx)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Symbol> {
+        self.symbols.iter()
+    }
+}
+
+/// A validated guest ELF.
+#[derive(Debug)]
+pub struct GuestImage {
+    /// Where it came from: a path or `<embedded>`.
+    pub source: String,
+    pub bytes: Vec<u8>,
+    pub entry: u64,
+    pub segments: Vec<Segment>,
+    pub symbols: SymbolTable,
+}
+
+impl GuestImage {
+    pub fn embedded() -> Result<GuestImage, ImageError> {
+        GuestImage::parse(EMBEDDED_GUEST.to_vec(), "<embedded>")
+    }
+
+    pub fn from_file(path: &Path) -> Result<GuestImage, ImageError> {
+        let name = path.display().to_string();
+        let meta = std::fs::metadata(path).map_err(|source| ImageError::Read {
+            path: name.clone(),
+            source,
+        })?;
+        if meta.len() > MAX_IMAGE_FILE {
+            return Err(ImageError::TooLarge {
+                path: name,
+                size: meta.len(),
+            });
+        }
+        let bytes = std::fs::read(path).map_err(|source| ImageError::Read {
+            path: name.clone(),
+            source,
+        })?;
+        GuestImage::parse(bytes, &name)
+    }
+
+    /// Validates the ELF against the guest memory map. Every check names what it found and what
+    /// would be valid, so a user with a hand-built guest knows what to fix.
+    pub fn parse(bytes: Vec<u8>, source: &str) -> Result<GuestImage, ImageError> {
+        let invalid = |reason: String| ImageError::Invalid {
+            source_name: source.to_string(),
+            reason,
+        };
+        let elf = ElfView { bytes: &bytes };
+        if bytes.len() < 64 {
+            return Err(invalid(format!(
+                "file is {} bytes, shorter than an ELF64 header (64)",
+                bytes.len()
+            )));
+        }
+        if bytes[..4] != *b"\x7fELF" {
+            return Err(invalid("no ELF magic (\\x7fELF) at offset 0".into()));
+        }
+        if bytes[4] != 2 {
+            return Err(invalid(format!(
+                "ELF class {} is not ELFCLASS64 (2): the guest must be a 64-bit image",
+                bytes[4]
+            )));
+        }
+        if bytes[5] != 1 {
+            return Err(invalid(format!(
+                "ELF data encoding {} is not little-endian (1)",
+                bytes[5]
+            )));
+        }
+        let e_type = elf.u16(16);
+        if e_type != Some(2) {
+            return Err(invalid(format!(
+                "ELF type {} is not ET_EXEC (2): link the guest -static -no-pie",
+                e_type.unwrap_or(0)
+            )));
+        }
+        let machine = elf.u16(18).unwrap_or(0);
+        if machine != 62 {
+            return Err(invalid(format!(
+                "ELF machine {machine} is not x86-64 (62)"
+            )));
+        }
+        let entry = elf.u64(24).unwrap_or(0);
+        let phoff = elf.u64(32).unwrap_or(0);
+        let shoff = elf.u64(40).unwrap_or(0);
+        let phentsize = u64::from(elf.u16(54).unwrap_or(0));
+        let phnum = u64::from(elf.u16(56).unwrap_or(0));
+        let shentsize = u64::from(elf.u16(58).unwrap_or(0));
+        let shnum = u64::from(elf.u16(60).unwrap_or(0));
+        if phentsize != 56 {
+            return Err(invalid(format!(
+                "program header entry size {phentsize} is not 56"
+            )));
+        }
+        if phnum == 0 || phnum > 64 {
+            return Err(invalid(format!(
+                "{phnum} program headers; expected 1..=64"
+            )));
+        }
+        let ph_end = phoff.checked_add(phnum * phentsize);
+        if ph_end.is_none_or(|end| end > bytes.len() as u64) {
+            return Err(invalid(format!(
+                "program headers at offset {phoff:#x} ({phnum} × 56 bytes) run past the end of \
+                 the file ({} bytes): truncated?",
+                bytes.len()
+            )));
+        }
+        let mut segments = Vec::new();
+        for i in 0..phnum {
+            let base = (phoff + i * phentsize) as usize;
+            if elf.u32(base) != Some(PT_LOAD) {
+                continue;
+            }
+            let seg = Segment {
+                executable: elf.u32(base + 4).unwrap_or(0) & PF_X != 0,
+                file_offset: elf.u64(base + 8).unwrap_or(0),
+                paddr: elf.u64(base + 24).unwrap_or(0),
+                file_size: elf.u64(base + 32).unwrap_or(0),
+                mem_size: elf.u64(base + 40).unwrap_or(0),
+            };
+            let allowed = abi::GUEST_LOAD_GPA..abi::GUEST_IMAGE_END;
+            let end = seg.paddr.checked_add(seg.mem_size);
+            if seg.file_size > seg.mem_size {
+                return Err(invalid(format!(
+                    "segment {i}: file size {:#x} exceeds memory size {:#x}",
+                    seg.file_size, seg.mem_size
+                )));
+            }
+            if !allowed.contains(&seg.paddr) || end.is_none_or(|e| e > abi::GUEST_IMAGE_END) {
+                return Err(invalid(format!(
+                    "segment {i} at {:#x}..{:#x} is outside the guest image area {:#x}..{:#x} \
+                     (link the guest at {:#x}, see guest/link.ld)",
+                    seg.paddr,
+                    seg.paddr.saturating_add(seg.mem_size),
+                    allowed.start,
+                    allowed.end,
+                    abi::GUEST_LOAD_GPA
+                )));
+            }
+            if seg
+                .file_offset
+                .checked_add(seg.file_size)
+                .is_none_or(|e| e > bytes.len() as u64)
+            {
+                return Err(invalid(format!(
+                    "segment {i}: file bytes {:#x}+{:#x} run past the end of the file ({} \
+                     bytes): truncated?",
+                    seg.file_offset,
+                    seg.file_size,
+                    bytes.len()
+                )));
+            }
+            segments.push(seg);
+        }
+        if segments.is_empty() {
+            return Err(invalid("no PT_LOAD segment".into()));
+        }
+        if !segments
+            .iter()
+            .any(|s| s.executable && (s.paddr..s.paddr + s.mem_size).contains(&entry))
+        {
+            return Err(invalid(format!(
+                "entry point {entry:#x} is not inside any executable segment"
+            )));
+        }
+        let symbols = read_symbols(&elf, shoff, shentsize, shnum);
+        Ok(GuestImage {
+            source: source.to_string(),
+            bytes,
+            entry,
+            segments,
+            symbols,
+        })
+    }
+
+    /// Copies the segments into guest memory (linux-loader), returning the entry point.
+    pub fn load(&self, memory: &GuestMemoryMmap) -> Result<u64, ImageError> {
+        let mut cursor = Cursor::new(&self.bytes);
+        let result = Elf::load(
+            memory,
+            None,
+            &mut cursor,
+            Some(GuestAddress(abi::GUEST_LOAD_GPA)),
+        )
+        .map_err(|source| ImageError::Load {
+            source_name: self.source.clone(),
+            source,
+        })?;
+        // linux-loader reports the entry it jumped to as the load address of a plain ELF; we
+        // validated e_entry above and use that.
+        let _ = result;
+        Ok(self.entry)
+    }
+
+    /// The file bytes backing guest addresses `addr..addr+len` (for disassembly of code that was
+    /// loaded from the file; BSS has no bytes).
+    pub fn code_bytes(&self, addr: u64, len: u64) -> Option<&[u8]> {
+        self.segments.iter().find_map(|s| {
+            let end = addr.checked_add(len)?;
+            if addr >= s.paddr && end <= s.paddr + s.file_size {
+                let start = (s.file_offset + (addr - s.paddr)) as usize;
+                self.bytes.get(start..start + len as usize)
+            } else {
+                None
+            }
+        })
+    }
+
+    /// Every executable segment's bytes with its load address.
+    pub fn executable_ranges(&self) -> Vec<(u64, &[u8])> {
+        self.segments
+            .iter()
+            .filter(|s| s.executable)
+            .filter_map(|s| {
+                let start = s.file_offset as usize;
+                Some((s.paddr, self.bytes.get(start..start + s.file_size as usize)?))
+            })
+            .collect()
+    }
+
+    /// The code of a function from its symbol to the next symbol named `<name>_end`, or to the
+    /// next symbol of any name.
+    pub fn function_code(&self, name: &str) -> Option<(u64, &[u8])> {
+        let start = self.symbols.address(name)?;
+        let end = self
+            .symbols
+            .address(&format!("{name}_end"))
+            .or_else(|| self.symbols.next_after(start).map(|s| s.addr))?;
+        Some((start, self.code_bytes(start, end.checked_sub(start)?)?))
+    }
+}
+
+/// Bounds-checked little-endian reads of an ELF file.
+struct ElfView<'a> {
+    bytes: &'a [u8],
+}
+
+impl ElfView<'_> {
+    fn slice<const N: usize>(&self, at: usize) -> Option<[u8; N]> {
+        self.bytes.get(at..at.checked_add(N)?)?.try_into().ok()
+    }
+    fn u16(&self, at: usize) -> Option<u16> {
+        self.slice(at).map(u16::from_le_bytes)
+    }
+    fn u32(&self, at: usize) -> Option<u32> {
+        self.slice(at).map(u32::from_le_bytes)
+    }
+    fn u64(&self, at: usize) -> Option<u64> {
+        self.slice(at).map(u64::from_le_bytes)
+    }
+}
+
+/// Function and label symbols from `.symtab`. A missing or damaged table yields no symbols (the
+/// guest still runs; attribution then says `?`).
+fn read_symbols(elf: &ElfView<'_>, shoff: u64, shentsize: u64, shnum: u64) -> SymbolTable {
+    let mut symbols = Vec::new();
+    if shentsize != 64 || shnum > 4096 {
+        return SymbolTable::default();
+    }
+    for i in 0..shnum {
+        let sh = (shoff + i * 64) as usize;
+        if elf.u32(sh + 4) != Some(SHT_SYMTAB) {
+            continue;
+        }
+        let (Some(off), Some(size), Some(link), Some(entsize)) = (
+            elf.u64(sh + 24),
+            elf.u64(sh + 32),
+            elf.u32(sh + 40),
+            elf.u64(sh + 56),
+        ) else {
+            continue;
+        };
+        let strsh = (shoff + u64::from(link) * 64) as usize;
+        let (Some(stroff), Some(strsize)) = (elf.u64(strsh + 24), elf.u64(strsh + 32)) else {
+            continue;
+        };
+        let Some(strtab) = elf
+            .bytes
+            .get(stroff as usize..(stroff.saturating_add(strsize)) as usize)
+        else {
+            continue;
+        };
+        if entsize != 24 {
+            continue;
+        }
+        for j in 0..size / 24 {
+            let at = (off + j * 24) as usize;
+            let (Some(name_off), Some(info), Some(value)) =
+                (elf.u32(at), elf.bytes.get(at + 4), elf.u64(at + 8))
+            else {
+                break;
+            };
+            let kind = info & 0xF;
+            if (kind != STT_FUNC && kind != STT_NOTYPE) || value == 0 {
+                continue;
+            }
+            let Some(name) = strtab
+                .get(name_off as usize..)
+                .and_then(|s| s.split(|b| *b == 0).next())
+                .and_then(|s| std::str::from_utf8(s).ok())
+            else {
+                continue;
+            };
+            if name.is_empty() || name.starts_with(".L") || name.starts_with('$') {
+                continue;
+            }
+            symbols.push(Symbol {
+                name: name.to_string(),
+                addr: value,
+            });
+        }
+    }
+    symbols.sort_by(|a, b| a.addr.cmp(&b.addr).then_with(|| a.name.cmp(&b.name)));
+    symbols.dedup_by(|b, a| a.addr == b.addr && a.name == b.name);
+    SymbolTable { symbols }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn embedded() -> GuestImage {
+        GuestImage::embedded().expect("the embedded guest is valid")
+    }
+
+    #[test]
+    fn embedded_guest_has_every_strategy_symbol() {
+        let image = embedded();
+        for s in crate::plan::StrategyId::all() {
+            let sym = s.symbol();
+            assert!(image.symbols.address(&sym).is_some(), "missing {sym}");
+            for site in ["restore", "end"] {
+                assert!(
+                    image.symbols.address(&format!("{sym}_{site}")).is_some(),
+                    "missing {sym}_{site}"
+                );
+            }
+        }
+        assert!(image.function_code("irqbench_op_native_popf").is_some());
+    }
+
+    #[test]
+    fn lookup_finds_the_enclosing_symbol() {
+        let image = embedded();
+        let restore = image
+            .symbols
+            .address("irqbench_op_native_skip_restore")
+            .expect("symbol");
+        let (sym, off) = image.symbols.lookup(restore + 1).expect("inside");
+        assert_eq!(sym.name, "irqbench_op_native_skip_restore");
+        assert_eq!(off, 1);
+    }
+
+    /// Malformed images, each built here from the real guest, and the message each must give.
+    #[test]
+    fn malformed_images_are_rejected_with_their_own_message() {
+        let good = EMBEDDED_GUEST.to_vec();
+        let mut cases: Vec<(&str, Vec<u8>, &str)> = Vec::new();
+        cases.push(("truncated header", good[..40].to_vec(), "shorter than an ELF64 header"));
+        cases.push(("truncated body", good[..100].to_vec(), "truncated?"));
+        let mut bad_magic = good.clone();
+        bad_magic[0] = b'X';
+        cases.push(("magic", bad_magic, "no ELF magic"));
+        let mut class32 = good.clone();
+        class32[4] = 1;
+        cases.push(("class", class32, "not ELFCLASS64"));
+        let mut big = good.clone();
+        big[5] = 2;
+        cases.push(("endian", big, "not little-endian"));
+        let mut dynamic = good.clone();
+        dynamic[16] = 3;
+        cases.push(("type", dynamic, "not ET_EXEC"));
+        let mut arm = good.clone();
+        arm[18] = 183;
+        arm[19] = 0;
+        cases.push(("machine", arm, "not x86-64"));
+        let phoff = u64::from_le_bytes(good[32..40].try_into().expect("8 bytes")) as usize;
+        let mut low = good.clone();
+        low[phoff + 24..phoff + 32].copy_from_slice(&0x1000u64.to_le_bytes());
+        cases.push(("segment outside RAM area", low, "outside the guest image area"));
+        let mut huge = good.clone();
+        huge[phoff + 40..phoff + 48].copy_from_slice(&(1u64 << 40).to_le_bytes());
+        cases.push(("huge segment", huge, "outside the guest image area"));
+        let mut entry = good.clone();
+        entry[24..32].copy_from_slice(&0x3F_F000u64.to_le_bytes());
+        cases.push(("entry outside", entry, "not inside any executable segment"));
+        for (what, bytes, expected) in cases {
+            let err = GuestImage::parse(bytes, "test.elf").expect_err(what).to_string();
+            assert!(
+                err.contains(expected) && err.contains("test.elf"),
+                "{what}: got {err:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn missing_file_names_the_path() {
+        let err = GuestImage::from_file(Path::new("/nonexistent/guest.elf"))
+            .expect_err("no such file")
+            .to_string();
+        assert!(err.contains("/nonexistent/guest.elf"), "{err}");
+    }
+}

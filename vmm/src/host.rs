@@ -1,0 +1,518 @@
+//! What the host is: CPU, kernel, which KVM serves `/dev/kvm` and how it is tuned.
+//!
+//! Exit counts and their costs depend on all of these (a nested host, PVM instead of VMX/SVM,
+//! PLE or APICv settings), so every report carries a [`HostManifest`] built here.
+
+use std::collections::BTreeMap;
+use std::ffi::{CStr, CString};
+use std::fmt::{self, Write as _};
+use std::fs;
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use kvm_bindings::{
+    KVM_CAP_BINARY_STATS_FD, KVM_CAP_EXIT_HYPERCALL, KVM_CAP_GET_TSC_KHZ, KVM_CAP_HLT,
+    KVM_CAP_IMMEDIATE_EXIT, KVM_CAP_IOEVENTFD, KVM_CAP_IRQCHIP, KVM_CAP_IRQFD,
+    KVM_CAP_IRQ_INJECT_STATUS, KVM_CAP_MAX_VCPUS, KVM_CAP_NR_VCPUS, KVM_CAP_PIT2,
+    KVM_CAP_SET_TSS_ADDR, KVM_CAP_SPLIT_IRQCHIP, KVM_CAP_SYNC_REGS, KVM_CAP_TSC_CONTROL,
+    KVM_CAP_TSC_DEADLINE_TIMER, KVM_CAP_USER_MEMORY, KVM_CAP_VCPU_EVENTS, KVM_CAP_X2APIC_API,
+    KVM_CAP_X86_DISABLE_EXITS,
+};
+use kvm_ioctls::Kvm;
+
+use crate::results::HostManifest;
+
+const KVM_PATH: &str = "/dev/kvm";
+const SYS_MODULE: &str = "/sys/module";
+const PROC_MODULES: &str = "/proc/modules";
+const PROC_CPUINFO: &str = "/proc/cpuinfo";
+
+#[derive(Debug, thiserror::Error)]
+pub enum HostError {
+    #[error("{} does not exist: load kvm_intel/kvm_amd (or run on a KVM host)", path.display())]
+    KvmMissing {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error(
+        "permission denied opening {}: add your user to the 'kvm' group or run as root",
+        path.display()
+    )]
+    KvmPermission {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("cannot open {}", path.display())]
+    OpenKvm {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("cannot create a probe VM")]
+    CreateVm(#[source] kvm_ioctls::Error),
+    #[error("cannot create a probe vCPU")]
+    CreateVcpu(#[source] kvm_ioctls::Error),
+}
+
+/// Which vendor module serves `/dev/kvm`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KvmFlavour {
+    Vmx,
+    Svm,
+    /// `kvm_pvm`: paravirtualized guests on hosts without (usable) VMX/SVM.
+    Pvm,
+    Unknown,
+}
+
+impl KvmFlavour {
+    pub fn name(&self) -> &'static str {
+        match self {
+            KvmFlavour::Vmx => "vmx",
+            KvmFlavour::Svm => "svm",
+            KvmFlavour::Pvm => "pvm",
+            KvmFlavour::Unknown => "unknown",
+        }
+    }
+}
+
+impl fmt::Display for KvmFlavour {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Vendor modules in order of precedence: when kvm_pvm is loaded it is the one serving
+/// `/dev/kvm`, even if kvm_intel/kvm_amd are loaded beside it.
+const FLAVOUR_MODULES: [(&str, KvmFlavour); 3] = [
+    ("kvm_pvm", KvmFlavour::Pvm),
+    ("kvm_intel", KvmFlavour::Vmx),
+    ("kvm_amd", KvmFlavour::Svm),
+];
+
+pub fn detect_flavour() -> KvmFlavour {
+    detect_flavour_in(Path::new(SYS_MODULE), Path::new(PROC_MODULES))
+}
+
+fn detect_flavour_in(sys_module: &Path, proc_modules: &Path) -> KvmFlavour {
+    if let Some(&(_, flavour)) = FLAVOUR_MODULES
+        .iter()
+        .find(|(module, _)| sys_module.join(module).exists())
+    {
+        return flavour;
+    }
+    // Some containers hide /sys/module but still show /proc/modules.
+    let loaded = fs::read_to_string(proc_modules).unwrap_or_default();
+    let loaded: Vec<&str> = loaded
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    FLAVOUR_MODULES
+        .iter()
+        .find(|(module, _)| loaded.contains(module))
+        .map_or(KvmFlavour::Unknown, |&(_, flavour)| flavour)
+}
+
+/// The value of the first `key : value` line of /proc/cpuinfo-formatted `text` named `key`.
+fn cpuinfo_field<'a>(text: &'a str, key: &str) -> Option<&'a str> {
+    text.lines().find_map(|line| {
+        let (k, v) = line.split_once(':')?;
+        (k.trim() == key).then(|| v.trim())
+    })
+}
+
+fn cpuinfo_is_nested(text: &str) -> bool {
+    cpuinfo_field(text, "flags")
+        .is_some_and(|flags| flags.split_whitespace().any(|f| f == "hypervisor"))
+}
+
+pub fn host_is_nested() -> bool {
+    cpuinfo_is_nested(&fs::read_to_string(PROC_CPUINFO).unwrap_or_default())
+}
+
+pub fn open_kvm() -> Result<Kvm, HostError> {
+    open_kvm_at(Path::new(KVM_PATH))
+}
+
+fn open_kvm_at(path: &Path) -> Result<Kvm, HostError> {
+    let cpath = CString::new(path.as_os_str().as_bytes()).map_err(|e| HostError::OpenKvm {
+        path: path.to_owned(),
+        source: io::Error::new(io::ErrorKind::InvalidInput, e),
+    })?;
+    Kvm::new_with_path(&cpath).map_err(|e| {
+        let source = io::Error::from_raw_os_error(e.errno());
+        let path = path.to_owned();
+        match e.errno() {
+            libc::ENOENT | libc::ENODEV | libc::ENXIO => HostError::KvmMissing { path, source },
+            libc::EACCES | libc::EPERM => HostError::KvmPermission { path, source },
+            _ => HostError::OpenKvm { path, source },
+        }
+    })
+}
+
+/// `None` if `/dev/kvm` can be opened, else why not (tests print it and skip).
+pub fn kvm_available() -> Option<String> {
+    open_kvm().err().map(|e| e.to_string())
+}
+
+/// Names a `KVM_CAP_*` constant by its own identifier.
+macro_rules! caps {
+    ($($cap:ident),* $(,)?) => { [$((stringify!($cap), $cap)),*] };
+}
+
+/// Capabilities that decide which irqchip modes, exits and timing sources a run can use.
+const CAPABILITIES: [(&str, u32); 21] = caps![
+    KVM_CAP_IRQCHIP,
+    KVM_CAP_SPLIT_IRQCHIP,
+    KVM_CAP_IRQ_INJECT_STATUS,
+    KVM_CAP_IRQFD,
+    KVM_CAP_IOEVENTFD,
+    KVM_CAP_PIT2,
+    KVM_CAP_X2APIC_API,
+    KVM_CAP_TSC_DEADLINE_TIMER,
+    KVM_CAP_HLT,
+    KVM_CAP_X86_DISABLE_EXITS,
+    KVM_CAP_EXIT_HYPERCALL,
+    KVM_CAP_IMMEDIATE_EXIT,
+    KVM_CAP_SYNC_REGS,
+    KVM_CAP_VCPU_EVENTS,
+    KVM_CAP_GET_TSC_KHZ,
+    KVM_CAP_TSC_CONTROL,
+    KVM_CAP_BINARY_STATS_FD,
+    KVM_CAP_USER_MEMORY,
+    KVM_CAP_SET_TSS_ADDR,
+    KVM_CAP_NR_VCPUS,
+    KVM_CAP_MAX_VCPUS,
+];
+
+fn capabilities(kvm: &Kvm) -> BTreeMap<String, i64> {
+    CAPABILITIES
+        .iter()
+        .map(|&(name, cap)| {
+            let value = kvm.check_extension_raw(libc::c_ulong::from(cap));
+            (name.to_owned(), i64::from(value))
+        })
+        .collect()
+}
+
+/// Module parameters that change how often or how expensively guests exit; `None` takes every
+/// parameter the module has (PVM's are few and all matter).
+const MODULE_PARAMS: [(&str, Option<&[&str]>); 4] = [
+    (
+        "kvm_intel",
+        Some(&[
+            "ple_gap",
+            "ple_window",
+            "enable_apicv",
+            "ept",
+            "nested",
+            "preemption_timer",
+        ]),
+    ),
+    (
+        "kvm_amd",
+        Some(&["avic", "nested", "npt", "pause_filter_count"]),
+    ),
+    ("kvm", Some(&["halt_poll_ns", "enable_vmware_backdoor"])),
+    ("kvm_pvm", None),
+];
+
+fn module_params_in(sys_module: &Path) -> BTreeMap<String, String> {
+    let mut params = BTreeMap::new();
+    for (module, wanted) in MODULE_PARAMS {
+        let dir = sys_module.join(module).join("parameters");
+        let names: Vec<String> = match wanted {
+            Some(names) => names.iter().map(|n| n.to_string()).collect(),
+            None => list_dir(&dir),
+        };
+        for name in names {
+            // Absent or write-only parameters are simply not reported.
+            if let Ok(value) = fs::read_to_string(dir.join(&name)) {
+                params.insert(format!("{module}.{name}"), value.trim().to_owned());
+            }
+        }
+    }
+    params
+}
+
+fn list_dir(dir: &Path) -> Vec<String> {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut names: Vec<String> = entries
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .collect();
+    names.sort();
+    names
+}
+
+fn kernel_release() -> String {
+    // SAFETY: utsname is plain C data, for which all-zero bytes are a valid value.
+    let mut uts: libc::utsname = unsafe { std::mem::zeroed() };
+    // SAFETY: `uts` is a valid, writable utsname that the call fills in.
+    if unsafe { libc::uname(&mut uts) } != 0 {
+        return String::new();
+    }
+    // SAFETY: uname NUL-terminates `release`, which lives as long as `uts`.
+    let release = unsafe { CStr::from_ptr(uts.release.as_ptr()) };
+    release.to_string_lossy().into_owned()
+}
+
+/// The guest TSC frequency KVM reports, from a throwaway VM.
+fn probe_tsc_khz(kvm: &Kvm) -> Result<Option<u64>, HostError> {
+    let vm = kvm.create_vm().map_err(HostError::CreateVm)?;
+    let vcpu = vm.create_vcpu(0).map_err(HostError::CreateVcpu)?;
+    Ok(vcpu
+        .get_tsc_khz()
+        .ok()
+        .filter(|&khz| khz > 0)
+        .map(u64::from))
+}
+
+fn cpuinfo_mhz_as_khz(cpuinfo: &str) -> Option<u64> {
+    let mhz: f64 = cpuinfo_field(cpuinfo, "cpu MHz")?.parse().ok()?;
+    (mhz > 0.0).then(|| (mhz * 1000.0).round() as u64)
+}
+
+pub fn manifest(kvm: &Kvm) -> Result<HostManifest, HostError> {
+    let cpuinfo = fs::read_to_string(PROC_CPUINFO).unwrap_or_default();
+    let flavour = detect_flavour();
+    let nested = cpuinfo_is_nested(&cpuinfo);
+    let capabilities = capabilities(kvm);
+    let mut warnings = Vec::new();
+
+    let tsc_khz = match probe_tsc_khz(kvm)? {
+        Some(khz) => khz,
+        None => {
+            warnings.push(
+                "KVM_GET_TSC_KHZ unsupported: tsc_khz is /proc/cpuinfo \"cpu MHz\", which may \
+                 differ from the guest TSC rate"
+                    .to_owned(),
+            );
+            cpuinfo_mhz_as_khz(&cpuinfo).unwrap_or(0)
+        }
+    };
+    if nested {
+        warnings.push(
+            "the host runs under a hypervisor: every exit also pays for the outer one".to_owned(),
+        );
+    }
+    if flavour == KvmFlavour::Pvm {
+        warnings.push(
+            "/dev/kvm is served by kvm_pvm: exits are PVM's, not VMX/SVM's, and per-reason \
+             counters may differ"
+                .to_owned(),
+        );
+    }
+    if capabilities.get("KVM_CAP_BINARY_STATS_FD") == Some(&0) {
+        warnings.push("no KVM_CAP_BINARY_STATS_FD: per-exit-reason stats unavailable".to_owned());
+    }
+
+    Ok(HostManifest {
+        cpu_model: cpuinfo_field(&cpuinfo, "model name")
+            .unwrap_or("unknown")
+            .to_owned(),
+        host_cpus: std::thread::available_parallelism()
+            .map_or(1, |n| u32::try_from(n.get()).unwrap_or(u32::MAX)),
+        kernel_release: kernel_release(),
+        kvm_flavour: flavour.name().to_owned(),
+        nested,
+        module_params: module_params_in(Path::new(SYS_MODULE)),
+        tsc_khz,
+        kvm_api_version: kvm.get_api_version(),
+        capabilities,
+        max_vcpus: u32::try_from(kvm.get_max_vcpus()).unwrap_or(u32::MAX),
+        recommended_vcpus: u32::try_from(kvm.get_nr_vcpus()).unwrap_or(u32::MAX),
+        irqchip_modes: Vec::new(),
+        vcpu_pinning: false,
+        warnings,
+    })
+}
+
+/// Appends `key: value` lines with values aligned after the longest key.
+fn push_aligned<'a>(
+    out: &mut String,
+    indent: &str,
+    rows: impl IntoIterator<Item = (&'a str, String)>,
+) {
+    let rows: Vec<_> = rows.into_iter().collect();
+    let width = rows.iter().map(|(k, _)| k.len() + 1).max().unwrap_or(0);
+    for (key, value) in rows {
+        let _ = writeln!(out, "{indent}{:<width$} {value}", format!("{key}:"));
+    }
+}
+
+/// The human-readable block `irqbench host` prints.
+pub fn format_manifest(m: &HostManifest) -> String {
+    let list = |v: &[String]| {
+        if v.is_empty() {
+            "-".to_owned()
+        } else {
+            v.join(", ")
+        }
+    };
+    let mut out = String::new();
+    push_aligned(
+        &mut out,
+        "",
+        [
+            ("cpu model", m.cpu_model.clone()),
+            ("host cpus", m.host_cpus.to_string()),
+            ("kernel", m.kernel_release.clone()),
+            ("kvm flavour", m.kvm_flavour.clone()),
+            ("nested", m.nested.to_string()),
+            ("tsc khz", m.tsc_khz.to_string()),
+            ("kvm api version", m.kvm_api_version.to_string()),
+            ("max vcpus", m.max_vcpus.to_string()),
+            ("recommended vcpus", m.recommended_vcpus.to_string()),
+            ("irqchip modes", list(&m.irqchip_modes)),
+            ("vcpu pinning", m.vcpu_pinning.to_string()),
+        ],
+    );
+    out.push_str("capabilities:\n");
+    push_aligned(
+        &mut out,
+        "  ",
+        m.capabilities
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.to_string())),
+    );
+    out.push_str("module params:\n");
+    if m.module_params.is_empty() {
+        out.push_str("  -\n");
+    }
+    push_aligned(
+        &mut out,
+        "  ",
+        m.module_params.iter().map(|(k, v)| (k.as_str(), v.clone())),
+    );
+    if !m.warnings.is_empty() {
+        out.push_str("warnings:\n");
+        for w in &m.warnings {
+            let _ = writeln!(out, "  - {w}");
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use vmm_sys_util::tempdir::TempDir;
+
+    use super::*;
+
+    fn kvm_or_skip() -> Option<Kvm> {
+        if let Some(reason) = kvm_available() {
+            eprintln!("skipping: {reason}");
+            return None;
+        }
+        Some(open_kvm().unwrap())
+    }
+
+    #[test]
+    fn flavour_matches_sys_module() {
+        let sys = Path::new(SYS_MODULE);
+        let expected = if sys.join("kvm_pvm").exists() {
+            KvmFlavour::Pvm
+        } else if sys.join("kvm_intel").exists() {
+            KvmFlavour::Vmx
+        } else if sys.join("kvm_amd").exists() {
+            KvmFlavour::Svm
+        } else {
+            // Left to the /proc/modules fallback, which the next test covers.
+            return;
+        };
+        assert_eq!(detect_flavour(), expected);
+    }
+
+    #[test]
+    fn flavour_precedence_and_fallback() {
+        let dir = TempDir::new().unwrap();
+        let sys = dir.as_path().join("module");
+        let proc_modules = dir.as_path().join("modules");
+        fs::create_dir_all(sys.join("kvm")).unwrap();
+        assert_eq!(detect_flavour_in(&sys, &proc_modules), KvmFlavour::Unknown);
+
+        fs::write(
+            &proc_modules,
+            "kvm_amd 155648 0 - Live 0x0\nkvm 1 1 kvm_amd, Live 0x0\n",
+        )
+        .unwrap();
+        assert_eq!(detect_flavour_in(&sys, &proc_modules), KvmFlavour::Svm);
+
+        fs::create_dir(sys.join("kvm_intel")).unwrap();
+        assert_eq!(detect_flavour_in(&sys, &proc_modules), KvmFlavour::Vmx);
+        fs::create_dir(sys.join("kvm_pvm")).unwrap();
+        assert_eq!(detect_flavour_in(&sys, &proc_modules), KvmFlavour::Pvm);
+        assert_eq!(KvmFlavour::Pvm.to_string(), "pvm");
+    }
+
+    #[test]
+    fn module_params_are_read_and_unknown_ones_skipped() {
+        let dir = TempDir::new().unwrap();
+        let root = dir.as_path();
+        fs::create_dir_all(root.join("kvm/parameters")).unwrap();
+        fs::write(root.join("kvm/parameters/halt_poll_ns"), "200000\n").unwrap();
+        fs::write(root.join("kvm/parameters/ignore_msrs"), "N\n").unwrap();
+        fs::create_dir_all(root.join("kvm_pvm/parameters")).unwrap();
+        fs::write(root.join("kvm_pvm/parameters/stats"), "Y\n").unwrap();
+        let params = module_params_in(root);
+        let expected: BTreeMap<String, String> =
+            [("kvm.halt_poll_ns", "200000"), ("kvm_pvm.stats", "Y")]
+                .into_iter()
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .collect();
+        assert_eq!(params, expected);
+    }
+
+    #[test]
+    fn cpuinfo_parsing() {
+        let text = "processor\t: 0\nmodel name\t: Some CPU @ 2.0GHz\ncpu MHz\t\t: 2596.122\n\
+                    flags\t\t: fpu vme hypervisor lahf_lm\n";
+        assert_eq!(cpuinfo_field(text, "model name"), Some("Some CPU @ 2.0GHz"));
+        assert_eq!(cpuinfo_mhz_as_khz(text), Some(2_596_122));
+        assert!(cpuinfo_is_nested(text));
+        assert!(!cpuinfo_is_nested("flags\t: fpu hypervisorish\n"));
+    }
+
+    #[test]
+    fn missing_device_is_explained() {
+        let err = open_kvm_at(Path::new("/nonexistent/kvm")).err().unwrap();
+        assert!(matches!(err, HostError::KvmMissing { .. }));
+        assert_eq!(
+            err.to_string(),
+            "/nonexistent/kvm does not exist: load kvm_intel/kvm_amd (or run on a KVM host)"
+        );
+    }
+
+    #[test]
+    fn manifest_of_this_host() {
+        let Some(kvm) = kvm_or_skip() else { return };
+        let m = manifest(&kvm).unwrap();
+        println!("{}", format_manifest(&m));
+        assert!(!m.cpu_model.is_empty());
+        assert!(!m.kernel_release.is_empty());
+        assert!(m.tsc_khz > 0);
+        assert!(m.recommended_vcpus >= 1);
+        assert!(m.max_vcpus >= m.recommended_vcpus);
+        assert_eq!(m.kvm_flavour, detect_flavour().name());
+        assert_eq!(m.kvm_api_version, 12);
+        assert!(m.capabilities.contains_key("KVM_CAP_BINARY_STATS_FD"));
+        let text = format_manifest(&m);
+        assert!(text.contains("capabilities:\n  KVM_CAP_"));
+        assert!(text.lines().any(|l| l.starts_with("kvm flavour:")));
+    }
+}
+
+/// For tests: the real /dev/kvm, or `None` after printing why the test is skipped.
+pub fn test_kvm() -> Option<Kvm> {
+    match open_kvm() {
+        Ok(kvm) => Some(kvm),
+        Err(e) => {
+            eprintln!("skipped: needs /dev/kvm ({e})");
+            None
+        }
+    }
+}

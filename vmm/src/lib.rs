@@ -1,0 +1,20 @@
+//! irqbench: a minimal KVM VMM that boots its own guest kernel and measures what each way of
+//! saving and restoring the x86 interrupt flag costs, in VM exits and in cycles.
+//!
+//! Modules follow the data flow of DESIGN.md:
+//! config TOML → [`config`] → [`plan::Plan`] → [`machine`] (VM, memory, guest image, vCPUs)
+//! → [`vcpu`] run loops → [`runner`] (phases, [`kvm_stats`] deltas, statistics)
+//! → [`results::RunReport`] → [`report`] (table, JSON, CSV, Markdown, SVG, compare).
+
+pub mod config;
+pub mod decode;
+pub mod guest_image;
+pub mod host;
+pub mod kvm_stats;
+pub mod machine;
+pub mod plan;
+pub mod protocol;
+pub mod report;
+pub mod results;
+pub mod runner;
+pub mod vcpu;

@@ -1,0 +1,583 @@
+//! The virtual machine: KVM VM, guest RAM, the loaded guest image and long-mode vCPUs.
+//!
+//! One small free function per setup step (as Firecracker's arch/x86_64/regs.rs): page tables,
+//! GDT, segment registers, control registers, general registers, CPUID, mailbox.
+
+use std::sync::atomic::Ordering;
+
+use irqbench_abi::{self as abi, FaultRecord, PhaseDescriptor, PhaseRecord};
+use kvm_bindings::{
+    kvm_enable_cap, kvm_fpu, kvm_regs, kvm_segment, kvm_sregs, kvm_userspace_memory_region,
+    CpuId, KVM_CAP_EXIT_HYPERCALL, KVM_MAX_CPUID_ENTRIES,
+};
+use kvm_ioctls::{Kvm, VcpuFd, VmFd};
+use vm_memory::{ByteValued, Bytes, GuestAddress, GuestMemoryBackend, GuestMemoryMmap};
+
+use crate::guest_image::{GuestImage, ImageError};
+
+const CR0_PE: u64 = 1 << 0;
+const CR0_ET: u64 = 1 << 4;
+const CR0_NE: u64 = 1 << 5;
+const CR0_WP: u64 = 1 << 16;
+const CR0_PG: u64 = 1 << 31;
+const CR4_PAE: u64 = 1 << 5;
+const EFER_LME: u64 = 1 << 8;
+const EFER_LMA: u64 = 1 << 10;
+/// Present, writable, 2 MiB page.
+const PDE_2M: u64 = 0x83;
+/// Present, writable (a table pointer).
+const PTE_TABLE: u64 = 0x03;
+/// Where the (unused but architecturally required) TSS lives: inside the GDT page.
+const TSS_GPA: u64 = abi::GDT_GPA + 0x800;
+/// KVM needs three pages for the real-mode TSS on VMX; above 4 GiB-32 MiB like Firecracker.
+const KVM_TSS_ADDRESS: usize = 0xFFFB_D000;
+/// The one hypercall KVM_CAP_EXIT_HYPERCALL can forward to userspace.
+pub const KVM_HC_MAP_GPA_RANGE: u64 = 12;
+
+#[derive(Debug, thiserror::Error)]
+pub enum MachineError {
+    #[error("creating the VM failed")]
+    CreateVm(#[source] kvm_ioctls::Error),
+    #[error("setting the KVM TSS address failed")]
+    SetTssAddress(#[source] kvm_ioctls::Error),
+    #[error("creating the in-kernel irqchip failed")]
+    CreateIrqchip(#[source] kvm_ioctls::Error),
+    #[error("enabling KVM_CAP_EXIT_HYPERCALL failed (needed for hypercall = \"vmcall\")")]
+    EnableHypercallExit(#[source] kvm_ioctls::Error),
+    #[error("allocating {mib} MiB of guest memory failed")]
+    AllocateMemory {
+        mib: u64,
+        #[source]
+        source: vm_memory::mmap::FromRangesError,
+    },
+    #[error("registering guest memory with KVM failed")]
+    RegisterMemory(#[source] kvm_ioctls::Error),
+    #[error("guest memory of {bytes} bytes is below the {min} bytes the guest layout needs")]
+    MemoryTooSmall { bytes: u64, min: u64 },
+    #[error("{vcpus} vCPUs requested; the guest supports 1..={max}")]
+    TooManyVcpus { vcpus: u32, max: u32 },
+    #[error("writing {what} into guest memory failed")]
+    WriteMemory {
+        what: &'static str,
+        #[source]
+        source: vm_memory::GuestMemoryError,
+    },
+    #[error("reading {what} from guest memory failed")]
+    ReadMemory {
+        what: &'static str,
+        #[source]
+        source: vm_memory::GuestMemoryError,
+    },
+    #[error(transparent)]
+    Image(#[from] ImageError),
+    #[error("creating vCPU {index} failed")]
+    CreateVcpu {
+        index: u32,
+        #[source]
+        source: kvm_ioctls::Error,
+    },
+    #[error("configuring vCPU {index} ({step}) failed")]
+    ConfigureVcpu {
+        index: u32,
+        step: &'static str,
+        #[source]
+        source: kvm_ioctls::Error,
+    },
+}
+
+/// Where interrupts are delivered from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum IrqchipMode {
+    /// KVM emulates the LAPIC (and PIC/IOAPIC): the guest's LAPIC timer works.
+    InKernel,
+    /// No in-kernel irqchip: the VMM injects with KVM_INTERRUPT.
+    Userspace,
+}
+
+impl IrqchipMode {
+    pub fn name(self) -> &'static str {
+        match self {
+            IrqchipMode::InKernel => "in-kernel",
+            IrqchipMode::Userspace => "userspace",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MachineConfig {
+    pub vcpus: u32,
+    pub memory_bytes: u64,
+    pub irqchip: IrqchipMode,
+    /// Forward `vmcall` (KVM_HC_MAP_GPA_RANGE) to userspace.
+    pub hypercall_exits: bool,
+}
+
+/// A booted-but-not-running VM: memory written, vCPUs configured.
+#[derive(Debug)]
+pub struct Machine {
+    pub config: MachineConfig,
+    pub vm: VmFd,
+    pub memory: GuestMemoryMmap,
+    pub vcpus: Vec<VcpuFd>,
+    pub entry: u64,
+}
+
+impl Machine {
+    pub fn create(
+        kvm: &Kvm,
+        image: &GuestImage,
+        config: MachineConfig,
+    ) -> Result<Machine, MachineError> {
+        if config.vcpus == 0 || config.vcpus > abi::MAX_VCPUS {
+            return Err(MachineError::TooManyVcpus {
+                vcpus: config.vcpus,
+                max: abi::MAX_VCPUS,
+            });
+        }
+        let vm = kvm.create_vm().map_err(MachineError::CreateVm)?;
+        vm.set_tss_address(KVM_TSS_ADDRESS)
+            .map_err(MachineError::SetTssAddress)?;
+        if config.irqchip == IrqchipMode::InKernel {
+            vm.create_irq_chip().map_err(MachineError::CreateIrqchip)?;
+        }
+        if config.hypercall_exits {
+            enable_hypercall_exits(&vm)?;
+        }
+        let memory = create_memory(&vm, config.memory_bytes)?;
+        write_page_tables(&memory)?;
+        write_gdt(&memory)?;
+        write_mailbox(&memory, config.vcpus)?;
+        let entry = image.load(&memory)?;
+        let cpuid = kvm
+            .get_supported_cpuid(KVM_MAX_CPUID_ENTRIES)
+            .map_err(|source| MachineError::ConfigureVcpu {
+                index: 0,
+                step: "KVM_GET_SUPPORTED_CPUID",
+                source,
+            })?;
+        let mut vcpus = Vec::new();
+        for index in 0..config.vcpus {
+            let vcpu = vm
+                .create_vcpu(u64::from(index))
+                .map_err(|source| MachineError::CreateVcpu { index, source })?;
+            configure_vcpu(&vcpu, index, entry, &cpuid)?;
+            vcpus.push(vcpu);
+        }
+        Ok(Machine {
+            config,
+            vm,
+            memory,
+            vcpus,
+            entry,
+        })
+    }
+}
+
+fn enable_hypercall_exits(vm: &VmFd) -> Result<(), MachineError> {
+    let mut cap = kvm_enable_cap {
+        cap: KVM_CAP_EXIT_HYPERCALL,
+        ..Default::default()
+    };
+    cap.args[0] = 1 << KVM_HC_MAP_GPA_RANGE;
+    vm.enable_cap(&cap)
+        .map_err(MachineError::EnableHypercallExit)
+}
+
+fn create_memory(vm: &VmFd, bytes: u64) -> Result<GuestMemoryMmap, MachineError> {
+    if bytes < abi::MIN_MEM_BYTES {
+        return Err(MachineError::MemoryTooSmall {
+            bytes,
+            min: abi::MIN_MEM_BYTES,
+        });
+    }
+    let memory = GuestMemoryMmap::from_ranges(&[(GuestAddress(0), bytes as usize)]).map_err(
+        |source| MachineError::AllocateMemory {
+            mib: bytes >> 20,
+            source,
+        },
+    )?;
+    let host = memory
+        .get_host_address(GuestAddress(0))
+        .map_err(|source| MachineError::ReadMemory {
+            what: "the RAM mapping",
+            source,
+        })?;
+    let region = kvm_userspace_memory_region {
+        slot: 0,
+        flags: 0,
+        guest_phys_addr: 0,
+        memory_size: bytes,
+        userspace_addr: host as u64,
+    };
+    // SAFETY: `host` is the start of a live anonymous mapping of `bytes` bytes owned by `memory`,
+    // which the Machine keeps alive for as long as the VM fd exists.
+    unsafe { vm.set_user_memory_region(region) }.map_err(MachineError::RegisterMemory)?;
+    Ok(memory)
+}
+
+fn write<T: ByteValued>(
+    memory: &GuestMemoryMmap,
+    what: &'static str,
+    value: T,
+    gpa: u64,
+) -> Result<(), MachineError> {
+    memory
+        .write_obj(value, GuestAddress(gpa))
+        .map_err(|source| MachineError::WriteMemory { what, source })
+}
+
+/// Identity-maps the first 4 GiB with 2 MiB pages (RAM, the LAPIC and the MMIO probe address).
+fn write_page_tables(memory: &GuestMemoryMmap) -> Result<(), MachineError> {
+    write(memory, "PML4", abi::PDPT_GPA | PTE_TABLE, abi::PML4_GPA)?;
+    for pd in 0..abi::PD_COUNT {
+        let pd_gpa = abi::PD_GPA + pd * 0x1000;
+        write(memory, "PDPT", pd_gpa | PTE_TABLE, abi::PDPT_GPA + pd * 8)?;
+        for entry in 0..512u64 {
+            let addr = (pd << 30) | (entry << 21);
+            write(memory, "page directory", addr | PDE_2M, pd_gpa + entry * 8)?;
+        }
+    }
+    Ok(())
+}
+
+/// GDT descriptors for the segments `segment()` describes.
+fn gdt_entry(seg: &kvm_segment) -> u64 {
+    let base = seg.base;
+    let limit = u64::from(seg.limit);
+    (limit & 0xFFFF)
+        | ((base & 0xFF_FFFF) << 16)
+        | (u64::from(seg.type_) << 40)
+        | (u64::from(seg.s) << 44)
+        | (u64::from(seg.dpl) << 45)
+        | (u64::from(seg.present) << 47)
+        | (((limit >> 16) & 0xF) << 48)
+        | (u64::from(seg.avl) << 52)
+        | (u64::from(seg.l) << 53)
+        | (u64::from(seg.db) << 54)
+        | (u64::from(seg.g) << 55)
+        | (((base >> 24) & 0xFF) << 56)
+}
+
+fn code_segment() -> kvm_segment {
+    kvm_segment {
+        base: 0,
+        limit: 0xFFFF_FFFF,
+        selector: abi::SEL_CODE64,
+        type_: 0xB, // execute/read, accessed
+        present: 1,
+        dpl: 0,
+        db: 0,
+        s: 1,
+        l: 1,
+        g: 1,
+        ..Default::default()
+    }
+}
+
+fn data_segment(base: u64) -> kvm_segment {
+    kvm_segment {
+        base,
+        limit: 0xFFFF_FFFF,
+        selector: abi::SEL_DATA,
+        type_: 0x3, // read/write, accessed
+        present: 1,
+        dpl: 0,
+        db: 1,
+        s: 1,
+        l: 0,
+        g: 1,
+        ..Default::default()
+    }
+}
+
+/// VMX requires a usable TR even though the guest never switches tasks or stacks.
+fn tss_segment() -> kvm_segment {
+    kvm_segment {
+        base: TSS_GPA,
+        limit: 0x67,
+        selector: abi::SEL_TSS,
+        type_: 0xB, // 64-bit TSS, busy
+        present: 1,
+        s: 0,
+        ..Default::default()
+    }
+}
+
+fn write_gdt(memory: &GuestMemoryMmap) -> Result<(), MachineError> {
+    let tss = tss_segment();
+    let entries = [
+        0u64,
+        gdt_entry(&code_segment()),
+        gdt_entry(&data_segment(0)),
+        gdt_entry(&tss),
+        tss.base >> 32, // upper half of the 16-byte system descriptor
+    ];
+    for (i, e) in entries.iter().enumerate() {
+        write(memory, "GDT", *e, abi::GDT_GPA + i as u64 * 8)?;
+    }
+    Ok(())
+}
+
+/// Newtypes so vm-memory can copy the mailbox records as bytes.
+#[derive(Clone, Copy, Debug, Default)]
+#[repr(transparent)]
+struct DescriptorBytes(PhaseDescriptor);
+// SAFETY: PhaseDescriptor is #[repr(C)] of integers with no padding (64 bytes: checked by the
+// size assertion below); every bit pattern is a valid value.
+unsafe impl ByteValued for DescriptorBytes {}
+
+#[derive(Clone, Copy, Debug, Default)]
+#[repr(transparent)]
+struct RecordBytes(PhaseRecord);
+// SAFETY: PhaseRecord is #[repr(C)] of integers with no padding; any bit pattern is valid.
+unsafe impl ByteValued for RecordBytes {}
+
+#[derive(Clone, Copy, Debug, Default)]
+#[repr(transparent)]
+struct FaultBytes(FaultRecord);
+// SAFETY: FaultRecord is #[repr(C)] of u64s; any bit pattern is valid.
+unsafe impl ByteValued for FaultBytes {}
+
+const _: () = {
+    assert!(size_of::<PhaseDescriptor>() == 64);
+    assert!(size_of::<PhaseRecord>() == 8 + 8 * 8 + 8 * abi::strategy::COUNT as usize);
+    assert!(size_of::<FaultRecord>() == 7 * 8);
+};
+
+/// Initial mailbox: the shared page and each vCPU's slot header (the guest checks magic/version).
+fn write_mailbox(memory: &GuestMemoryMmap, vcpus: u32) -> Result<(), MachineError> {
+    let shared = abi::MAILBOX_GPA;
+    write(memory, "mailbox", abi::MAILBOX_MAGIC, shared)?;
+    write(memory, "mailbox", abi::ABI_VERSION, shared + 4)?;
+    write(memory, "mailbox", vcpus, shared + 8)?;
+    for index in 0..vcpus {
+        let slot = abi::slot_gpa(index);
+        write(memory, "mailbox slot", abi::MAILBOX_MAGIC, slot)?;
+        write(memory, "mailbox slot", abi::ABI_VERSION, slot + 4)?;
+        write(memory, "mailbox slot", index, slot + 8)?;
+        write(memory, "mailbox slot", vcpus, slot + 12)?;
+    }
+    Ok(())
+}
+
+/// The host's view of the mailbox. Reads return raw guest data: validate before trusting.
+#[derive(Clone, Debug)]
+pub struct Mailbox {
+    memory: GuestMemoryMmap,
+}
+
+impl Mailbox {
+    pub fn new(memory: GuestMemoryMmap) -> Mailbox {
+        Mailbox { memory }
+    }
+
+    pub fn write_phase(&self, index: u32, phase: &PhaseDescriptor) -> Result<(), MachineError> {
+        write(
+            &self.memory,
+            "phase descriptor",
+            DescriptorBytes(*phase),
+            abi::slot_gpa(index) + std::mem::offset_of!(abi::VcpuSlot, phase) as u64,
+        )
+    }
+
+    pub fn read_record(&self, index: u32) -> Result<PhaseRecord, MachineError> {
+        self.memory
+            .read_obj::<RecordBytes>(GuestAddress(
+                abi::slot_gpa(index) + std::mem::offset_of!(abi::VcpuSlot, record) as u64,
+            ))
+            .map(|r| r.0)
+            .map_err(|source| MachineError::ReadMemory {
+                what: "phase record",
+                source,
+            })
+    }
+
+    pub fn read_fault(&self, index: u32) -> Result<FaultRecord, MachineError> {
+        self.memory
+            .read_obj::<FaultBytes>(GuestAddress(
+                abi::slot_gpa(index) + abi::offset::SLOT_FAULT as u64,
+            ))
+            .map(|r| r.0)
+            .map_err(|source| MachineError::ReadMemory {
+                what: "fault record",
+                source,
+            })
+    }
+
+    /// `pv-event`: raise (1) or acknowledge (0) the virtual-IF pending byte.
+    pub fn set_vif_pending(&self, index: u32, value: u8) -> Result<(), MachineError> {
+        let gpa = abi::slot_gpa(index) + abi::offset::SLOT_VIF_PENDING as u64;
+        self.memory
+            .store(value, GuestAddress(gpa), Ordering::SeqCst)
+            .map_err(|source| MachineError::WriteMemory {
+                what: "vif pending byte",
+                source,
+            })
+    }
+
+    pub fn read_u64(&self, gpa: u64, what: &'static str) -> Result<u64, MachineError> {
+        self.memory
+            .read_obj::<u64>(GuestAddress(gpa))
+            .map_err(|source| MachineError::ReadMemory { what, source })
+    }
+
+    pub fn write_u64(&self, gpa: u64, value: u64, what: &'static str) -> Result<(), MachineError> {
+        write(&self.memory, what, value, gpa)
+    }
+
+    /// Guest bytes at `gpa` (for decoding the instruction at a RIP); short or empty when the
+    /// address is outside RAM.
+    pub fn read_bytes(&self, gpa: u64, len: usize) -> Vec<u8> {
+        let mut buf = vec![0u8; len];
+        match self.memory.read_slice(&mut buf, GuestAddress(gpa)) {
+            Ok(()) => buf,
+            Err(_) => {
+                // Partial: read byte by byte up to the end of RAM.
+                let mut out = Vec::new();
+                for i in 0..len as u64 {
+                    match self.memory.read_obj::<u8>(GuestAddress(gpa.wrapping_add(i))) {
+                        Ok(b) => out.push(b),
+                        Err(_) => break,
+                    }
+                }
+                out
+            }
+        }
+    }
+}
+
+fn configure_vcpu(
+    vcpu: &VcpuFd,
+    index: u32,
+    entry: u64,
+    supported: &CpuId,
+) -> Result<(), MachineError> {
+    let step = |step: &'static str| move |source| MachineError::ConfigureVcpu {
+        index,
+        step,
+        source,
+    };
+    vcpu.set_cpuid2(&vcpu_cpuid(supported, index))
+        .map_err(step("KVM_SET_CPUID2"))?;
+    let mut sregs = vcpu.get_sregs().map_err(step("KVM_GET_SREGS"))?;
+    setup_sregs(&mut sregs, index);
+    vcpu.set_sregs(&sregs).map_err(step("KVM_SET_SREGS"))?;
+    vcpu.set_regs(&initial_regs(entry, index))
+        .map_err(step("KVM_SET_REGS"))?;
+    let fpu = kvm_fpu {
+        fcw: 0x37F,
+        mxcsr: 0x1F80,
+        ..Default::default()
+    };
+    vcpu.set_fpu(&fpu).map_err(step("KVM_SET_FPU"))?;
+    Ok(())
+}
+
+/// The supported CPUID with this vCPU's APIC id, so every vCPU is distinct to the guest.
+fn vcpu_cpuid(supported: &CpuId, index: u32) -> CpuId {
+    let mut cpuid = supported.clone();
+    for entry in cpuid.as_mut_slice() {
+        match entry.function {
+            1 => entry.ebx = (entry.ebx & 0x00FF_FFFF) | (index << 24),
+            0xB | 0x1F => entry.edx = index,
+            _ => {}
+        }
+    }
+    cpuid
+}
+
+/// 64-bit long mode with paging; %gs points at the vCPU's mailbox slot.
+fn setup_sregs(sregs: &mut kvm_sregs, index: u32) {
+    sregs.cs = code_segment();
+    let data = data_segment(0);
+    sregs.ds = data;
+    sregs.es = data;
+    sregs.fs = data;
+    sregs.ss = data;
+    sregs.gs = data_segment(abi::slot_gpa(index));
+    sregs.tr = tss_segment();
+    sregs.gdt.base = abi::GDT_GPA;
+    sregs.gdt.limit = 5 * 8 - 1;
+    // No IDT until the guest loads its own: an exception before that is a triple fault, which
+    // the VMM reports as such.
+    sregs.idt.base = 0;
+    sregs.idt.limit = 0;
+    sregs.cr0 = CR0_PE | CR0_ET | CR0_NE | CR0_WP | CR0_PG;
+    sregs.cr3 = abi::PML4_GPA;
+    // CR4.OSFXSR stays clear: an SSE instruction raises #UD, reported with its RIP, instead of
+    // running on one host and failing emulation on another.
+    sregs.cr4 = CR4_PAE;
+    sregs.efer = EFER_LME | EFER_LMA;
+}
+
+fn initial_regs(entry: u64, index: u32) -> kvm_regs {
+    kvm_regs {
+        rip: entry,
+        rsp: abi::stack_top(index),
+        rdi: u64::from(index),
+        rsi: abi::slot_gpa(index),
+        rflags: 0x2, // reserved bit 1; IF clear until the guest has an IDT
+        ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gdt_code_descriptor_is_the_canonical_long_mode_one() {
+        assert_eq!(gdt_entry(&code_segment()), 0x00AF_9B00_0000_FFFF);
+        assert_eq!(gdt_entry(&data_segment(0)), 0x00CF_9300_0000_FFFF);
+    }
+
+    #[test]
+    fn creates_a_machine_on_real_kvm() {
+        let Some(kvm) = crate::host::test_kvm() else {
+            return;
+        };
+        let image = GuestImage::embedded().expect("embedded guest");
+        let m = Machine::create(
+            &kvm,
+            &image,
+            MachineConfig {
+                vcpus: 2,
+                memory_bytes: 16 << 20,
+                irqchip: IrqchipMode::Userspace,
+                hypercall_exits: false,
+            },
+        )
+        .expect("machine");
+        assert_eq!(m.vcpus.len(), 2);
+        let regs = m.vcpus[1].get_regs().expect("regs");
+        assert_eq!(regs.rsi, abi::slot_gpa(1));
+        let sregs = m.vcpus[1].get_sregs().expect("sregs");
+        assert_eq!(sregs.gs.base, abi::slot_gpa(1));
+        assert_eq!(sregs.efer & EFER_LMA, EFER_LMA);
+        let mailbox = Mailbox::new(m.memory.clone());
+        assert_eq!(
+            mailbox.read_u64(abi::slot_gpa(1), "slot").expect("read") as u32,
+            abi::MAILBOX_MAGIC
+        );
+    }
+
+    #[test]
+    fn memory_below_the_layout_minimum_is_refused() {
+        let Some(kvm) = crate::host::test_kvm() else {
+            return;
+        };
+        let image = GuestImage::embedded().expect("embedded guest");
+        let err = Machine::create(
+            &kvm,
+            &image,
+            MachineConfig {
+                vcpus: 1,
+                memory_bytes: 1 << 20,
+                irqchip: IrqchipMode::Userspace,
+                hypercall_exits: false,
+            },
+        )
+        .expect_err("too small");
+        assert!(err.to_string().contains("below"), "{err}");
+    }
+}

@@ -1,0 +1,993 @@
+//! Executes a [`Plan`]: boots machines, dispatches phases to the vCPU threads, adapts iteration
+//! counts, subtracts the empty-body baseline, drives the interrupt load, and turns samples into
+//! [`PhaseResult`]s.
+//!
+//! Measurement rules (DESIGN.md): cycles come from the guest's fenced TSC reads; exits from the
+//! KVM binary stats of each vCPU between its BEGIN and END doorbells, plus the VMM's own count of
+//! userspace exits (markers excluded). Every per-op figure is net of the `empty` baseline run
+//! with the same nesting, body, interrupt load and vCPU count.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use irqbench_abi::{self as abi, PhaseDescriptor};
+use kvm_ioctls::Kvm;
+
+use crate::guest_image::GuestImage;
+use crate::host::{self, KvmFlavour};
+use crate::kvm_stats::{StatsDelta, StatsFd};
+use crate::machine::{IrqchipMode, Machine, MachineConfig, MachineError, Mailbox};
+use crate::plan::{HypercallTransport, IrqSource, PhasePlan, Plan, Workload};
+use crate::protocol::{self, ValidRecord};
+use crate::results::{
+    ExitSite, HostManifest, LockStats, PhaseFailure, PhaseResult, RunReport, Summary, SCHEMA,
+};
+use crate::vcpu::{self, PhaseSample, VcpuCommand, VcpuContext, VcpuControl, VcpuEvent, VcpuOutcome};
+
+/// How long a fresh guest may take to ring its BOOTED doorbell.
+const BOOT_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long vCPU threads get to stop after being told to.
+const STOP_TIMEOUT: Duration = Duration::from_secs(5);
+
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("reading the host manifest failed")]
+    Host(#[source] host::HostError),
+    #[error(
+        "hypercall = \"vmcall\" is refused on this {0} host: vmcall at guest CPL0 livelocks under \
+         PVM (RIP never advances); use hypercall = \"port\""
+    )]
+    VmcallRefused(&'static str),
+    #[error("booting the guest failed")]
+    Boot(#[source] MachineError),
+}
+
+/// Why a phase produced no result.
+#[derive(Debug, thiserror::Error)]
+pub enum PhaseError {
+    #[error("{0}")]
+    Guest(String),
+    #[error("{0}")]
+    Protocol(#[from] protocol::ProtocolViolation),
+    #[error("timed out after {after:?}; {where_}")]
+    Timeout { after: Duration, where_: String },
+    #[error("stopped by the user")]
+    Interrupted,
+    #[error("booting the guest failed: {0}")]
+    Boot(String),
+}
+
+/// Knobs of one run that are not part of the plan.
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    /// Set from a signal handler: stop between (or inside) phases and return what was measured.
+    pub stop: Arc<AtomicBool>,
+    /// Print one line per phase to stderr.
+    pub progress: bool,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions {
+            stop: Arc::new(AtomicBool::new(false)),
+            progress: false,
+        }
+    }
+}
+
+/// Progress callback: (phase index, phase count, phase name, step).
+pub type ProgressFn<'a> = dyn FnMut(usize, usize, &str, &str) + 'a;
+
+/// One measured dispatch of a phase to every vCPU.
+#[derive(Debug)]
+pub struct Dispatch {
+    pub samples: Vec<PhaseSample>,
+    pub records: Vec<ValidRecord>,
+    pub vm_stats: Option<StatsDelta>,
+    /// The lock workload's shared counter after the dispatch.
+    pub lock_counter: u64,
+}
+
+impl Dispatch {
+    /// Longest vCPU's TSC cycles: the phase's wall time in guest cycles.
+    pub fn max_cycles(&self) -> u64 {
+        self.records.iter().map(|r| r.tsc_cycles).max().unwrap_or(0)
+    }
+    pub fn total_ops(&self) -> u64 {
+        self.records.iter().map(|r| r.ops).sum()
+    }
+    /// Mean over vCPUs of cycles per iteration.
+    pub fn cycles_per_iteration(&self, iterations: u64) -> f64 {
+        if self.records.is_empty() || iterations == 0 {
+            return 0.0;
+        }
+        let sum: f64 = self
+            .records
+            .iter()
+            .map(|r| r.tsc_cycles as f64 / iterations as f64)
+            .sum();
+        sum / self.records.len() as f64
+    }
+}
+
+/// A booted VM with one thread per vCPU waiting for commands.
+pub struct Session {
+    pub vcpus: u32,
+    pub irqchip: IrqchipMode,
+    pub mailbox: Mailbox,
+    controls: Vec<Arc<VcpuControl>>,
+    commands: Vec<Sender<VcpuCommand>>,
+    events: Receiver<VcpuEvent>,
+    threads: Vec<JoinHandle<()>>,
+    vm_stats: Option<StatsFd>,
+    seq: u32,
+    pub console: Arc<Mutex<String>>,
+    /// A vCPU has exited: the session cannot run more phases.
+    dead: bool,
+    hypercall: HypercallTransport,
+    /// For attributing exit RIPs to guest symbols.
+    pub image: Arc<GuestImage>,
+    _machine_vm: kvm_ioctls::VmFd,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("vcpus", &self.vcpus)
+            .field("irqchip", &self.irqchip)
+            .field("dead", &self.dead)
+            .finish()
+    }
+}
+
+impl Session {
+    /// Creates the VM, starts the vCPU threads and waits until every guest CPU has booted.
+    pub fn boot(
+        kvm: &Kvm,
+        image: &Arc<GuestImage>,
+        config: MachineConfig,
+        hypercall: HypercallTransport,
+        pin: bool,
+    ) -> Result<Session, PhaseError> {
+        vcpu::install_kick_handler();
+        let machine = Machine::create(kvm, image, config)
+            .map_err(|e| PhaseError::Boot(error_chain(&e)))?;
+        let Machine {
+            vm, memory, vcpus, ..
+        } = machine;
+        let vm_stats = StatsFd::for_vm(&vm).ok();
+        let mailbox = Mailbox::new(memory);
+        let (event_tx, events) = mpsc::channel();
+        let console = Arc::new(Mutex::new(String::new()));
+        let symbols = Arc::new(image.symbols.clone());
+        let host_cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let mut session = Session {
+            vcpus: config.vcpus,
+            irqchip: config.irqchip,
+            mailbox: mailbox.clone(),
+            controls: Vec::new(),
+            commands: Vec::new(),
+            events,
+            threads: Vec::new(),
+            vm_stats,
+            seq: 0,
+            console: console.clone(),
+            dead: false,
+            hypercall,
+            image: image.clone(),
+            _machine_vm: vm,
+        };
+        for (index, fd) in vcpus.into_iter().enumerate() {
+            let index = index as u32;
+            let (cmd_tx, cmd_rx) = mpsc::channel();
+            let control = Arc::new(VcpuControl::default());
+            let ctx = VcpuContext {
+                index,
+                stats: StatsFd::for_vcpu(&fd).ok(),
+                vcpu: fd,
+                mailbox: mailbox.clone(),
+                symbols: symbols.clone(),
+                control: control.clone(),
+                commands: cmd_rx,
+                events: event_tx.clone(),
+                console: console.clone(),
+            };
+            let events = event_tx.clone();
+            let cpu = index as usize % host_cpus;
+            let handle = std::thread::Builder::new()
+                .name(format!("vcpu{index}"))
+                .spawn(move || {
+                    if pin {
+                        pin_to_cpu(cpu);
+                    }
+                    let outcome = vcpu::run_vcpu(ctx);
+                    let _ = events.send(VcpuEvent::Exited { index, outcome });
+                })
+                .map_err(|e| PhaseError::Boot(format!("spawning vCPU thread {index}: {e}")))?;
+            session.controls.push(control);
+            session.commands.push(cmd_tx);
+            session.threads.push(handle);
+        }
+        drop(event_tx);
+        let deadline = Instant::now() + BOOT_TIMEOUT;
+        let mut booted = 0;
+        while booted < config.vcpus {
+            match session
+                .events
+                .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            {
+                Ok(VcpuEvent::Booted { .. }) => booted += 1,
+                Ok(VcpuEvent::Exited { outcome, .. }) => {
+                    session.dead = true;
+                    return Err(PhaseError::Boot(outcome_text(&outcome)));
+                }
+                Ok(VcpuEvent::PhaseDone(_)) => {}
+                Err(_) => {
+                    let where_ = session.stop_all();
+                    return Err(PhaseError::Boot(format!(
+                        "the guest did not boot within {BOOT_TIMEOUT:?}; {where_}"
+                    )));
+                }
+            }
+        }
+        Ok(session)
+    }
+
+    /// Runs one phase on every vCPU and collects validated records.
+    pub fn dispatch(
+        &mut self,
+        mut desc: PhaseDescriptor,
+        irq: IrqSource,
+        timeout: Duration,
+        stop: &AtomicBool,
+    ) -> Result<Dispatch, PhaseError> {
+        if self.dead {
+            return Err(PhaseError::Guest("the VM is no longer running".into()));
+        }
+        self.seq = (self.seq + 1) & 0xFF_FFFF;
+        desc.seq = self.seq;
+        desc.hypercall_transport = match self.hypercall {
+            HypercallTransport::Port => abi::hypercall::PORT,
+            HypercallTransport::Vmcall => abi::hypercall::VMCALL,
+        };
+        let shared_counter = abi::MAILBOX_GPA + abi::offset::SHARED_LOCK_COUNTER as u64;
+        self.mailbox
+            .write_u64(shared_counter, 0, "lock counter")
+            .map_err(|e| PhaseError::Guest(error_chain(&e)))?;
+        let vm_before = self.vm_stats.as_ref().and_then(|s| s.snapshot().ok());
+        let load = IrqLoad::start(irq, &self.controls, &self.mailbox);
+        for tx in &self.commands {
+            if tx.send(VcpuCommand::Run(desc)).is_err() {
+                self.dead = true;
+                return Err(PhaseError::Guest("a vCPU thread has exited".into()));
+            }
+        }
+        let started = Instant::now();
+        let mut samples: Vec<Option<PhaseSample>> = vec![None; self.vcpus as usize];
+        let mut failure = None;
+        while samples.iter().any(Option::is_none) {
+            if stop.load(Ordering::SeqCst) {
+                failure = Some(PhaseError::Interrupted);
+                break;
+            }
+            let left = timeout.saturating_sub(started.elapsed());
+            if left.is_zero() {
+                let where_ = self.stop_all();
+                failure = Some(PhaseError::Timeout {
+                    after: timeout,
+                    where_,
+                });
+                break;
+            }
+            match self.events.recv_timeout(left.min(Duration::from_millis(100))) {
+                Ok(VcpuEvent::PhaseDone(sample)) => {
+                    let i = sample.index as usize;
+                    if let Some(slot) = samples.get_mut(i) {
+                        *slot = Some(*sample);
+                    }
+                }
+                Ok(VcpuEvent::Exited { outcome, .. }) => {
+                    self.dead = true;
+                    failure = Some(match outcome {
+                        VcpuOutcome::ProtocolViolation(m) => PhaseError::Guest(m),
+                        other => PhaseError::Guest(outcome_text(&other)),
+                    });
+                    break;
+                }
+                Ok(VcpuEvent::Booted { .. }) => {}
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => {
+                    self.dead = true;
+                    failure = Some(PhaseError::Guest("every vCPU thread has exited".into()));
+                    break;
+                }
+            }
+        }
+        load.stop();
+        if let Some(f) = failure {
+            if matches!(f, PhaseError::Interrupted) {
+                self.stop_all();
+            }
+            return Err(f);
+        }
+        let vm_stats = match (vm_before, self.vm_stats.as_ref().and_then(|s| s.snapshot().ok())) {
+            (Some(b), Some(a)) => Some(a.delta(&b)),
+            _ => None,
+        };
+        let samples: Vec<PhaseSample> = samples.into_iter().flatten().collect();
+        let mut records = Vec::new();
+        for s in &samples {
+            records.push(protocol::validate_record(s.index, &desc, &s.record)?);
+        }
+        let lock_counter = self
+            .mailbox
+            .read_u64(shared_counter, "lock counter")
+            .unwrap_or(0);
+        Ok(Dispatch {
+            samples,
+            records,
+            vm_stats,
+            lock_counter,
+        })
+    }
+
+    /// Stops every vCPU (watchdog or Ctrl-C) and describes where each one was.
+    fn stop_all(&mut self) -> String {
+        self.dead = true;
+        for c in &self.controls {
+            c.stop.store(true, Ordering::SeqCst);
+        }
+        let deadline = Instant::now() + STOP_TIMEOUT;
+        let mut wheres = BTreeMap::new();
+        let mut exited = 0;
+        while exited < self.vcpus && Instant::now() < deadline {
+            for c in &self.controls {
+                c.kick();
+            }
+            match self.events.recv_timeout(Duration::from_millis(20)) {
+                Ok(VcpuEvent::Exited { index, outcome }) => {
+                    exited += 1;
+                    wheres.insert(index, outcome_text(&outcome));
+                }
+                Ok(_) | Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => break,
+            }
+        }
+        if wheres.is_empty() {
+            return "no vCPU could be stopped".into();
+        }
+        wheres
+            .into_iter()
+            .map(|(i, w)| format!("vCPU {i}: {w}"))
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+
+    /// Shuts the guest down and joins every thread (no thread or fd outlives the session).
+    pub fn shutdown(mut self) {
+        self.close();
+    }
+
+    fn close(&mut self) {
+        if !self.dead {
+            for tx in &self.commands {
+                let _ = tx.send(VcpuCommand::Shutdown);
+            }
+            let deadline = Instant::now() + STOP_TIMEOUT;
+            let mut exited = 0;
+            while exited < self.vcpus && Instant::now() < deadline {
+                match self.events.recv_timeout(Duration::from_millis(50)) {
+                    Ok(VcpuEvent::Exited { .. }) => exited += 1,
+                    Ok(_) | Err(RecvTimeoutError::Timeout) => {}
+                    Err(RecvTimeoutError::Disconnected) => break,
+                }
+            }
+            if exited < self.vcpus {
+                self.stop_all();
+            }
+        } else {
+            // Already stopped; make sure of it.
+            for c in &self.controls {
+                c.stop.store(true, Ordering::SeqCst);
+                c.kick();
+            }
+        }
+        self.commands.clear();
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        if !self.threads.is_empty() {
+            self.close();
+        }
+    }
+}
+
+fn pin_to_cpu(cpu: usize) {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET and sched_setaffinity only touch
+    // the set we own, for the calling thread (pid 0).
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &set);
+    }
+}
+
+pub fn outcome_text(outcome: &VcpuOutcome) -> String {
+    match outcome {
+        VcpuOutcome::Finished => "finished".into(),
+        VcpuOutcome::Stopped { rip, instruction } => {
+            format!("stopped at rip {rip:#x}: {instruction}")
+        }
+        VcpuOutcome::Fault(report) => report.to_string(),
+        VcpuOutcome::ProtocolViolation(m) => m.clone(),
+    }
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut src = e.source();
+    while let Some(inner) = src {
+        s.push_str(": ");
+        s.push_str(&inner.to_string());
+        src = inner.source();
+    }
+    s
+}
+
+/// A host thread that raises interrupts (`inject`) or virtual-IF events (`pv-event`) at a rate.
+struct IrqLoad {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl IrqLoad {
+    fn start(irq: IrqSource, controls: &[Arc<VcpuControl>], mailbox: &Mailbox) -> IrqLoad {
+        let stop = Arc::new(AtomicBool::new(false));
+        let rate = match irq {
+            IrqSource::Inject { rate_hz } | IrqSource::PvEvent { rate_hz } => rate_hz,
+            _ => {
+                return IrqLoad { stop, thread: None };
+            }
+        };
+        let period = Duration::from_secs_f64(1.0 / rate);
+        let controls = controls.to_vec();
+        let mailbox = mailbox.clone();
+        let flag = stop.clone();
+        let inject = matches!(irq, IrqSource::Inject { .. });
+        let thread = std::thread::Builder::new()
+            .name("irq-source".into())
+            .spawn(move || {
+                let mut next = Instant::now() + period;
+                while !flag.load(Ordering::SeqCst) {
+                    let now = Instant::now();
+                    if next > now {
+                        std::thread::sleep(next - now);
+                    }
+                    next += period;
+                    if Instant::now() > next + period * 4 {
+                        // Fell behind (host busy): skip ticks rather than burst.
+                        next = Instant::now() + period;
+                    }
+                    for (i, c) in controls.iter().enumerate() {
+                        if inject {
+                            c.irq_pending.store(true, Ordering::SeqCst);
+                            c.irqs_raised.fetch_add(1, Ordering::Relaxed);
+                            c.kick();
+                        } else {
+                            let _ = mailbox.set_vif_pending(i as u32, 1);
+                            c.irqs_raised.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                }
+            })
+            .ok();
+        IrqLoad { stop, thread }
+    }
+
+    fn stop(mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The descriptor for `phase` at `iterations`.
+pub fn descriptor(phase: &PhasePlan, workload: &Workload, iterations: u64) -> PhaseDescriptor {
+    let (kind, id) = match workload {
+        Workload::Strategy { strategy } => (abi::workload::STRATEGY, strategy.0),
+        Workload::Insn { insn } => (abi::workload::INSN, insn.0),
+        Workload::Lock { strategy } => (abi::workload::LOCK, strategy.0),
+        Workload::Mixed { .. } => (abi::workload::MIXED, 0),
+        Workload::Doorbells => (abi::workload::DOORBELLS, 0),
+        Workload::FaultUd2 => (abi::workload::FAULT_UD2, 0),
+        Workload::SpinForever => (abi::workload::SPIN_FOREVER, 0),
+        Workload::GarbageRecord => (abi::workload::GARBAGE_RECORD, 0),
+        Workload::Idle => (abi::workload::IDLE, 0),
+        Workload::HaltForever => (abi::workload::HALT_FOREVER, 0),
+    };
+    let mut weights = [0u16; abi::strategy::COUNT as usize];
+    if let Workload::Mixed { weights: w } = workload {
+        for (s, weight) in w {
+            if let Some(slot) = weights.get_mut(s.0 as usize) {
+                *slot = *weight;
+            }
+        }
+    }
+    let timer_initial_count = match phase.irq {
+        // KVM's emulated LAPIC counts at 1 GHz (APIC_BUS_CYCLE_NS = 1) with divide-by-1.
+        IrqSource::LapicTimer { period_us } => (period_us * 1000.0).clamp(1.0, u32::MAX as f64) as u32,
+        _ => 0,
+    };
+    // The unrolled loop runs four operations per round when nothing nests.
+    let nesting_per_65536 = (phase.nesting * 65536.0).round().clamp(0.0, 65536.0) as u32;
+    let iterations = if kind == abi::workload::STRATEGY && nesting_per_65536 == 0 {
+        iterations.div_ceil(4) * 4
+    } else {
+        iterations
+    };
+    PhaseDescriptor {
+        seq: 0,
+        workload: kind,
+        strategy: id,
+        irq_source: phase.irq.abi_id(),
+        iterations,
+        nesting_per_65536,
+        body_ops: phase.body_ops,
+        seed: phase.seed,
+        timer_initial_count,
+        hypercall_transport: 0,
+        weights,
+    }
+}
+
+/// Baseline figures shared by every phase with the same shape.
+#[derive(Clone, Debug, Default)]
+struct Baseline {
+    cycles_per_iteration: Vec<f64>,
+    stats_per_iteration: BTreeMap<String, f64>,
+}
+
+impl Baseline {
+    fn median(&self) -> f64 {
+        Summary::from_samples(&self.cycles_per_iteration).median
+    }
+}
+
+type BaselineKey = (String, u64, u32, String, u32);
+
+fn baseline_key(phase: &PhasePlan, baseline: &Workload) -> BaselineKey {
+    (
+        baseline.label(),
+        (phase.nesting * 65536.0) as u64,
+        phase.body_ops,
+        phase.irq.label(),
+        phase.vcpus,
+    )
+}
+
+/// Runs the whole plan. Never panics on guest input; a failing phase becomes a
+/// [`PhaseFailure`] and the run goes on with a fresh VM.
+pub fn run_plan(
+    kvm: &Kvm,
+    plan: &Plan,
+    image: &Arc<GuestImage>,
+    options: &RunOptions,
+    progress: &mut ProgressFn<'_>,
+) -> Result<RunReport, RunError> {
+    let started = Instant::now();
+    let mut manifest = host::manifest(kvm).map_err(RunError::Host)?;
+    let flavour = host::detect_flavour();
+    if plan.hypercall == HypercallTransport::Vmcall && flavour == KvmFlavour::Pvm {
+        return Err(RunError::VmcallRefused(flavour.name()));
+    }
+    manifest.vcpu_pinning = plan.pin_vcpus;
+    if plan.max_vcpus() as usize > manifest.host_cpus as usize {
+        manifest.warnings.push(format!(
+            "{} vCPUs on {} host CPUs: vCPUs share CPUs, so lock spins and ops/s reflect host \
+             scheduling as much as the guest",
+            plan.max_vcpus(),
+            manifest.host_cpus
+        ));
+    }
+    let mut report = RunReport {
+        schema: SCHEMA.into(),
+        irqbench_version: env!("CARGO_PKG_VERSION").into(),
+        config_name: plan.name.clone(),
+        config_source: plan.source.clone(),
+        started_unix: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs()),
+        host: manifest,
+        ..Default::default()
+    };
+    let tsc_khz = report.host.tsc_khz.max(1);
+    let timeout = Duration::from_millis(
+        plan.phase_timeout_ms
+            .unwrap_or((u64::from(plan.target_ms) * 100).max(60_000)),
+    );
+    let mut session: Option<Session> = None;
+    let mut baselines: HashMap<BaselineKey, Baseline> = HashMap::new();
+    let total = plan.phases.len();
+    for (i, phase) in plan.phases.iter().enumerate() {
+        if options.stop.load(Ordering::SeqCst) {
+            report.partial = true;
+            report.partial_reason = Some("stopped by signal".into());
+            break;
+        }
+        let irqchip = if phase.irq.needs_in_kernel_irqchip() {
+            IrqchipMode::InKernel
+        } else {
+            IrqchipMode::Userspace
+        };
+        let mode = irqchip.name().to_string();
+        if !report.host.irqchip_modes.contains(&mode) {
+            report.host.irqchip_modes.push(mode);
+        }
+        let reuse = session
+            .as_ref()
+            .is_some_and(|s| !s.dead && s.vcpus == phase.vcpus && s.irqchip == irqchip);
+        if !reuse {
+            if let Some(s) = session.take() {
+                s.shutdown();
+            }
+            progress(i, total, &phase.name, "boot");
+            let config = MachineConfig {
+                vcpus: phase.vcpus,
+                memory_bytes: u64::from(plan.memory_mib) << 20,
+                irqchip,
+                hypercall_exits: plan.hypercall == HypercallTransport::Vmcall,
+            };
+            match Session::boot(kvm, image, config, plan.hypercall, plan.pin_vcpus) {
+                Ok(s) => session = Some(s),
+                Err(e) => {
+                    report.failures.push(PhaseFailure {
+                        name: phase.name.clone(),
+                        error: e.to_string(),
+                    });
+                    continue;
+                }
+            }
+        }
+        let Some(s) = session.as_mut() else { continue };
+        match measure_phase(
+            s,
+            plan,
+            phase,
+            tsc_khz,
+            timeout,
+            &mut baselines,
+            options,
+            &mut |step| progress(i, total, &phase.name, step),
+        ) {
+            Ok(result) => report.results.push(result),
+            Err(PhaseError::Interrupted) => {
+                report.partial = true;
+                report.partial_reason = Some(format!("stopped by signal during {}", phase.name));
+                break;
+            }
+            Err(e) => report.failures.push(PhaseFailure {
+                name: phase.name.clone(),
+                error: e.to_string(),
+            }),
+        }
+    }
+    if let Some(s) = session.take() {
+        s.shutdown();
+    }
+    report.wall_seconds = started.elapsed().as_secs_f64();
+    Ok(report)
+}
+
+/// Adaptive iteration count, warm-up, baseline and repeats for one phase.
+#[allow(clippy::too_many_arguments)]
+fn measure_phase(
+    session: &mut Session,
+    plan: &Plan,
+    phase: &PhasePlan,
+    tsc_khz: u64,
+    timeout: Duration,
+    baselines: &mut HashMap<BaselineKey, Baseline>,
+    options: &RunOptions,
+    step: &mut dyn FnMut(&str),
+) -> Result<PhaseResult, PhaseError> {
+    let stop = &options.stop;
+    let target_cycles = u64::from(plan.target_ms) * tsc_khz;
+    // Adapt: grow until one dispatch lasts the target time. These runs double as warm-up.
+    let iterations = match phase.iterations {
+        Some(n) => n,
+        None => {
+            step("calibrate");
+            let mut n = plan.min_iterations.max(4);
+            loop {
+                let d = session.dispatch(
+                    descriptor(phase, &phase.workload, n),
+                    phase.irq,
+                    timeout,
+                    stop,
+                )?;
+                let took = d.max_cycles().max(1);
+                if took >= target_cycles || n >= plan.max_iterations {
+                    break n;
+                }
+                let factor = (target_cycles as f64 / took as f64 * 1.2).clamp(1.5, 16.0);
+                n = ((n as f64 * factor) as u64).min(plan.max_iterations);
+            }
+        }
+    };
+    for _ in 0..plan.warmup {
+        step("warm-up");
+        session.dispatch(
+            descriptor(phase, &phase.workload, iterations),
+            phase.irq,
+            timeout,
+            stop,
+        )?;
+    }
+    // The baseline: the same loop, body, nesting and load without flag handling.
+    let baseline = match phase.workload.baseline() {
+        Some(b) if b != phase.workload => {
+            let key = baseline_key(phase, &b);
+            if let Some(found) = baselines.get(&key) {
+                Some(found.clone())
+            } else {
+                step("baseline");
+                let mut base = Baseline::default();
+                let mut stat_sums: BTreeMap<String, u64> = BTreeMap::new();
+                let mut iters_total = 0u64;
+                for _ in 0..plan.repeats {
+                    let desc = descriptor(phase, &b, iterations);
+                    let d = session.dispatch(desc, phase.irq, timeout, stop)?;
+                    base.cycles_per_iteration
+                        .push(d.cycles_per_iteration(desc.iterations));
+                    for s in &d.samples {
+                        if let Some(st) = &s.stats {
+                            for (k, v) in &st.values {
+                                *stat_sums.entry(k.clone()).or_default() += v;
+                            }
+                        }
+                        iters_total += desc.iterations;
+                    }
+                }
+                base.stats_per_iteration = stat_sums
+                    .into_iter()
+                    .map(|(k, v)| (k, v as f64 / iters_total.max(1) as f64))
+                    .collect();
+                baselines.insert(key, base.clone());
+                Some(base)
+            }
+        }
+        _ => None,
+    };
+    let base_cycles = baseline.as_ref().map_or(0.0, Baseline::median);
+    let ops_per_iteration = phase.workload.ops_per_iteration() as f64;
+
+    let mut result = PhaseResult {
+        name: phase.name.clone(),
+        kind: phase.workload.kind().into(),
+        strategy: phase.workload.label(),
+        irq_source: phase.irq.label(),
+        nesting: phase.nesting,
+        vcpus: phase.vcpus,
+        body_ops: phase.body_ops,
+        repeats: plan.repeats,
+        per_vcpu_ops: vec![0; phase.vcpus as usize],
+        baseline_cycles_per_op: base_cycles / ops_per_iteration,
+        ..Default::default()
+    };
+    let mut cycles = Vec::new();
+    let mut raw = Vec::new();
+    let mut ops_per_sec = Vec::new();
+    let mut stat_sums: BTreeMap<String, u64> = BTreeMap::new();
+    let mut vm_sums: BTreeMap<String, u64> = BTreeMap::new();
+    let mut uexits: BTreeMap<String, u64> = BTreeMap::new();
+    let mut sites: BTreeMap<(u64, &'static str), u64> = BTreeMap::new();
+    let mut lock = LockStats {
+        mutual_exclusion_held: true,
+        ..Default::default()
+    };
+    let mut strategy_ops: BTreeMap<String, u64> = BTreeMap::new();
+    let mut iterations_total = 0u64;
+    let wall = Instant::now();
+    for r in 0..plan.repeats {
+        step(&format!("repeat {}/{}", r + 1, plan.repeats));
+        let desc = descriptor(phase, &phase.workload, iterations);
+        result.iterations = desc.iterations;
+        let d = session.dispatch(desc, phase.irq, timeout, stop)?;
+        let per_iter = d.cycles_per_iteration(desc.iterations);
+        raw.push(per_iter / ops_per_iteration);
+        cycles.push((per_iter - base_cycles) / ops_per_iteration);
+        let secs = d.max_cycles() as f64 / (tsc_khz as f64 * 1000.0);
+        if secs > 0.0 {
+            ops_per_sec.push(d.total_ops() as f64 / secs);
+        }
+        for (rec, s) in d.records.iter().zip(&d.samples) {
+            result.ops += rec.ops;
+            iterations_total += desc.iterations;
+            if let Some(slot) = result.per_vcpu_ops.get_mut(s.index as usize) {
+                *slot += rec.ops;
+            }
+            result.interrupts += rec.interrupts;
+            result.hypercalls += rec.hypercalls;
+            result.if_violations += rec.if_violations;
+            result.hypercalls_seen_by_vmm += s.hypercalls;
+            lock.acquisitions += rec.lock_acquisitions;
+            lock.spins += rec.lock_spins;
+            for (i, c) in rec.strategy_ops.iter().enumerate() {
+                if *c > 0 {
+                    *strategy_ops
+                        .entry(crate::plan::StrategyId(i as u32).name().to_string())
+                        .or_default() += c;
+                }
+            }
+            if let Some(st) = &s.stats {
+                for (k, v) in &st.values {
+                    *stat_sums.entry(k.clone()).or_default() += v;
+                }
+            }
+            for (k, v) in &s.exits {
+                *uexits.entry((*k).to_string()).or_default() += v;
+            }
+            for (k, v) in &s.exit_rips {
+                *sites.entry(*k).or_default() += v;
+            }
+        }
+        if let Some(vm) = &d.vm_stats {
+            for (k, v) in &vm.values {
+                *vm_sums.entry(k.clone()).or_default() += v;
+            }
+        }
+        if matches!(phase.workload, Workload::Lock { .. }) {
+            lock.counter += d.lock_counter;
+            if d.lock_counter != d.total_ops() * 2 {
+                lock.mutual_exclusion_held = false;
+            }
+        }
+    }
+    result.wall_ms = wall.elapsed().as_secs_f64() * 1000.0;
+    let ops = result.ops.max(1) as f64;
+    result.cycles_per_op = Summary::from_samples(&cycles);
+    result.raw_cycles_per_op = Summary::from_samples(&raw);
+    result.ops_per_sec = Summary::from_samples(&ops_per_sec);
+    result.noisy = result.cycles_per_op.cv > plan.noisy_cv;
+    // Per-op stats, net of the baseline's per-iteration share (loop and doorbell overhead).
+    for (k, v) in stat_sums {
+        let base = baseline
+            .as_ref()
+            .and_then(|b| b.stats_per_iteration.get(&k))
+            .copied()
+            .unwrap_or(0.0);
+        let per_op = (v as f64 - base * iterations_total as f64) / ops;
+        if v > 0 {
+            result.exits_per_op.insert(k, per_op);
+        }
+    }
+    for (k, v) in vm_sums {
+        if v > 0 {
+            result.vm_stats_per_op.insert(k, v as f64 / ops);
+        }
+    }
+    for (k, v) in uexits {
+        result.userspace_exits_per_op.insert(k, v as f64 / ops);
+    }
+    result.exit_sites = attribute_sites(&session.image, sites, phase);
+    if matches!(phase.workload, Workload::Lock { .. }) {
+        lock.spins_per_op = lock.spins as f64 / ops;
+        result.lock = Some(lock);
+    }
+    result.strategy_ops = strategy_ops;
+    Ok(result)
+}
+
+/// Maps exit RIPs to (strategy, site) through the symbol table.
+fn attribute_sites(
+    image: &GuestImage,
+    sites: BTreeMap<(u64, &'static str), u64>,
+    phase: &PhasePlan,
+) -> Vec<ExitSite> {
+    let mut out: Vec<ExitSite> = sites
+        .into_iter()
+        .map(|((rip, reason), count)| {
+            let (symbol, strategy, site) = match image.symbols.lookup(rip) {
+                Some((sym, _)) => {
+                    let (strategy, site) = classify_symbol(&sym.name, phase);
+                    (sym.name.clone(), strategy, site)
+                }
+                None => ("?".into(), "-".into(), "?".into()),
+            };
+            let instruction = (1..=15)
+                .rev()
+                .find_map(|len| image.code_bytes(rip, len))
+                .map(|b| crate::decode::decode_one(b, rip))
+                .unwrap_or_default();
+            ExitSite {
+                strategy,
+                site,
+                symbol,
+                reason: reason.to_string(),
+                count,
+                rip,
+                instruction,
+            }
+        })
+        .collect();
+    out.sort_by(|a, b| b.count.cmp(&a.count).then(a.rip.cmp(&b.rip)));
+    out
+}
+
+/// `irqbench_op_native_skip_restore` → ("native-skip", "restore"); pv-op targets → the phase's
+/// strategy and the pv-op's role.
+pub fn classify_symbol(name: &str, phase: &PhasePlan) -> (String, String) {
+    let phase_strategy = phase.workload.label();
+    for prefix in ["irqbench_op_", "irqbench_lockop_"] {
+        if let Some(rest) = name.strip_prefix(prefix) {
+            for s in crate::plan::StrategyId::all() {
+                let stem = s.name().replace('-', "_");
+                if let Some(site) = rest.strip_prefix(&stem) {
+                    let site = match site {
+                        "" => "save",
+                        "_disable" => "disable",
+                        "_body" => "body",
+                        "_restore" => "restore",
+                        "_end" => "end",
+                        _ => continue,
+                    };
+                    return (s.name().into(), site.into());
+                }
+            }
+        }
+    }
+    let site = match name {
+        "irqbench_pv_save_fl" => "save (pv save_fl)",
+        "irqbench_pv_restore_fl" => "restore (pv restore_fl)",
+        "irqbench_pv_irq_disable" => "disable (pv irq_disable)",
+        "irqbench_pv_irq_enable" => "enable (pv irq_enable)",
+        "irqbench_hypercall" | "irqbench_vmcall" => "hypercall",
+        n if n.starts_with("irqbench_strategy_loop") => "loop",
+        n if n.starts_with("irqbench_insn_") => "insn",
+        n if n.starts_with("irqbench_irq_") => "interrupt handler",
+        _ => return ("-".into(), name.into()),
+    };
+    (phase_strategy, site.into())
+}
+
+/// Runs a single plan phase on a fresh machine and returns the raw dispatches: for tests and
+/// benchmarks that need exact counts rather than statistics.
+pub fn run_raw(
+    kvm: &Kvm,
+    image: &Arc<GuestImage>,
+    phase: &PhasePlan,
+    irqchip: IrqchipMode,
+    timeout: Duration,
+) -> Result<(Session, Dispatch), PhaseError> {
+    let config = MachineConfig {
+        vcpus: phase.vcpus,
+        memory_bytes: 16 << 20,
+        irqchip,
+        hypercall_exits: false,
+    };
+    let mut session = Session::boot(kvm, image, config, HypercallTransport::Port, false)?;
+    let iterations = phase.iterations.unwrap_or(16);
+    let stop = AtomicBool::new(false);
+    let d = session.dispatch(
+        descriptor(phase, &phase.workload, iterations),
+        phase.irq,
+        timeout,
+        &stop,
+    )?;
+    Ok((session, d))
+}
+
+/// Collect the manifest without running anything (for `irqbench host`).
+pub fn host_manifest(kvm: &Kvm) -> Result<HostManifest, RunError> {
+    host::manifest(kvm).map_err(RunError::Host)
+}
