@@ -16,18 +16,34 @@ fn main() {
     let target_dir = out_dir.join("guest-target");
     let cargo = env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
 
-    for path in ["src", "Cargo.toml", "build.rs", "link.ld", ".cargo/config.toml"] {
+    for path in [
+        "src",
+        "Cargo.toml",
+        "build.rs",
+        "link.ld",
+        ".cargo/config.toml",
+    ] {
         println!("cargo:rerun-if-changed={}", guest_dir.join(path).display());
     }
     println!("cargo:rerun-if-changed={}", abi_dir.join("src").display());
-    println!("cargo:rerun-if-changed={}", abi_dir.join("Cargo.toml").display());
+    println!(
+        "cargo:rerun-if-changed={}",
+        abi_dir.join("Cargo.toml").display()
+    );
 
     let mut cmd = Command::new(cargo);
     // Run from the guest directory so that its .cargo/config.toml (rustflags) applies, and drop
     // what the outer cargo exported for *this* package: flags, wrappers (clippy, coverage) and the
     // target directory belong to the VMM build, not to the freestanding guest.
     cmd.current_dir(&guest_dir)
-        .args(["build", "--release", "--offline", "--locked", "--bin", "irqbench-guest"])
+        .args([
+            "build",
+            "--release",
+            "--offline",
+            "--locked",
+            "--bin",
+            "irqbench-guest",
+        ])
         .arg("--target-dir")
         .arg(&target_dir);
     for var in [

@@ -177,8 +177,16 @@ pub mod insn {
     pub const CPUID: u32 = 9;
     pub const COUNT: u32 = 10;
     pub const NAMES: [&str; COUNT as usize] = [
-        "empty", "cli", "sti", "popf-set-if", "popf-clear-if", "popf-same-if", "pushf", "pio-exit",
-        "mmio-exit", "cpuid",
+        "empty",
+        "cli",
+        "sti",
+        "popf-set-if",
+        "popf-clear-if",
+        "popf-same-if",
+        "pushf",
+        "pio-exit",
+        "mmio-exit",
+        "cpuid",
     ];
     /// How many times one iteration executes the instruction. Exits are not unrolled: each
     /// costs microseconds and one per iteration keeps phases short.
@@ -331,7 +339,6 @@ pub mod offset {
     pub const SHARED_LOCK_COUNTER: usize = 24;
     pub const SHARED_READY_LIST: usize = 32;
 }
-
 
 const _: () = {
     assert!(core::mem::offset_of!(VcpuSlot, interrupts) == offset::SLOT_INTERRUPTS);

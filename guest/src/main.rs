@@ -58,7 +58,7 @@ extern "C" {
 static mut IDT: [u64; 512] = [0; 512];
 
 #[no_mangle]
-pub extern "C" fn guest_main(index: u32, slot: *mut VcpuSlot) -> ! {
+extern "C" fn guest_main(index: u32, slot: *mut VcpuSlot) -> ! {
     install_idt();
     // SAFETY: the VMM wrote the slot's header before starting us; these are plain reads.
     let (magic, version) = unsafe {
@@ -86,14 +86,25 @@ pub extern "C" fn guest_main(index: u32, slot: *mut VcpuSlot) -> ! {
 }
 
 fn install_idt() {
+    // Indexing through a raw pointer with volatile reads: the table lives in ops.S.
+    #[allow(clippy::needless_range_loop)]
     for vector in 0..32 {
         // SAFETY: a static table of 32 addresses in ops.S.
         let stub = unsafe { addr_of!(irqbench_exc_table[vector]).read_volatile() };
         set_gate(vector, stub);
     }
-    set_gate(abi::irq::TIMER_VECTOR as usize, irqbench_irq_timer as *const () as u64);
-    set_gate(abi::irq::INJECT_VECTOR as usize, irqbench_irq_inject as *const () as u64);
-    set_gate(abi::irq::SPURIOUS_VECTOR as usize, irqbench_irq_spurious as *const () as u64);
+    set_gate(
+        abi::irq::TIMER_VECTOR as usize,
+        irqbench_irq_timer as *const () as u64,
+    );
+    set_gate(
+        abi::irq::INJECT_VECTOR as usize,
+        irqbench_irq_inject as *const () as u64,
+    );
+    set_gate(
+        abi::irq::SPURIOUS_VECTOR as usize,
+        irqbench_irq_spurious as *const () as u64,
+    );
     let base = addr_of!(IDT) as u64;
     let limit: u16 = 256 * 16 - 1;
     let mut pointer = [0u16; 5];
@@ -163,8 +174,13 @@ fn run_phase(slot: *mut VcpuSlot) {
     }
 
     // SAFETY: the three tables are immutable statics in ops.S.
-    let (ops_table, lock_table, insn_table) =
-        unsafe { (&*addr_of!(irqbench_ops), &*addr_of!(irqbench_lockops), &*addr_of!(irqbench_insns)) };
+    let (ops_table, lock_table, insn_table) = unsafe {
+        (
+            &*addr_of!(irqbench_ops),
+            &*addr_of!(irqbench_lockops),
+            &*addr_of!(irqbench_insns),
+        )
+    };
     // `get` rather than indexing: a bounds-check panic would pull core::fmt (SSE) into the image.
     let op = match kind {
         workload::STRATEGY => ops_table.get(id as usize).copied(),
@@ -172,7 +188,8 @@ fn run_phase(slot: *mut VcpuSlot) {
         workload::INSN => insn_table.get(id as usize).copied(),
         _ => None,
     };
-    let valid = op.is_some() || !matches!(kind, workload::STRATEGY | workload::LOCK | workload::INSN);
+    let valid =
+        op.is_some() || !matches!(kind, workload::STRATEGY | workload::LOCK | workload::INSN);
     if !valid {
         wr!(slot, record_status::BAD_DESCRIPTOR, record.status);
         ring(doorbell::BEGIN, seq);
@@ -190,21 +207,21 @@ fn run_phase(slot: *mut VcpuSlot) {
     match kind {
         workload::STRATEGY => {
             let vif = u32::from(abi::strategy::is_vif(id));
-            // SAFETY: `id` was checked against the table's length; the loop preserves the
-            // callee-saved registers and leaves IF as it found it (set).
             if let Some(op) = op {
+                // SAFETY: an op from the table (bounds-checked by `get`); the loop preserves the
+                // callee-saved registers and leaves IF as it found it (set).
                 violations = unsafe { irqbench_strategy_loop(op, iterations, nesting, body, vif) };
             }
         }
         workload::LOCK => {
-            // SAFETY: as above.
             if let Some(op) = op {
+                // SAFETY: as above.
                 unsafe { irqbench_lock_loop(op, iterations, body) };
             }
         }
         workload::INSN => {
-            // SAFETY: as above; the loop re-enables interrupts before returning.
             if let Some(op) = op {
+                // SAFETY: as above; the loop re-enables interrupts before returning.
                 unsafe { irqbench_insn_loop(op, iterations) };
             }
             ops = iterations * u64::from(abi::insn::unroll(id));
@@ -233,7 +250,8 @@ fn run_phase(slot: *mut VcpuSlot) {
                         }
                         pick -= u64::from(*w);
                     }
-                    if let (Some(op), Some(count)) = (ops_table.get(chosen), counts.get_mut(chosen)) {
+                    if let (Some(op), Some(count)) = (ops_table.get(chosen), counts.get_mut(chosen))
+                    {
                         // SAFETY: an op from the table; it keeps the callee-saved registers.
                         unsafe { irqbench_op_once(*op, body) };
                         *count += 1;
@@ -283,7 +301,11 @@ fn run_phase(slot: *mut VcpuSlot) {
     wr!(slot, rd!(slot, interrupts) - interrupts0, record.interrupts);
     wr!(slot, rd!(slot, hypercalls) - hypercalls0, record.hypercalls);
     wr!(slot, violations, record.if_violations);
-    wr!(slot, rd!(slot, lock_acquisitions) - acquisitions0, record.lock_acquisitions);
+    wr!(
+        slot,
+        rd!(slot, lock_acquisitions) - acquisitions0,
+        record.lock_acquisitions
+    );
     wr!(slot, rd!(slot, lock_spins) - spins0, record.lock_spins);
     if kind == workload::GARBAGE_RECORD {
         // Deliberately inconsistent: a record for another phase, time running backwards.

@@ -162,9 +162,7 @@ impl GuestImage {
         }
         let machine = elf.u16(18).unwrap_or(0);
         if machine != 62 {
-            return Err(invalid(format!(
-                "ELF machine {machine} is not x86-64 (62)"
-            )));
+            return Err(invalid(format!("ELF machine {machine} is not x86-64 (62)")));
         }
         let entry = elf.u64(24).unwrap_or(0);
         let phoff = elf.u64(32).unwrap_or(0);
@@ -179,9 +177,7 @@ impl GuestImage {
             )));
         }
         if phnum == 0 || phnum > 64 {
-            return Err(invalid(format!(
-                "{phnum} program headers; expected 1..=64"
-            )));
+            return Err(invalid(format!("{phnum} program headers; expected 1..=64")));
         }
         let ph_end = phoff.checked_add(phnum * phentsize);
         if ph_end.is_none_or(|end| end > bytes.len() as u64) {
@@ -299,7 +295,10 @@ impl GuestImage {
             .filter(|s| s.executable)
             .filter_map(|s| {
                 let start = s.file_offset as usize;
-                Some((s.paddr, self.bytes.get(start..start + s.file_size as usize)?))
+                Some((
+                    s.paddr,
+                    self.bytes.get(start..start + s.file_size as usize)?,
+                ))
             })
             .collect()
     }
@@ -442,7 +441,11 @@ mod tests {
     fn malformed_images_are_rejected_with_their_own_message() {
         let good = EMBEDDED_GUEST.to_vec();
         let mut cases: Vec<(&str, Vec<u8>, &str)> = Vec::new();
-        cases.push(("truncated header", good[..40].to_vec(), "shorter than an ELF64 header"));
+        cases.push((
+            "truncated header",
+            good[..40].to_vec(),
+            "shorter than an ELF64 header",
+        ));
         cases.push(("truncated body", good[..100].to_vec(), "truncated?"));
         let mut bad_magic = good.clone();
         bad_magic[0] = b'X';
@@ -463,7 +466,11 @@ mod tests {
         let phoff = u64::from_le_bytes(good[32..40].try_into().expect("8 bytes")) as usize;
         let mut low = good.clone();
         low[phoff + 24..phoff + 32].copy_from_slice(&0x1000u64.to_le_bytes());
-        cases.push(("segment outside RAM area", low, "outside the guest image area"));
+        cases.push((
+            "segment outside RAM area",
+            low,
+            "outside the guest image area",
+        ));
         let mut huge = good.clone();
         huge[phoff + 40..phoff + 48].copy_from_slice(&(1u64 << 40).to_le_bytes());
         cases.push(("huge segment", huge, "outside the guest image area"));
@@ -471,7 +478,9 @@ mod tests {
         entry[24..32].copy_from_slice(&0x3F_F000u64.to_le_bytes());
         cases.push(("entry outside", entry, "not inside any executable segment"));
         for (what, bytes, expected) in cases {
-            let err = GuestImage::parse(bytes, "test.elf").expect_err(what).to_string();
+            let err = GuestImage::parse(bytes, "test.elf")
+                .expect_err(what)
+                .to_string();
             assert!(
                 err.contains(expected) && err.contains("test.elf"),
                 "{what}: got {err:?}"

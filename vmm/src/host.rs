@@ -397,6 +397,17 @@ pub fn format_manifest(m: &HostManifest) -> String {
     out
 }
 
+/// For tests: the real /dev/kvm, or `None` after printing why the test is skipped.
+pub fn test_kvm() -> Option<Kvm> {
+    match open_kvm() {
+        Ok(kvm) => Some(kvm),
+        Err(e) => {
+            eprintln!("skipped: needs /dev/kvm ({e})");
+            None
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use vmm_sys_util::tempdir::TempDir;
@@ -503,16 +514,5 @@ mod tests {
         let text = format_manifest(&m);
         assert!(text.contains("capabilities:\n  KVM_CAP_"));
         assert!(text.lines().any(|l| l.starts_with("kvm flavour:")));
-    }
-}
-
-/// For tests: the real /dev/kvm, or `None` after printing why the test is skipped.
-pub fn test_kvm() -> Option<Kvm> {
-    match open_kvm() {
-        Ok(kvm) => Some(kvm),
-        Err(e) => {
-            eprintln!("skipped: needs /dev/kvm ({e})");
-            None
-        }
     }
 }

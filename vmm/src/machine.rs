@@ -7,8 +7,8 @@ use std::sync::atomic::Ordering;
 
 use irqbench_abi::{self as abi, FaultRecord, PhaseDescriptor, PhaseRecord};
 use kvm_bindings::{
-    kvm_enable_cap, kvm_fpu, kvm_regs, kvm_segment, kvm_sregs, kvm_userspace_memory_region,
-    CpuId, KVM_CAP_EXIT_HYPERCALL, KVM_MAX_CPUID_ENTRIES,
+    kvm_enable_cap, kvm_fpu, kvm_regs, kvm_segment, kvm_sregs, kvm_userspace_memory_region, CpuId,
+    KVM_CAP_EXIT_HYPERCALL, KVM_MAX_CPUID_ENTRIES,
 };
 use kvm_ioctls::{Kvm, VcpuFd, VmFd};
 use vm_memory::{ByteValued, Bytes, GuestAddress, GuestMemoryBackend, GuestMemoryMmap};
@@ -190,18 +190,20 @@ fn create_memory(vm: &VmFd, bytes: u64) -> Result<GuestMemoryMmap, MachineError>
             min: abi::MIN_MEM_BYTES,
         });
     }
-    let memory = GuestMemoryMmap::from_ranges(&[(GuestAddress(0), bytes as usize)]).map_err(
-        |source| MachineError::AllocateMemory {
-            mib: bytes >> 20,
-            source,
-        },
-    )?;
-    let host = memory
-        .get_host_address(GuestAddress(0))
-        .map_err(|source| MachineError::ReadMemory {
-            what: "the RAM mapping",
-            source,
+    let memory =
+        GuestMemoryMmap::from_ranges(&[(GuestAddress(0), bytes as usize)]).map_err(|source| {
+            MachineError::AllocateMemory {
+                mib: bytes >> 20,
+                source,
+            }
         })?;
+    let host =
+        memory
+            .get_host_address(GuestAddress(0))
+            .map_err(|source| MachineError::ReadMemory {
+                what: "the RAM mapping",
+                source,
+            })?;
     let region = kvm_userspace_memory_region {
         slot: 0,
         flags: 0,
@@ -435,7 +437,10 @@ impl Mailbox {
                 // Partial: read byte by byte up to the end of RAM.
                 let mut out = Vec::new();
                 for i in 0..len as u64 {
-                    match self.memory.read_obj::<u8>(GuestAddress(gpa.wrapping_add(i))) {
+                    match self
+                        .memory
+                        .read_obj::<u8>(GuestAddress(gpa.wrapping_add(i)))
+                    {
                         Ok(b) => out.push(b),
                         Err(_) => break,
                     }
@@ -452,10 +457,12 @@ fn configure_vcpu(
     entry: u64,
     supported: &CpuId,
 ) -> Result<(), MachineError> {
-    let step = |step: &'static str| move |source| MachineError::ConfigureVcpu {
-        index,
-        step,
-        source,
+    let step = |step: &'static str| {
+        move |source| MachineError::ConfigureVcpu {
+            index,
+            step,
+            source,
+        }
     };
     vcpu.set_cpuid2(&vcpu_cpuid(supported, index))
         .map_err(step("KVM_SET_CPUID2"))?;

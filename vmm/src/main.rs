@@ -126,7 +126,9 @@ exceeds the larger coefficient of variation; exits/op use a 2% threshold.")]
     #[command(after_help = "Example:\n  irqbench list")]
     List,
     /// Print a shell completion script.
-    #[command(after_help = "Example:\n  irqbench completions bash > /etc/bash_completion.d/irqbench")]
+    #[command(
+        after_help = "Example:\n  irqbench completions bash > /etc/bash_completion.d/irqbench"
+    )]
     Completions { shell: clap_complete::Shell },
 }
 
@@ -158,7 +160,12 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Command::Completions { shell } => {
-            clap_complete::generate(shell, &mut Cli::command(), "irqbench", &mut std::io::stdout());
+            clap_complete::generate(
+                shell,
+                &mut Cli::command(),
+                "irqbench",
+                &mut std::io::stdout(),
+            );
             ExitCode::SUCCESS
         }
     }

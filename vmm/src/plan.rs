@@ -45,12 +45,24 @@ impl StrategyId {
         match self.0 {
             abi::strategy::EMPTY => "baseline: the same loop and body with no flag handling",
             abi::strategy::NATIVE_POPF => "pushf; pop / cli / push; popf (irqsave before 2021)",
-            abi::strategy::NATIVE_CLI_STI => "cli / sti (spin_lock_irq: re-enables even if IRQs were off)",
-            abi::strategy::NATIVE_SKIP => "pushf; pop / cli / test $IF; jz; sti (upstream since 2021)",
-            abi::strategy::PVOP_POPF => "call *save_fl / call *irq_disable / call *restore_fl (popf)",
-            abi::strategy::PVOP_SKIP => "call *save_fl / call *irq_disable / test $IF; jz; call *irq_enable (2017 patch)",
-            abi::strategy::VIF_RESTORE => "virtual IF byte: mask=!(f&IF); hypercall if unmasked and pending",
-            abi::strategy::VIF_SKIP => "virtual IF byte: only if (f&IF) { mask=0; hypercall if pending }",
+            abi::strategy::NATIVE_CLI_STI => {
+                "cli / sti (spin_lock_irq: re-enables even if IRQs were off)"
+            }
+            abi::strategy::NATIVE_SKIP => {
+                "pushf; pop / cli / test $IF; jz; sti (upstream since 2021)"
+            }
+            abi::strategy::PVOP_POPF => {
+                "call *save_fl / call *irq_disable / call *restore_fl (popf)"
+            }
+            abi::strategy::PVOP_SKIP => {
+                "call *save_fl / call *irq_disable / test $IF; jz; call *irq_enable (2017 patch)"
+            }
+            abi::strategy::VIF_RESTORE => {
+                "virtual IF byte: mask=!(f&IF); hypercall if unmasked and pending"
+            }
+            abi::strategy::VIF_SKIP => {
+                "virtual IF byte: only if (f&IF) { mask=0; hypercall if pending }"
+            }
             _ => "?",
         }
     }
@@ -68,7 +80,10 @@ impl InsnId {
     }
 
     pub fn name(self) -> &'static str {
-        abi::insn::NAMES.get(self.0 as usize).copied().unwrap_or("?")
+        abi::insn::NAMES
+            .get(self.0 as usize)
+            .copied()
+            .unwrap_or("?")
     }
 
     pub fn from_name(name: &str) -> Option<InsnId> {
@@ -93,11 +108,17 @@ impl InsnId {
 pub enum IrqSource {
     None,
     /// In-kernel irqchip; the guest's LAPIC timer fires every `period_us`.
-    LapicTimer { period_us: f64 },
+    LapicTimer {
+        period_us: f64,
+    },
     /// Userspace irqchip; a host thread raises a vector `rate_hz` times a second.
-    Inject { rate_hz: f64 },
+    Inject {
+        rate_hz: f64,
+    },
     /// A host thread sets the virtual-IF pending byte `rate_hz` times a second.
-    PvEvent { rate_hz: f64 },
+    PvEvent {
+        rate_hz: f64,
+    },
 }
 
 impl IrqSource {
@@ -152,13 +173,21 @@ pub enum HypercallTransport {
 #[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum Workload {
     /// save / disable / body / restore with one strategy.
-    Strategy { strategy: StrategyId },
+    Strategy {
+        strategy: StrategyId,
+    },
     /// One instruction of the instruction-cost suite.
-    Insn { insn: InsnId },
+    Insn {
+        insn: InsnId,
+    },
     /// The epoll ready-list pattern: lock, splice, unlock, work, lock, requeue, unlock.
-    Lock { strategy: StrategyId },
+    Lock {
+        strategy: StrategyId,
+    },
     /// Strategies interleaved by weight (index = strategy id) with the phase's seed.
-    Mixed { weights: Vec<(StrategyId, u16)> },
+    Mixed {
+        weights: Vec<(StrategyId, u16)>,
+    },
     /// Test and diagnostic workloads (not reachable from configs).
     Doorbells,
     FaultUd2,

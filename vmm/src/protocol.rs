@@ -109,7 +109,10 @@ pub fn validate_record(
     if rec.if_violations > rec.ops {
         return Err(bad(
             "record.if_violations",
-            format!("({}) exceeds the operations ({})", rec.if_violations, rec.ops),
+            format!(
+                "({}) exceeds the operations ({})",
+                rec.if_violations, rec.ops
+            ),
         ));
     }
     let acquisitions_want = if desc.workload == workload::LOCK {
@@ -189,14 +192,18 @@ mod tests {
 
     #[test]
     fn each_inconsistency_names_its_field() {
-        let cases: Vec<(&str, Box<dyn Fn(&mut PhaseRecord)>)> = vec![
+        type Mutation = Box<dyn Fn(&mut PhaseRecord)>;
+        let cases: Vec<(&str, Mutation)> = vec![
             ("record.seq", Box::new(|r| r.seq = 8)),
             ("record.status", Box::new(|r| r.status = 0xDEAD)),
             ("record.tsc_end", Box::new(|r| r.tsc_end = 1)),
             ("record.ops", Box::new(|r| r.ops = u64::MAX)),
             ("record.interrupts", Box::new(|r| r.interrupts = u64::MAX)),
             ("record.if_violations", Box::new(|r| r.if_violations = 101)),
-            ("record.lock_acquisitions", Box::new(|r| r.lock_acquisitions = 1)),
+            (
+                "record.lock_acquisitions",
+                Box::new(|r| r.lock_acquisitions = 1),
+            ),
             ("record.strategy_ops", Box::new(|r| r.strategy_ops[3] = 1)),
         ];
         for (field, mutate) in cases {

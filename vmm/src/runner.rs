@@ -26,7 +26,9 @@ use crate::protocol::{self, ValidRecord};
 use crate::results::{
     ExitSite, HostManifest, LockStats, PhaseFailure, PhaseResult, RunReport, Summary, SCHEMA,
 };
-use crate::vcpu::{self, PhaseSample, VcpuCommand, VcpuContext, VcpuControl, VcpuEvent, VcpuOutcome};
+use crate::vcpu::{
+    self, PhaseSample, VcpuCommand, VcpuContext, VcpuControl, VcpuEvent, VcpuOutcome,
+};
 
 /// How long a fresh guest may take to ring its BOOTED doorbell.
 const BOOT_TIMEOUT: Duration = Duration::from_secs(30);
@@ -154,8 +156,8 @@ impl Session {
         pin: bool,
     ) -> Result<Session, PhaseError> {
         vcpu::install_kick_handler();
-        let machine = Machine::create(kvm, image, config)
-            .map_err(|e| PhaseError::Boot(error_chain(&e)))?;
+        let machine =
+            Machine::create(kvm, image, config).map_err(|e| PhaseError::Boot(error_chain(&e)))?;
         let Machine {
             vm, memory, vcpus, ..
         } = machine;
@@ -283,7 +285,10 @@ impl Session {
                 });
                 break;
             }
-            match self.events.recv_timeout(left.min(Duration::from_millis(100))) {
+            match self
+                .events
+                .recv_timeout(left.min(Duration::from_millis(100)))
+            {
                 Ok(VcpuEvent::PhaseDone(sample)) => {
                     let i = sample.index as usize;
                     if let Some(slot) = samples.get_mut(i) {
@@ -314,7 +319,10 @@ impl Session {
             }
             return Err(f);
         }
-        let vm_stats = match (vm_before, self.vm_stats.as_ref().and_then(|s| s.snapshot().ok())) {
+        let vm_stats = match (
+            vm_before,
+            self.vm_stats.as_ref().and_then(|s| s.snapshot().ok()),
+        ) {
             (Some(b), Some(a)) => Some(a.delta(&b)),
             _ => None,
         };
@@ -525,7 +533,9 @@ pub fn descriptor(phase: &PhasePlan, workload: &Workload, iterations: u64) -> Ph
     }
     let timer_initial_count = match phase.irq {
         // KVM's emulated LAPIC counts at 1 GHz (APIC_BUS_CYCLE_NS = 1) with divide-by-1.
-        IrqSource::LapicTimer { period_us } => (period_us * 1000.0).clamp(1.0, u32::MAX as f64) as u32,
+        IrqSource::LapicTimer { period_us } => {
+            (period_us * 1000.0).clamp(1.0, u32::MAX as f64) as u32
+        }
         _ => 0,
     };
     // The unrolled loop runs four operations per round when nothing nests.
@@ -990,4 +1000,127 @@ pub fn run_raw(
 /// Collect the manifest without running anything (for `irqbench host`).
 pub fn host_manifest(kvm: &Kvm) -> Result<HostManifest, RunError> {
     host::manifest(kvm).map_err(RunError::Host)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::{InsnId, StrategyId};
+
+    const TIMEOUT: Duration = Duration::from_secs(60);
+
+    fn image() -> Arc<GuestImage> {
+        Arc::new(GuestImage::embedded().expect("embedded guest"))
+    }
+
+    fn phase(workload: Workload, vcpus: u32, iterations: u64) -> PhasePlan {
+        let mut p = Plan::single(workload, vcpus, iterations).phases.remove(0);
+        p.body_ops = 2;
+        p
+    }
+
+    fn raw(workload: Workload, vcpus: u32, iterations: u64) -> Option<(Session, Dispatch)> {
+        let kvm = host::test_kvm()?;
+        let p = phase(workload, vcpus, iterations);
+        Some(
+            run_raw(&kvm, &image(), &p, IrqchipMode::Userspace, TIMEOUT)
+                .unwrap_or_else(|e| panic!("phase failed: {e}")),
+        )
+    }
+
+    #[test]
+    fn a_phase_that_rings_k_doorbells_yields_exactly_k_doorbell_exits() {
+        for k in [0u64, 1, 37] {
+            let Some((session, d)) = raw(Workload::Doorbells, 1, k) else {
+                return;
+            };
+            assert_eq!(d.samples[0].pings, k, "pings for k={k}");
+            assert_eq!(d.records[0].ops, k);
+            // Doorbells are markers, not measured exits.
+            assert!(d.samples[0].exits.is_empty(), "{:?}", d.samples[0].exits);
+            session.shutdown();
+        }
+    }
+
+    #[test]
+    fn stats_deltas_are_non_negative_and_exits_grow() {
+        let Some((session, d)) = raw(
+            Workload::Insn {
+                insn: InsnId::from_name("pio-exit").expect("insn"),
+            },
+            1,
+            25,
+        ) else {
+            return;
+        };
+        let stats = d.samples[0]
+            .stats
+            .as_ref()
+            .expect("binary stats on this host");
+        assert!(
+            stats.backwards.is_empty(),
+            "counters went backwards: {:?}",
+            stats.backwards
+        );
+        let exits = stats.get("exits").expect("an `exits` stat");
+        // 25 port-I/O exits to the VMM plus the END doorbell: KVM counts each.
+        assert!(exits >= 26, "exits delta {exits}");
+        assert_eq!(d.samples[0].exits.get("pio-probe"), Some(&25));
+        session.shutdown();
+    }
+
+    #[test]
+    fn two_and_four_vcpus_complete_their_phases_with_their_own_records() {
+        for vcpus in [2u32, 4] {
+            let Some((session, d)) = raw(
+                Workload::Strategy {
+                    strategy: StrategyId::from_name("native-skip").expect("strategy"),
+                },
+                vcpus,
+                64,
+            ) else {
+                return;
+            };
+            assert_eq!(d.samples.len(), vcpus as usize);
+            let mut indices: Vec<u32> = d.samples.iter().map(|s| s.index).collect();
+            indices.sort_unstable();
+            assert_eq!(indices, (0..vcpus).collect::<Vec<_>>());
+            for r in &d.records {
+                assert_eq!(r.ops, 64);
+                assert!(r.tsc_cycles > 0);
+            }
+            session.shutdown();
+        }
+    }
+
+    #[test]
+    fn a_faulting_phase_is_reported_with_the_decoded_instruction() {
+        let Some(kvm) = host::test_kvm() else {
+            return;
+        };
+        let p = phase(Workload::FaultUd2, 1, 1);
+        let err = run_raw(&kvm, &image(), &p, IrqchipMode::Userspace, TIMEOUT)
+            .expect_err("ud2 faults")
+            .to_string();
+        assert!(
+            err.contains("guest exception 6 (#UD invalid opcode)"),
+            "{err}"
+        );
+        assert!(err.contains(": ud2"), "decoded instruction missing: {err}");
+        assert!(err.contains("<guest_main"), "symbol missing: {err}");
+        assert!(err.contains("rax "), "registers missing: {err}");
+    }
+
+    #[test]
+    fn garbage_records_are_a_protocol_violation_not_a_panic() {
+        let Some(kvm) = host::test_kvm() else {
+            return;
+        };
+        let p = phase(Workload::GarbageRecord, 1, 1);
+        let err = run_raw(&kvm, &image(), &p, IrqchipMode::Userspace, TIMEOUT)
+            .expect_err("garbage")
+            .to_string();
+        assert!(err.contains("guest protocol violation"), "{err}");
+        assert!(err.contains("record.seq"), "{err}");
+    }
 }

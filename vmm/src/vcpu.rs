@@ -235,8 +235,9 @@ fn run_loop(ctx: &mut VcpuContext) -> VcpuOutcome {
                     port::DOORBELL => {
                         let data_len = data.len();
                         if data_len != 4 {
-                            return ProtocolViolationBuilder::new(ctx.index)
-                                .msg(format!("doorbell written with {data_len} bytes, expected 4"));
+                            return ProtocolViolationBuilder::new(ctx.index).msg(format!(
+                                "doorbell written with {data_len} bytes, expected 4"
+                            ));
                         }
                         if let Some(outcome) = doorbell_rung(ctx, &mut window, value) {
                             return outcome;
@@ -483,10 +484,9 @@ fn doorbell_rung(
             }
         }
         other => {
-            return Some(
-                ProtocolViolationBuilder::new(ctx.index)
-                    .msg(format!("doorbell kind {other} (marker {marker:#x}) is not defined")),
-            );
+            return Some(ProtocolViolationBuilder::new(ctx.index).msg(format!(
+                "doorbell kind {other} (marker {marker:#x}) is not defined"
+            )));
         }
     }
     None
