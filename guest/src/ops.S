@@ -162,9 +162,13 @@ irqbench_irq_spurious:
     movl $0, {SHARED_LOCK}      /* release: a plain store is enough on x86 (TSO) */
     .endm
 
-/* Issue the virtual-IF hypercall through the transport chosen at boot. Keeps all registers. */
-    .global irqbench_hypercall
-irqbench_hypercall:
+/* Issue the virtual-IF hypercall through the transport chosen at boot. Keeps all registers.
+ * Two copies with their own symbols: irqbench_hypercall for the strategies' restore paths,
+ * irqbench_hypercall_outer for the enclosing section's enable in nested phases, so that the
+ * VMM can tell from the exit RIP which restore asked for delivery. */
+    .macro HYPERCALL_STUB name
+    .global \name
+\name:
     incq %gs:{HYPERCALLS}
     cmpl ${HC_VMCALL}, irqbench_hypercall_transport(%rip)
     je 1f
@@ -176,8 +180,8 @@ irqbench_hypercall:
     popq %rdx
     popq %rax
     ret
-    /* KVM_HC_MAP_GPA_RANGE (12) is the one hypercall KVM_CAP_EXIT_HYPERCALL forwards to userspace;
-     * its arguments (gpa 0, 1 page, no attributes) pass KVM's validity checks. */
+    /* KVM_HC_MAP_GPA_RANGE (12) is the one hypercall KVM_CAP_EXIT_HYPERCALL forwards to
+     * userspace; its arguments (gpa 0, 1 page, no attributes) pass KVM's validity checks. */
 1:  pushq %rax
     pushq %rbx
     pushq %rcx
@@ -186,14 +190,18 @@ irqbench_hypercall:
     xorl %ebx, %ebx
     movl $1, %ecx
     xorl %edx, %edx
-    .global irqbench_vmcall
-irqbench_vmcall:
     vmcall
     popq %rdx
     popq %rcx
     popq %rbx
     popq %rax
     ret
+    .global \name\()_end
+\name\()_end:
+    .endm
+
+    HYPERCALL_STUB irqbench_hypercall
+    HYPERCALL_STUB irqbench_hypercall_outer
 
 /* ---------------------------------------------------------------------------------------------
  * The paravirt operation table, as arch/x86's pv_ops.irq: save_fl, restore_fl, irq_disable,
@@ -488,7 +496,7 @@ irqbench_strategy_loop_nested:
 6:  movb $0, %gs:{VIF_MASK}
     cmpb $0, %gs:{VIF_PENDING}
     je 7f
-    call irqbench_hypercall
+    call irqbench_hypercall_outer
 7:  decq %r12
     jmp .Lnested
 .Lplain:
@@ -516,14 +524,16 @@ irqbench_lock_loop:
     movq %rdi, %rbx
     movq %rsi, %r12
     movl %edx, %ebp
-1:  testq %r12, %r12
-    jz 2f
+.Llock_round:                   /* named labels: BODY has its own 1: and 2: */
+    testq %r12, %r12
+    jz .Llock_done
     call *%rbx                  /* lock, splice, unlock */
     BODY                        /* work outside the lock */
     call *%rbx                  /* lock, requeue, unlock */
     decq %r12
-    jmp 1b
-2:  popq %r12
+    jmp .Llock_round
+.Llock_done:
+    popq %r12
     popq %rbp
     popq %rbx
     ret

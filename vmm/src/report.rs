@@ -19,6 +19,8 @@ use crate::results::{PhaseResult, RunReport, Summary, SCHEMA};
 
 /// The terminal width the table is laid out for.
 const TABLE_WIDTH: usize = 120;
+/// Exit sites per result in the terminal table.
+const EXIT_SITES_SHOWN: usize = 6;
 
 /// The KVM per-vCPU stat that counts every VM exit.
 const EXITS_STAT: &str = "exits";
@@ -450,12 +452,14 @@ fn common_dir_prefix<'a>(names: &[&'a str]) -> &'a str {
 /// the heading): the strategy and irq columns repeat most of a name, so its width is better
 /// spent on the rest.
 fn kind_table(kind: &str, results: &[&PhaseResult], prefix: &str) -> TextTable {
-    let phase = |r: &PhaseResult| r.name.strip_prefix(prefix).unwrap_or(&r.name).to_string();
+    // The rest of a phase name repeats the strategy, nest, irq and vCPU columns.
+    let _ = prefix;
+    let phase = |r: &PhaseResult| r.name.split('/').next().unwrap_or(&r.name).to_string();
     use Align::{Left, Right};
     if kind == "insn" {
         let mut t = TextTable::new(&[
             ("instruction", Left),
-            ("phase", Left),
+            ("bench", Left),
             ("irq", Left),
             ("vCPUs", Right),
             ("insns", Right),
@@ -466,7 +470,7 @@ fn kind_table(kind: &str, results: &[&PhaseResult], prefix: &str) -> TextTable {
             ("uexits/insn", Right),
             ("IRQs", Right),
         ]);
-        t.shrinkable = vec![("phase", 16), ("irq", 10), ("phase", 10)];
+        t.shrinkable = vec![("bench", 16), ("irq", 10), ("bench", 10)];
         for r in results {
             t.rows.push(vec![
                 r.strategy.clone(),
@@ -486,7 +490,7 @@ fn kind_table(kind: &str, results: &[&PhaseResult], prefix: &str) -> TextTable {
     }
     let lock = results.iter().any(|r| r.lock.is_some()) || kind == "lock";
     let mut headers = vec![
-        ("phase", Left),
+        ("bench", Left),
         ("strategy", Left),
         ("irq", Left),
         ("nest", Right),
@@ -509,10 +513,10 @@ fn kind_table(kind: &str, results: &[&PhaseResult], prefix: &str) -> TextTable {
     // The phase name mostly repeats the strategy, irq, nest and vCPU columns, so it gives way
     // first; the irq label carries the rate, which no other column shows.
     t.shrinkable = vec![
-        ("phase", 14),
+        ("bench", 14),
         ("strategy", 12),
         ("irq", 12),
-        ("phase", 10),
+        ("bench", 10),
         ("irq", 8),
         ("strategy", 8),
     ];
@@ -647,7 +651,8 @@ pub fn render_table(report: &RunReport) -> String {
         ]);
         t.shrinkable = vec![("phase", 16), ("instruction", 16), ("site", 12)];
         for r in &report.results {
-            for s in &r.exit_sites {
+            // The busiest sites; the JSON has all of them.
+            for s in r.exit_sites.iter().take(EXIT_SITES_SHOWN) {
                 let site = if s.symbol.is_empty() || s.symbol == s.site {
                     s.site.clone()
                 } else {
@@ -666,6 +671,8 @@ pub fn render_table(report: &RunReport) -> String {
         }
         out.push_str(&t.render("  ", TABLE_WIDTH));
     }
+
+    out.push_str(&render_scaling(report));
 
     if !report.failures.is_empty() {
         let _ = writeln!(out, "\nfailures ({})", report.failures.len());
@@ -1085,6 +1092,10 @@ pub fn render_markdown(report: &RunReport) -> String {
         );
     }
 
+    let scaling = render_scaling(report);
+    if !scaling.is_empty() {
+        let _ = writeln!(out, "\n## Scaling\n\n```{scaling}```");
+    }
     if !report.failures.is_empty() {
         out.push_str("\n## Failures\n\n");
         for f in &report.failures {
@@ -2064,4 +2075,114 @@ mod tests {
         assert!(md.contains("## Exits per op by KVM stat"));
         assert!(md.contains("`strategies/native-popf/n0/none/1v`"));
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Scaling (the 2018 epoll mail): strategy A against strategy B per vCPU count.
+
+/// One line of the scaling table: `vcpus  A ops/s  B ops/s  change  verdict`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ScalingRow {
+    /// The bench and interrupt load the pair was measured under.
+    pub group: String,
+    pub a: String,
+    pub b: String,
+    pub vcpus: u32,
+    /// Medians of ops/s over the repeats.
+    pub a_ops_per_sec: f64,
+    pub b_ops_per_sec: f64,
+    /// (b - a) / a, in percent, from the medians above.
+    pub change_pct: f64,
+    pub beyond_noise: bool,
+}
+
+/// Pairs the lock results of each bench and interrupt load: strategies in the order the config
+/// lists them, taken two by two (A = irqsave-like, B = its replacement), one row per vCPU count.
+pub fn scaling_rows(report: &RunReport) -> Vec<ScalingRow> {
+    let mut groups: Vec<(String, Vec<&PhaseResult>)> = Vec::new();
+    for r in report.results.iter().filter(|r| r.kind == "lock") {
+        let bench = r.name.split('/').next().unwrap_or(&r.name);
+        let key = format!("{bench} / {}", r.irq_source);
+        match groups.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, v)) => v.push(r),
+            None => groups.push((key, vec![r])),
+        }
+    }
+    let mut rows = Vec::new();
+    for (group, results) in groups {
+        let mut strategies: Vec<&str> = Vec::new();
+        for r in &results {
+            if !strategies.contains(&r.strategy.as_str()) {
+                strategies.push(&r.strategy);
+            }
+        }
+        for pair in strategies.chunks(2) {
+            let [a, b] = pair else { continue };
+            let mut vcpus: Vec<u32> = results.iter().map(|r| r.vcpus).collect();
+            vcpus.sort_unstable();
+            vcpus.dedup();
+            for n in vcpus {
+                let find = |s: &str| {
+                    results
+                        .iter()
+                        .find(|r| r.strategy == s && r.vcpus == n && r.nesting == 0.0)
+                        .or_else(|| results.iter().find(|r| r.strategy == s && r.vcpus == n))
+                };
+                let (Some(ra), Some(rb)) = (find(a), find(b)) else {
+                    continue;
+                };
+                let judged = summary_row("", "ops/s", &ra.ops_per_sec, &rb.ops_per_sec);
+                rows.push(ScalingRow {
+                    group: group.clone(),
+                    a: a.to_string(),
+                    b: b.to_string(),
+                    vcpus: n,
+                    a_ops_per_sec: ra.ops_per_sec.median,
+                    b_ops_per_sec: rb.ops_per_sec.median,
+                    change_pct: judged.change_pct,
+                    beyond_noise: judged.beyond_noise,
+                });
+            }
+        }
+    }
+    rows
+}
+
+/// The table as the 2018 mail showed it ("1 vCPU  7500 --> 8800 ops/s (+17%)"), per pair.
+pub fn render_scaling(report: &RunReport) -> String {
+    let rows = scaling_rows(report);
+    let mut out = String::new();
+    let mut last = String::new();
+    for r in &rows {
+        let header = format!("{}: {} (A) vs {} (B)", r.group, r.a, r.b);
+        if header != last {
+            let _ = writeln!(out, "\n{header}");
+            let _ = writeln!(
+                out,
+                "  {:>5}  {:>12}  {:>12}  {:>8}  verdict",
+                "vCPUs", "A ops/s", "B ops/s", "change"
+            );
+            last = header;
+        }
+        let _ = writeln!(
+            out,
+            "  {:>5}  {:>12.0}  {:>12.0}  {:>+7.1}%  {}",
+            r.vcpus,
+            r.a_ops_per_sec,
+            r.b_ops_per_sec,
+            r.change_pct,
+            if r.beyond_noise {
+                "beyond noise"
+            } else {
+                "(within noise)"
+            }
+        );
+    }
+    if !out.is_empty() {
+        out.insert_str(
+            0,
+            "\nscaling: total ops/s over all vCPUs (median of repeats); change = (B - A) / A",
+        );
+    }
+    out
 }

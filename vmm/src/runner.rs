@@ -577,7 +577,7 @@ type BaselineKey = (String, u64, u32, String, u32);
 
 fn baseline_key(phase: &PhasePlan, baseline: &Workload) -> BaselineKey {
     (
-        baseline.label(),
+        format!("{}/{}", baseline.kind(), baseline.label()),
         (phase.nesting * 65536.0) as u64,
         phase.body_ops,
         phase.irq.label(),
@@ -745,7 +745,9 @@ fn measure_phase(
     }
     // The baseline: the same loop, body, nesting and load without flag handling.
     let baseline = match phase.workload.baseline() {
-        Some(b) if b != phase.workload => {
+        // Measured even for the `empty` strategy itself: its result then shows the noise floor
+        // of the subtraction (~0 cycles/op).
+        Some(b) => {
             let key = baseline_key(phase, &b);
             if let Some(found) = baselines.get(&key) {
                 Some(found.clone())
@@ -776,7 +778,7 @@ fn measure_phase(
                 Some(base)
             }
         }
-        _ => None,
+        None => None,
     };
     let base_cycles = baseline.as_ref().map_or(0.0, Baseline::median);
     let ops_per_iteration = phase.workload.ops_per_iteration() as f64;
@@ -904,15 +906,27 @@ fn attribute_sites(
     sites: BTreeMap<(u64, &'static str), u64>,
     phase: &PhasePlan,
 ) -> Vec<ExitSite> {
-    let mut out: Vec<ExitSite> = sites
+    // One row per (symbol, reason): the count over all its RIPs, shown at its busiest RIP.
+    let mut grouped: BTreeMap<(String, &'static str), (u64, u64, u64)> = BTreeMap::new();
+    for ((rip, reason), count) in sites {
+        let symbol = image
+            .symbols
+            .lookup(rip)
+            .map_or_else(|| "?".to_string(), |(s, _)| s.name.clone());
+        let entry = grouped.entry((symbol, reason)).or_insert((0, rip, 0));
+        entry.0 += count;
+        if count > entry.2 {
+            entry.1 = rip;
+            entry.2 = count;
+        }
+    }
+    let mut out: Vec<ExitSite> = grouped
         .into_iter()
-        .map(|((rip, reason), count)| {
-            let (symbol, strategy, site) = match image.symbols.lookup(rip) {
-                Some((sym, _)) => {
-                    let (strategy, site) = classify_symbol(&sym.name, phase);
-                    (sym.name.clone(), strategy, site)
-                }
-                None => ("?".into(), "-".into(), "?".into()),
+        .map(|((symbol, reason), (count, rip, _))| {
+            let (strategy, site) = if symbol == "?" {
+                ("-".to_string(), "?".to_string())
+            } else {
+                classify_symbol(&symbol, phase)
             };
             let instruction = (1..=15)
                 .rev()
@@ -961,7 +975,8 @@ pub fn classify_symbol(name: &str, phase: &PhasePlan) -> (String, String) {
         "irqbench_pv_restore_fl" => "restore (pv restore_fl)",
         "irqbench_pv_irq_disable" => "disable (pv irq_disable)",
         "irqbench_pv_irq_enable" => "enable (pv irq_enable)",
-        "irqbench_hypercall" | "irqbench_vmcall" => "hypercall",
+        "irqbench_hypercall" => "hypercall (from restore)",
+        "irqbench_hypercall_outer" => "hypercall (outer section enable)",
         n if n.starts_with("irqbench_strategy_loop") => "loop",
         n if n.starts_with("irqbench_insn_") => "insn",
         n if n.starts_with("irqbench_irq_") => "interrupt handler",
