@@ -164,4 +164,156 @@ mod tests {
         }
         assert!(total > 200, "decoded only {total} instructions");
     }
+
+    /// Flag-relevant instructions of one strategy's operation, as counts.
+    #[derive(Debug, Default, PartialEq)]
+    struct FlagOps {
+        cli: usize,
+        sti: usize,
+        pushf: usize,
+        popf: usize,
+        indirect_calls: usize,
+        test_if_bit: usize,
+        cond_branches: usize,
+        vif_mask_writes: usize,
+        hypercall_calls: usize,
+    }
+
+    fn flag_ops(image: &GuestImage, strategy: &str) -> FlagOps {
+        let sym = format!("irqbench_op_{}", strategy.replace('-', "_"));
+        let (addr, code) = image.function_code(&sym).expect("strategy symbol");
+        let hypercall = image.symbols.address("irqbench_hypercall").expect("stub");
+        let mut decoder = Decoder::with_ip(64, code, addr, DecoderOptions::NONE);
+        let mut ops = FlagOps::default();
+        let mut insn = Instruction::default();
+        while decoder.can_decode() {
+            decoder.decode_out(&mut insn);
+            match insn.mnemonic() {
+                Mnemonic::Cli => ops.cli += 1,
+                Mnemonic::Sti => ops.sti += 1,
+                Mnemonic::Pushfq => ops.pushf += 1,
+                Mnemonic::Popfq => ops.popf += 1,
+                Mnemonic::Call if insn.op0_kind() == iced_x86::OpKind::Memory => {
+                    ops.indirect_calls += 1
+                }
+                Mnemonic::Call if insn.near_branch_target() == hypercall => {
+                    ops.hypercall_calls += 1
+                }
+                Mnemonic::Test if insn.immediate32() == 0x200 => ops.test_if_bit += 1,
+                Mnemonic::Mov
+                    if insn.segment_prefix() == iced_x86::Register::GS
+                        && insn.op0_kind() == iced_x86::OpKind::Memory
+                        && insn.memory_displacement64()
+                            == irqbench_abi::offset::SLOT_VIF_MASK as u64 =>
+                {
+                    ops.vif_mask_writes += 1
+                }
+                _ => {}
+            }
+            if insn.is_jcc_short_or_near() {
+                ops.cond_branches += 1;
+            }
+        }
+        ops
+    }
+
+    /// Every strategy contains exactly the flag instructions its definition (DESIGN.md) names.
+    /// The body's loop adds one `jz` and one `jnz` to every strategy's branch count.
+    #[test]
+    fn each_strategy_decodes_to_exactly_its_definition() {
+        let image = GuestImage::embedded().expect("embedded guest");
+        let body_branches = 2;
+        let expect = [
+            (
+                "empty",
+                FlagOps {
+                    cond_branches: body_branches,
+                    ..Default::default()
+                },
+            ),
+            (
+                "native-popf",
+                FlagOps {
+                    cli: 1,
+                    pushf: 1,
+                    popf: 1,
+                    cond_branches: body_branches,
+                    ..Default::default()
+                },
+            ),
+            (
+                "native-cli-sti",
+                FlagOps {
+                    cli: 1,
+                    sti: 1,
+                    cond_branches: body_branches,
+                    ..Default::default()
+                },
+            ),
+            (
+                "native-skip",
+                FlagOps {
+                    cli: 1,
+                    sti: 1,
+                    pushf: 1,
+                    test_if_bit: 1,
+                    cond_branches: body_branches + 1,
+                    ..Default::default()
+                },
+            ),
+            (
+                "pvop-popf",
+                FlagOps {
+                    indirect_calls: 3,
+                    cond_branches: body_branches,
+                    ..Default::default()
+                },
+            ),
+            (
+                "pvop-skip",
+                FlagOps {
+                    indirect_calls: 3,
+                    test_if_bit: 1,
+                    cond_branches: body_branches + 1,
+                    ..Default::default()
+                },
+            ),
+            (
+                "vif-restore",
+                FlagOps {
+                    vif_mask_writes: 2,
+                    hypercall_calls: 1,
+                    cond_branches: body_branches + 2,
+                    ..Default::default()
+                },
+            ),
+            (
+                "vif-skip",
+                FlagOps {
+                    vif_mask_writes: 2,
+                    hypercall_calls: 1,
+                    cond_branches: body_branches + 2,
+                    ..Default::default()
+                },
+            ),
+        ];
+        for (name, want) in expect {
+            assert_eq!(flag_ops(&image, name), want, "{name}");
+        }
+        // The pv-ops the indirect calls reach: save_fl is pushf, restore_fl popf, enable sti.
+        for (sym, mnemonic) in [
+            ("irqbench_pv_save_fl", Mnemonic::Pushfq),
+            ("irqbench_pv_restore_fl", Mnemonic::Popfq),
+            ("irqbench_pv_irq_disable", Mnemonic::Cli),
+            ("irqbench_pv_irq_enable", Mnemonic::Sti),
+        ] {
+            let (addr, code) = image.function_code(sym).expect(sym);
+            assert!(
+                decode_all(code, addr)
+                    .iter()
+                    .any(|i| i.mnemonic == mnemonic),
+                "{sym} lacks {mnemonic:?}"
+            );
+        }
+    }
 }

@@ -254,4 +254,63 @@ mod tests {
             }
         }
     }
+
+    /// The long fuzz run: `IRQBENCH_FUZZ_SECS=600 cargo test --release -p irqbench --lib
+    /// fuzz_validation_layer -- --ignored --nocapture`. Random and adversarial records
+    /// (mutations of a valid one) against every workload; no panic, and whatever passes is
+    /// self-consistent.
+    #[test]
+    #[ignore = "long-running fuzz; run by hand"]
+    fn fuzz_validation_layer_for_a_while() {
+        use proptest::test_runner::{Config, TestRunner};
+        let secs: u64 = std::env::var("IRQBENCH_FUZZ_SECS")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(60);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+        let mut cases = 0u64;
+        let mut accepted = 0u64;
+        while std::time::Instant::now() < deadline {
+            let mut runner = TestRunner::new(Config {
+                cases: 10_000,
+                failure_persistence: None,
+                ..Config::default()
+            });
+            runner
+                .run(
+                    &(
+                        any_record(),
+                        0u32..12,
+                        prop_oneof![Just(100u64), any::<u64>()],
+                    ),
+                    |(rec, workload, iters)| {
+                        let d = PhaseDescriptor {
+                            seq: rec.seq,
+                            workload,
+                            iterations: iters,
+                            ..desc()
+                        };
+                        if let Ok(v) = validate_record(0, &d, &rec) {
+                            prop_assert!(rec.tsc_end >= rec.tsc_start);
+                            prop_assert_eq!(v.ops, expected_ops(&d));
+                        }
+                        Ok(())
+                    },
+                )
+                .expect("no failure");
+            cases += 10_000;
+            // Adversarial: single-field mutations of a valid record.
+            let mut r = good();
+            r.ops = cases;
+            let d = PhaseDescriptor {
+                iterations: cases,
+                ..desc()
+            };
+            if validate_record(0, &d, &r).is_ok() {
+                accepted += 1;
+            }
+        }
+        println!("fuzzed {cases} records in {secs} s; {accepted} mutation checks passed");
+        assert!(cases > 0);
+    }
 }

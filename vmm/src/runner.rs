@@ -1138,4 +1138,363 @@ mod tests {
         assert!(err.contains("guest protocol violation"), "{err}");
         assert!(err.contains("record.seq"), "{err}");
     }
+
+    fn strategy(name: &str) -> StrategyId {
+        StrategyId::from_name(name).unwrap_or_else(|| panic!("strategy {name}"))
+    }
+
+    /// A plan for statistical tests: short phases, a few repeats.
+    fn small_plan(phases: Vec<PhasePlan>) -> Plan {
+        Plan {
+            target_ms: 5,
+            warmup: 0,
+            repeats: 3,
+            min_iterations: 16,
+            max_iterations: 1 << 20,
+            phase_timeout_ms: Some(60_000),
+            phases,
+            ..Plan::single(Workload::Doorbells, 1, 1)
+        }
+    }
+
+    fn adaptive(workload: Workload, irq: IrqSource, nesting: f64) -> PhasePlan {
+        PhasePlan {
+            name: format!("{}/{}/{nesting}", workload.label(), irq.label()),
+            workload,
+            irq,
+            nesting,
+            body_ops: 2,
+            vcpus: 1,
+            seed: 1,
+            iterations: None,
+        }
+    }
+
+    fn run(plan: &Plan) -> Option<RunReport> {
+        let kvm = host::test_kvm()?;
+        let report = run_plan(
+            &kvm,
+            plan,
+            &image(),
+            &RunOptions::default(),
+            &mut |_, _, _, _| {},
+        )
+        .expect("run");
+        assert!(
+            report.failures.is_empty(),
+            "failures: {:?}",
+            report.failures
+        );
+        Some(report)
+    }
+
+    #[test]
+    fn nested_restores_leave_if_clear_except_cli_sti() {
+        for s in StrategyId::all() {
+            let mut p = phase(Workload::Strategy { strategy: s }, 1, 64);
+            p.nesting = 0.5;
+            let Some(kvm) = host::test_kvm() else {
+                return;
+            };
+            let (session, d) = run_raw(&kvm, &image(), &p, IrqchipMode::Userspace, TIMEOUT)
+                .unwrap_or_else(|e| panic!("{}: {e}", s.name()));
+            let violations = d.records[0].if_violations;
+            if s.name() == "native-cli-sti" {
+                // Half of 64 operations run nested; each re-enables interrupts too early.
+                assert_eq!(violations, 32, "{}", s.name());
+            } else {
+                assert_eq!(violations, 0, "{}", s.name());
+            }
+            session.shutdown();
+        }
+    }
+
+    #[test]
+    fn the_empty_strategy_reports_about_zero_cycles_after_baseline_subtraction() {
+        let plan = small_plan(vec![adaptive(
+            Workload::Strategy {
+                strategy: StrategyId::EMPTY,
+            },
+            IrqSource::None,
+            0.0,
+        )]);
+        let Some(report) = run(&plan) else { return };
+        let r = &report.results[0];
+        assert!(r.raw_cycles_per_op.median > 0.0);
+        assert!(r.baseline_cycles_per_op > 0.0, "baseline was not measured");
+        assert!(
+            r.cycles_per_op.median.abs() < 0.25 * r.raw_cycles_per_op.median,
+            "empty strategy: {} cycles/op net of a {} baseline (raw {})",
+            r.cycles_per_op.median,
+            r.baseline_cycles_per_op,
+            r.raw_cycles_per_op.median
+        );
+    }
+
+    #[test]
+    fn repeats_give_a_cv_that_the_report_prints() {
+        let plan = small_plan(vec![adaptive(
+            Workload::Strategy {
+                strategy: strategy("native-skip"),
+            },
+            IrqSource::None,
+            0.0,
+        )]);
+        let Some(report) = run(&plan) else { return };
+        let r = &report.results[0];
+        assert_eq!(r.cycles_per_op.samples.len(), 3);
+        assert!(
+            r.cycles_per_op.cv > 0.0,
+            "three TSC measurements were identical"
+        );
+        let table = crate::report::render_table(&report);
+        let cv = format!("{:.1}%", r.cycles_per_op.cv * 100.0);
+        assert!(
+            table.contains(" cv") && table.contains(&cv),
+            "{cv} not in\n{table}"
+        );
+    }
+
+    #[test]
+    fn inject_load_counts_window_exits_and_never_blames_the_critical_section() {
+        let plan = small_plan(vec![adaptive(
+            Workload::Strategy {
+                strategy: strategy("native-popf"),
+            },
+            IrqSource::Inject { rate_hz: 5000.0 },
+            0.5,
+        )]);
+        let Some(report) = run(&plan) else { return };
+        let r = &report.results[0];
+        assert!(r.interrupts > 0, "no interrupt was delivered");
+        let windows: Vec<&ExitSite> = r
+            .exit_sites
+            .iter()
+            .filter(|s| s.reason == "irq-window-open")
+            .collect();
+        assert!(
+            !windows.is_empty(),
+            "no IRQ-window exit: {:?}",
+            r.exit_sites
+        );
+        for w in windows {
+            assert_ne!(w.site, "body", "window exit attributed to the body: {w:?}");
+            assert!(!w.symbol.ends_with("_body"), "{w:?}");
+            assert_ne!(w.symbol, "?", "unattributed: {w:?}");
+        }
+    }
+
+    #[test]
+    fn pv_event_hypercalls_seen_by_the_vmm_equal_those_the_guest_issued() {
+        let plan = small_plan(vec![adaptive(
+            Workload::Strategy {
+                strategy: strategy("vif-restore"),
+            },
+            IrqSource::PvEvent { rate_hz: 5000.0 },
+            0.0,
+        )]);
+        let Some(report) = run(&plan) else { return };
+        let r = &report.results[0];
+        assert!(r.hypercalls > 0, "no hypercall under pv-event load");
+        assert_eq!(r.hypercalls_seen_by_vmm, r.hypercalls);
+        assert_eq!(r.interrupts, 0);
+    }
+
+    #[test]
+    fn vif_restores_with_saved_if_clear_issue_no_hypercall() {
+        for name in ["vif-skip", "vif-restore"] {
+            // Every operation nested: every restore sees a saved IF of 0.
+            let plan = small_plan(vec![adaptive(
+                Workload::Strategy {
+                    strategy: strategy(name),
+                },
+                IrqSource::PvEvent { rate_hz: 5000.0 },
+                1.0,
+            )]);
+            let Some(report) = run(&plan) else { return };
+            let r = &report.results[0];
+            let hypercall_sites: Vec<&ExitSite> = r
+                .exit_sites
+                .iter()
+                .filter(|s| s.reason == "pio-hypercall")
+                .collect();
+            assert!(
+                !hypercall_sites.is_empty(),
+                "{name}: events were never delivered"
+            );
+            for s in hypercall_sites {
+                assert_eq!(
+                    s.symbol, "irqbench_hypercall_outer",
+                    "{name}: a nested restore issued a hypercall: {s:?}"
+                );
+            }
+            assert_eq!(r.hypercalls_seen_by_vmm, r.hypercalls);
+        }
+    }
+
+    #[test]
+    fn lapic_timer_ticks_grow_with_phase_length() {
+        let Some(kvm) = host::test_kvm() else {
+            return;
+        };
+        let mut ticks = Vec::new();
+        for iterations in [20_000u64, 160_000] {
+            let mut p = phase(Workload::Idle, 1, iterations);
+            p.irq = IrqSource::LapicTimer { period_us: 200.0 };
+            let (session, d) = run_raw(&kvm, &image(), &p, IrqchipMode::InKernel, TIMEOUT)
+                .expect("lapic-timer phase");
+            ticks.push((d.records[0].interrupts, d.records[0].tsc_cycles));
+            session.shutdown();
+        }
+        let (short, long) = (ticks[0], ticks[1]);
+        assert!(short.0 > 0, "no timer tick in {} cycles", short.1);
+        assert!(
+            long.1 > short.1 * 2,
+            "the long phase was not longer: {ticks:?}"
+        );
+        assert!(
+            long.0 > short.0,
+            "ticks did not grow with phase length: {ticks:?}"
+        );
+    }
+
+    #[test]
+    fn the_lock_excludes_and_contention_is_counted() {
+        for vcpus in [2u32, 4] {
+            let Some((session, d)) = raw(
+                Workload::Lock {
+                    strategy: strategy("native-popf"),
+                },
+                vcpus,
+                300,
+            ) else {
+                return;
+            };
+            let total: u64 = d.records.iter().map(|r| r.ops).sum();
+            assert_eq!(
+                total,
+                300 * u64::from(vcpus),
+                "each vCPU's ops sum to the total"
+            );
+            assert_eq!(
+                d.lock_counter,
+                2 * total,
+                "the counter incremented inside the lock lost updates"
+            );
+            let acquisitions: u64 = d.records.iter().map(|r| r.lock_acquisitions).sum();
+            assert_eq!(acquisitions, 2 * total);
+            if vcpus == 4 {
+                let spins: u64 = d.records.iter().map(|r| r.lock_spins).sum();
+                assert!(spins > 0, "4 vCPUs on this host never contended");
+            }
+            session.shutdown();
+        }
+    }
+
+    #[test]
+    fn the_scaling_percent_is_computed_from_the_medians_shown() {
+        let mut phases = Vec::new();
+        for vcpus in [1u32, 2] {
+            for name in ["native-popf", "native-cli-sti"] {
+                let mut p = adaptive(
+                    Workload::Lock {
+                        strategy: strategy(name),
+                    },
+                    IrqSource::None,
+                    0.0,
+                );
+                p.vcpus = vcpus;
+                p.name = format!("epoll/{name}/{vcpus}v");
+                phases.push(p);
+            }
+        }
+        let Some(report) = run(&small_plan(phases)) else {
+            return;
+        };
+        let rows = crate::report::scaling_rows(&report);
+        assert_eq!(rows.len(), 2);
+        for row in &rows {
+            let a = report
+                .results
+                .iter()
+                .find(|r| r.strategy == row.a && r.vcpus == row.vcpus)
+                .expect("A");
+            let b = report
+                .results
+                .iter()
+                .find(|r| r.strategy == row.b && r.vcpus == row.vcpus)
+                .expect("B");
+            assert_eq!(row.a_ops_per_sec, a.ops_per_sec.median);
+            assert_eq!(row.b_ops_per_sec, b.ops_per_sec.median);
+            let pct = (b.ops_per_sec.median - a.ops_per_sec.median) / a.ops_per_sec.median * 100.0;
+            assert!((row.change_pct - pct).abs() < 1e-9);
+            let per_vcpu: u64 = a.per_vcpu_ops.iter().sum();
+            assert_eq!(per_vcpu, a.ops);
+        }
+        let text = crate::report::render_scaling(&report);
+        assert!(
+            text.contains("native-popf (A) vs native-cli-sti (B)"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn the_watchdog_stops_a_spinning_phase_and_the_next_phase_still_runs() {
+        let mut spin = phase(Workload::SpinForever, 1, 1);
+        spin.name = "spin".into();
+        let mut ring = phase(Workload::Doorbells, 1, 5);
+        ring.name = "ring".into();
+        let mut plan = small_plan(vec![spin, ring]);
+        plan.phase_timeout_ms = Some(1_500);
+        plan.repeats = 1;
+        let Some(kvm) = host::test_kvm() else {
+            return;
+        };
+        let started = Instant::now();
+        let report = run_plan(
+            &kvm,
+            &plan,
+            &image(),
+            &RunOptions::default(),
+            &mut |_, _, _, _| {},
+        )
+        .expect("run");
+        assert!(started.elapsed() < Duration::from_secs(30));
+        assert_eq!(report.failures.len(), 1, "{:?}", report.failures);
+        let f = &report.failures[0];
+        assert_eq!(f.name, "spin");
+        assert!(f.error.contains("timed out"), "{}", f.error);
+        assert!(f.error.contains("rip 0x"), "no RIP: {}", f.error);
+        assert!(f.error.contains("guest_main"), "no symbol: {}", f.error);
+        assert_eq!(report.results.len(), 1);
+        assert_eq!(report.results[0].name, "ring");
+    }
+
+    #[test]
+    fn a_stop_request_ends_the_run_early_and_marks_it_partial() {
+        let phases = (0..20)
+            .map(|i| {
+                let mut p = phase(Workload::Doorbells, 1, 50);
+                p.name = format!("ring{i}");
+                p
+            })
+            .collect();
+        let plan = small_plan(phases);
+        let Some(kvm) = host::test_kvm() else {
+            return;
+        };
+        let options = RunOptions::default();
+        let stop = options.stop.clone();
+        let mut seen = 0;
+        let report = run_plan(&kvm, &plan, &image(), &options, &mut |i, _, _, _| {
+            seen = i;
+            if i == 3 {
+                stop.store(true, Ordering::SeqCst);
+            }
+        })
+        .expect("run");
+        assert!(report.partial);
+        assert!(report.results.len() < 20 && !report.results.is_empty());
+        assert!(seen < 20);
+    }
 }

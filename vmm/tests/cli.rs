@@ -1,0 +1,290 @@
+//! The `irqbench` binary as a user meets it: real runs on /dev/kvm, errors, signals, compare.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn irqbench() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_irqbench"))
+}
+
+fn run(args: &[&str]) -> Output {
+    irqbench().args(args).output().expect("spawn irqbench")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn kvm_or_skip() -> bool {
+    match std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/kvm")
+    {
+        Ok(_) => true,
+        Err(e) => {
+            eprintln!("skipped: needs /dev/kvm ({e})");
+            false
+        }
+    }
+}
+
+fn tmp() -> tempfile::TempDir {
+    tempfile::tempdir().expect("temp dir")
+}
+
+/// A config that runs quickly: two strategies, short phases.
+fn tiny_config(dir: &Path, strategies: &[&str]) -> PathBuf {
+    let list: Vec<String> = strategies.iter().map(|s| format!("\"{s}\"")).collect();
+    let path = dir.join("tiny.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "name = \"tiny\"\n[run]\ntarget_ms = 5\nrepeats = 3\nwarmup = 0\n\n\
+             [[bench]]\nname = \"t\"\nstrategies = [{}]\n",
+            list.join(", ")
+        ),
+    )
+    .expect("write config");
+    path
+}
+
+#[test]
+fn every_command_has_help_with_examples() {
+    for args in [
+        vec!["--help"],
+        vec!["run", "--help"],
+        vec!["host", "--help"],
+        vec!["disasm", "--help"],
+        vec!["compare", "--help"],
+        vec!["list", "--help"],
+        vec!["completions", "--help"],
+    ] {
+        let out = run(&args);
+        assert!(out.status.success(), "{args:?}");
+        let help = text(&out.stdout);
+        assert!(
+            help.contains("Example"),
+            "{args:?} has no examples:\n{help}"
+        );
+    }
+}
+
+#[test]
+fn a_bad_config_names_file_line_and_key() {
+    let dir = tmp();
+    let path = dir.path().join("bad.toml");
+    std::fs::write(
+        &path,
+        "name = \"bad\"\n\n[[bench]]\nname = \"b\"\nstrategies = [\"native-pop\"]\n",
+    )
+    .expect("write");
+    let out = run(&["run", path.to_str().expect("utf-8")]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(err.contains("bad.toml:5:"), "{err}");
+    assert!(err.contains("bench[0].strategies[0]"), "{err}");
+    assert!(err.contains("native-popf"), "no suggestion: {err}");
+}
+
+#[test]
+fn a_missing_or_malformed_guest_gives_a_clear_error() {
+    if !kvm_or_skip() {
+        return;
+    }
+    let out = run(&["run", "--guest", "/nonexistent/guest.elf"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("cannot read guest image /nonexistent/guest.elf"),
+        "{err}"
+    );
+
+    let dir = tmp();
+    let junk = dir.path().join("junk.elf");
+    std::fs::write(&junk, b"#!/bin/sh\necho not an elf\n").expect("write");
+    let out = run(&["run", "--guest", junk.to_str().expect("utf-8")]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("not a valid guest kernel") && err.contains("junk.elf"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_missing_kvm_device_gives_a_clear_error() {
+    let out = irqbench()
+        .args(["run"])
+        .env("IRQBENCH_KVM_DEVICE", "/nonexistent/kvm")
+        .output()
+        .expect("spawn");
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(err.contains("/nonexistent/kvm does not exist"), "{err}");
+}
+
+#[test]
+fn host_names_the_kvm_flavour_it_runs_on() {
+    if !kvm_or_skip() {
+        return;
+    }
+    let out = run(&["host"]);
+    assert!(out.status.success());
+    let stdout = text(&out.stdout);
+    let expected = if Path::new("/sys/module/kvm_pvm").exists() {
+        "pvm"
+    } else if Path::new("/sys/module/kvm_intel").exists() {
+        "vmx"
+    } else {
+        "svm"
+    };
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.starts_with("kvm flavour:") && l.ends_with(expected)),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn run_writes_every_output_and_compare_reads_them() {
+    if !kvm_or_skip() {
+        return;
+    }
+    let dir = tmp();
+    let config = tiny_config(dir.path(), &["native-popf", "native-skip"]);
+    let a = dir.path().join("a.json");
+    let b = dir.path().join("b.json");
+    let csv = dir.path().join("a.csv");
+    let md = dir.path().join("a.md");
+    let out = run(&[
+        "run",
+        config.to_str().expect("utf-8"),
+        "--json",
+        a.to_str().expect("utf-8"),
+        "--csv",
+        csv.to_str().expect("utf-8"),
+        "--markdown",
+        md.to_str().expect("utf-8"),
+        "--out",
+        dir.path().to_str().expect("utf-8"),
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let table = text(&out.stdout);
+    assert!(
+        table.contains("native-popf") && table.contains("cycles/op"),
+        "{table}"
+    );
+    let svg = std::fs::read_to_string(a.with_extension("svg")).expect("svg next to the JSON");
+    assert!(svg.contains("<svg"));
+    assert!(std::fs::read_to_string(&csv).expect("csv").lines().count() == 3);
+    assert!(std::fs::read_to_string(&md).expect("md").contains("|---"));
+    let folders: Vec<_> = std::fs::read_dir(dir.path())
+        .expect("dir")
+        .flatten()
+        .filter(|e| e.path().is_dir())
+        .collect();
+    assert_eq!(folders.len(), 1, "one results folder");
+
+    let out = run(&[
+        "run",
+        config.to_str().expect("utf-8"),
+        "--quiet",
+        "--json",
+        b.to_str().expect("utf-8"),
+    ]);
+    assert!(out.status.success());
+    assert!(
+        out.stdout.is_empty(),
+        "--quiet printed: {}",
+        text(&out.stdout)
+    );
+
+    // Same config twice: a delta for every result, each judged against the noise.
+    let out = run(&[
+        "compare",
+        a.to_str().expect("utf-8"),
+        b.to_str().expect("utf-8"),
+    ]);
+    assert!(out.status.success());
+    let cmp = text(&out.stdout);
+    for name in ["t/native-popf/n0/none/1v", "t/native-skip/n0/none/1v"] {
+        assert!(cmp.contains(name), "{cmp}");
+    }
+    assert!(cmp.contains("-->") && cmp.contains("noise"), "{cmp}");
+    // A run against itself: every change is 0% and within noise.
+    let out = run(&[
+        "compare",
+        a.to_str().expect("utf-8"),
+        a.to_str().expect("utf-8"),
+    ]);
+    let same = text(&out.stdout);
+    assert!(!same.contains("beyond noise"), "{same}");
+
+    // Different strategies: the differences are listed.
+    let other = tiny_config(dir.path(), &["native-popf", "pvop-skip"]);
+    let c = dir.path().join("c.json");
+    let out = run(&[
+        "run",
+        other.to_str().expect("utf-8"),
+        "-q",
+        "--json",
+        c.to_str().expect("utf-8"),
+    ]);
+    assert!(out.status.success());
+    let out = run(&[
+        "compare",
+        a.to_str().expect("utf-8"),
+        c.to_str().expect("utf-8"),
+    ]);
+    let diff = text(&out.stdout);
+    assert!(
+        diff.contains("native-skip") && diff.contains("pvop-skip"),
+        "{diff}"
+    );
+}
+
+#[test]
+fn sigint_stops_the_run_and_leaves_a_partial_json() {
+    if !kvm_or_skip() {
+        return;
+    }
+    let dir = tmp();
+    let json = dir.path().join("partial.json");
+    // Long enough that the signal lands mid-run.
+    let config = dir.path().join("long.toml");
+    std::fs::write(
+        &config,
+        "name = \"long\"\n[run]\ntarget_ms = 200\nrepeats = 20\n\n[[bench]]\nname = \"l\"\n",
+    )
+    .expect("write");
+    let mut child = irqbench()
+        .args([
+            "run",
+            config.to_str().expect("utf-8"),
+            "--quiet",
+            "--json",
+            json.to_str().expect("utf-8"),
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    std::thread::sleep(Duration::from_millis(1500));
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let started = Instant::now();
+    let status = child.wait().expect("wait");
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "did not stop promptly"
+    );
+    assert_eq!(status.code(), Some(130));
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).expect("partial JSON written"))
+            .expect("valid JSON");
+    assert_eq!(report["partial"], serde_json::Value::Bool(true));
+    assert_eq!(report["schema"], "irqbench-results/1");
+}
