@@ -17,7 +17,10 @@ pub struct DecodedInsn {
 
 fn format(insn: &Instruction) -> String {
     let mut formatter = GasFormatter::new();
-    formatter.options_mut().set_first_operand_char_index(8);
+    let options = formatter.options_mut();
+    options.set_first_operand_char_index(8);
+    options.set_uppercase_hex(false);
+    options.set_branch_leading_zeros(false);
     let mut out = String::new();
     formatter.format(insn, &mut out);
     out

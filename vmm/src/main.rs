@@ -427,10 +427,11 @@ fn cmd_disasm(names: &[String], guest: Option<&Path>) -> ExitCode {
             };
             println!("  <{f}>:");
             for insn in decode::decode_all(code, addr) {
+                // Site labels of this function only (the previous one's `_end` shares an address).
                 let label = image
                     .symbols
                     .iter()
-                    .find(|sym| sym.addr == insn.addr && sym.name != f)
+                    .find(|sym| sym.addr == insn.addr && sym.name != f && sym.name.starts_with(&f))
                     .map(|sym| format!("  <{}>", sym.name))
                     .unwrap_or_default();
                 println!(

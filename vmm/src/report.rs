@@ -672,6 +672,7 @@ pub fn render_table(report: &RunReport) -> String {
         out.push_str(&t.render("  ", TABLE_WIDTH));
     }
 
+    out.push_str(&render_mixed(report));
     out.push_str(&render_scaling(report));
 
     if !report.failures.is_empty() {
@@ -2183,6 +2184,39 @@ pub fn render_scaling(report: &RunReport) -> String {
             0,
             "\nscaling: total ops/s over all vCPUs (median of repeats); change = (B - A) / A",
         );
+    }
+    out
+}
+
+/// Mixed phases: overall throughput, and per strategy the operations the guest counted and the
+/// userspace exits attributed to that strategy's code.
+pub fn render_mixed(report: &RunReport) -> String {
+    let mut out = String::new();
+    for r in report.results.iter().filter(|r| !r.strategy_ops.is_empty()) {
+        if out.is_empty() {
+            out.push_str("\nmixed phases (per strategy: guest-counted ops, attributed exits)\n");
+        }
+        let total: u64 = r.strategy_ops.values().sum();
+        let _ = writeln!(
+            out,
+            "  {}: {} ops/s overall (median)",
+            r.name,
+            fmt_count(r.ops_per_sec.median as u64)
+        );
+        for (strategy, ops) in &r.strategy_ops {
+            let exits: u64 = r
+                .exit_sites
+                .iter()
+                .filter(|s| s.strategy == *strategy)
+                .map(|s| s.count)
+                .sum();
+            let _ = writeln!(
+                out,
+                "    {strategy:<16} {:>8} ops ({:>5.1}%)  {exits} exits",
+                ops,
+                *ops as f64 * 100.0 / total.max(1) as f64
+            );
+        }
     }
     out
 }

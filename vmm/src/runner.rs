@@ -46,6 +46,8 @@ pub enum RunError {
     VmcallRefused(&'static str),
     #[error("booting the guest failed")]
     Boot(#[source] MachineError),
+    #[error("the plan does not fit this host: {0}")]
+    Resources(String),
 }
 
 /// Why a phase produced no result.
@@ -601,6 +603,7 @@ pub fn run_plan(
         return Err(RunError::VmcallRefused(flavour.name()));
     }
     manifest.vcpu_pinning = plan.pin_vcpus;
+    preflight(plan, &mut manifest)?;
     if plan.max_vcpus() as usize > manifest.host_cpus as usize {
         manifest.warnings.push(format!(
             "{} vCPUs on {} host CPUs: vCPUs share CPUs, so lock spins and ops/s reflect host \
@@ -696,6 +699,67 @@ pub fn run_plan(
     }
     report.wall_seconds = started.elapsed().as_secs_f64();
     Ok(report)
+}
+
+/// Checks the plan against the host before any VM exists: vCPUs against KVM's limits, guest
+/// memory against what the host has free, and file descriptors and threads against the
+/// process limits. Hard limits are errors; soft ones become report warnings.
+fn preflight(plan: &Plan, manifest: &mut HostManifest) -> Result<(), RunError> {
+    let vcpus = plan.max_vcpus();
+    if manifest.max_vcpus > 0 && vcpus > manifest.max_vcpus {
+        return Err(RunError::Resources(format!(
+            "{vcpus} vCPUs requested; KVM allows at most {} per VM (KVM_CAP_MAX_VCPUS)",
+            manifest.max_vcpus
+        )));
+    }
+    if manifest.recommended_vcpus > 0 && vcpus > manifest.recommended_vcpus {
+        manifest.warnings.push(format!(
+            "{vcpus} vCPUs exceed KVM's recommended {} (KVM_CAP_NR_VCPUS)",
+            manifest.recommended_vcpus
+        ));
+    }
+    let need_mib = u64::from(plan.memory_mib);
+    if let Some(avail_mib) = mem_available_mib() {
+        if need_mib > avail_mib {
+            return Err(RunError::Resources(format!(
+                "guest memory {need_mib} MiB exceeds the host's available {avail_mib} MiB                  (MemAvailable in /proc/meminfo); lower run.memory_mib"
+            )));
+        }
+    }
+    // Per VM: the VM fd and its stats fd; per vCPU: its fd and stats fd; the kvm fd itself.
+    let need_fds = 3 + 2 * u64::from(vcpus) + 16;
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one rlimit into the struct we own.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0
+        && limit.rlim_cur != libc::RLIM_INFINITY
+        && (limit.rlim_cur as u64) < need_fds
+    {
+        return Err(RunError::Resources(format!(
+            "{vcpus} vCPUs need about {need_fds} open files; the limit is {} (ulimit -n)",
+            limit.rlim_cur
+        )));
+    }
+    // SAFETY: as above, for the process/thread limit.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NPROC, &mut limit) } == 0
+        && limit.rlim_cur != libc::RLIM_INFINITY
+        && (limit.rlim_cur as u64) < u64::from(vcpus) + 8
+    {
+        return Err(RunError::Resources(format!(
+            "{vcpus} vCPU threads exceed the process limit {} (ulimit -u)",
+            limit.rlim_cur
+        )));
+    }
+    Ok(())
+}
+
+fn mem_available_mib() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib / 1024)
 }
 
 /// Adaptive iteration count, warm-up, baseline and repeats for one phase.

@@ -288,3 +288,26 @@ fn sigint_stops_the_run_and_leaves_a_partial_json() {
     assert_eq!(report["partial"], serde_json::Value::Bool(true));
     assert_eq!(report["schema"], "irqbench-results/1");
 }
+
+#[test]
+fn vmcall_is_refused_on_pvm_with_a_clear_error() {
+    if !kvm_or_skip() || !Path::new("/sys/module/kvm_pvm").exists() {
+        eprintln!("skipped: only PVM hosts refuse vmcall");
+        return;
+    }
+    let dir = tmp();
+    let config = dir.path().join("vmcall.toml");
+    std::fs::write(
+        &config,
+        "name = \"vmcall\"\n[run]\nhypercall = \"vmcall\"\n\n[[bench]]\nname = \"v\"\n\
+         strategies = [\"vif-skip\"]\n",
+    )
+    .expect("write");
+    let out = run(&["run", config.to_str().expect("utf-8")]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("vmcall") && err.contains("livelocks") && err.contains("\"port\""),
+        "{err}"
+    );
+}
