@@ -735,7 +735,7 @@ fn preflight(plan: &Plan, manifest: &mut HostManifest) -> Result<(), RunError> {
     // SAFETY: getrlimit writes one rlimit into the struct we own.
     if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0
         && limit.rlim_cur != libc::RLIM_INFINITY
-        && (limit.rlim_cur as u64) < need_fds
+        && limit.rlim_cur < need_fds
     {
         return Err(RunError::Resources(format!(
             "{vcpus} vCPUs need about {need_fds} open files; the limit is {} (ulimit -n)",
@@ -745,7 +745,7 @@ fn preflight(plan: &Plan, manifest: &mut HostManifest) -> Result<(), RunError> {
     // SAFETY: as above, for the process/thread limit.
     if unsafe { libc::getrlimit(libc::RLIMIT_NPROC, &mut limit) } == 0
         && limit.rlim_cur != libc::RLIM_INFINITY
-        && (limit.rlim_cur as u64) < u64::from(vcpus) + 8
+        && limit.rlim_cur < u64::from(vcpus) + 8
     {
         return Err(RunError::Resources(format!(
             "{vcpus} vCPU threads exceed the process limit {} (ulimit -u)",
