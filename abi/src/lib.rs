@@ -175,7 +175,10 @@ pub mod insn {
     pub const MMIO_EXIT: u32 = 8;
     /// `cpuid` leaf 0: handled in the kernel on VMX/SVM.
     pub const CPUID: u32 = 9;
-    pub const COUNT: u32 = 10;
+    /// `hlt` with IF set: on a userspace irqchip KVM hands every HLT to the VMM, which resumes
+    /// the vCPU at once (the "HLT with a pending wake-up" round trip).
+    pub const HLT_EXIT: u32 = 10;
+    pub const COUNT: u32 = 11;
     pub const NAMES: [&str; COUNT as usize] = [
         "empty",
         "cli",
@@ -187,12 +190,13 @@ pub mod insn {
         "pio-exit",
         "mmio-exit",
         "cpuid",
+        "hlt-exit",
     ];
     /// How many times one iteration executes the instruction. Exits are not unrolled: each
     /// costs microseconds and one per iteration keeps phases short.
     pub const fn unroll(id: u32) -> u32 {
         match id {
-            PIO_EXIT | MMIO_EXIT | CPUID => 1,
+            PIO_EXIT | MMIO_EXIT | CPUID | HLT_EXIT => 1,
             _ => 8,
         }
     }

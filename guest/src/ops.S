@@ -648,6 +648,11 @@ irqbench_insn_cpuid:
     cpuid
     popq %rbx
     ret
+    .global irqbench_insn_hlt_exit
+irqbench_insn_hlt_exit:
+    sti
+    hlt                         /* one KVM_EXIT_HLT to the VMM (userspace irqchip) */
+    ret
     .global irqbench_insn_end
 irqbench_insn_end:
 
@@ -658,4 +663,5 @@ irqbench_insns:
     .quad irqbench_insn_empty, irqbench_insn_cli, irqbench_insn_sti, irqbench_insn_popf_set_if
     .quad irqbench_insn_popf_clear_if, irqbench_insn_popf_same_if, irqbench_insn_pushf
     .quad irqbench_insn_pio_exit, irqbench_insn_mmio_exit, irqbench_insn_cpuid
+    .quad irqbench_insn_hlt_exit
     .text

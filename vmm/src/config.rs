@@ -38,9 +38,9 @@
 //! - `strategies` (kinds strategy and lock; default: the 7 non-empty ones): names from
 //!   `irqbench_abi::strategy::NAMES` — `empty`, `native-popf`, `native-cli-sti`, `native-skip`,
 //!   `pvop-popf`, `pvop-skip`, `vif-restore`, `vif-skip`.
-//! - `insns` (kind insn; default: the 9 non-empty ones): names from `irqbench_abi::insn::NAMES` —
+//! - `insns` (kind insn; default: the 10 non-empty ones): names from `irqbench_abi::insn::NAMES` —
 //!   `empty`, `cli`, `sti`, `popf-set-if`, `popf-clear-if`, `popf-same-if`, `pushf`,
-//!   `pio-exit`, `mmio-exit`, `cpuid`.
+//!   `pio-exit`, `mmio-exit`, `cpuid`, `hlt-exit`.
 //! - `weights` (kind mixed; default: weight 1 for each of the 7 non-empty strategies): an inline
 //!   table `{ strategy-name = weight }`, each weight 1..=65535.
 //! - `nesting` = [0.0]: fractions of operations entered with interrupts already off, each
@@ -2172,17 +2172,17 @@ mod tests {
                 .filter(|p| p.workload.kind() == k)
                 .count()
         };
-        assert_eq!(kinds("insn"), 9);
+        assert_eq!(kinds("insn"), 10);
         assert_eq!(kinds("lock"), 2);
         assert_eq!(kinds("mixed"), 2 * 2 + 1);
         assert_eq!(plan.phases[0].workload, Workload::Insn { insn: InsnId(1) });
         assert_eq!(
-            plan.phases[9].workload,
+            plan.phases[10].workload,
             Workload::Lock {
                 strategy: StrategyId(1)
             }
         );
-        let mixed = &plan.phases[11];
+        let mixed = &plan.phases[12];
         assert_eq!(mixed.name, "m/mixed/n0/pv-event@10Hz/1v");
         assert_eq!(mixed.irq, IrqSource::PvEvent { rate_hz: 10.0 });
         assert_eq!(
@@ -2244,7 +2244,7 @@ mod tests {
             load_file(&Path::new(CONFIG_DIR).join(name), &Limits::default()).expect(name)
         };
         assert_eq!(load("strategies.toml").phases.len(), 14);
-        assert_eq!(load("insn-cost.toml").phases.len(), 9);
+        assert_eq!(load("insn-cost.toml").phases.len(), 10);
         assert_eq!(load("pv-restore-skip.toml").phases.len(), 36);
         assert_eq!(load("epoll-irqsave-vs-irq.toml").phases.len(), 24);
         let soak = load("soak.toml");

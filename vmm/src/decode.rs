@@ -26,27 +26,38 @@ fn format(insn: &Instruction) -> String {
     out
 }
 
-/// Decodes every instruction in `code`, which is loaded at `addr`.
-pub fn decode_all(code: &[u8], addr: u64) -> Vec<DecodedInsn> {
+/// Decodes `code` (loaded at `addr`) and keeps the instructions `keep` accepts.
+fn decode_filtered(
+    code: &[u8],
+    addr: u64,
+    mut keep: impl FnMut(&Instruction) -> bool,
+) -> Vec<DecodedInsn> {
     let mut decoder = Decoder::with_ip(64, code, addr, DecoderOptions::NONE);
     let mut out = Vec::new();
     let mut insn = Instruction::default();
     while decoder.can_decode() {
         decoder.decode_out(&mut insn);
+        if !keep(&insn) {
+            continue;
+        }
         let start = (insn.ip() - addr) as usize;
-        let bytes = code
-            .get(start..start + insn.len())
-            .unwrap_or_default()
-            .to_vec();
         out.push(DecodedInsn {
             addr: insn.ip(),
-            bytes,
+            bytes: code
+                .get(start..start + insn.len())
+                .unwrap_or_default()
+                .to_vec(),
             text: format(&insn),
             mnemonic: insn.mnemonic(),
             invalid: insn.is_invalid(),
         });
     }
     out
+}
+
+/// Decodes every instruction in `code`, which is loaded at `addr`.
+pub fn decode_all(code: &[u8], addr: u64) -> Vec<DecodedInsn> {
+    decode_filtered(code, addr, |_| true)
 }
 
 /// The first instruction of `code` as text (`(bad)` for undecodable bytes).
@@ -73,15 +84,11 @@ fn is_fence(m: Mnemonic) -> bool {
 
 /// Every SSE/AVX (or other SIMD) instruction in `code`, with address and text.
 pub fn find_simd(code: &[u8], addr: u64) -> Vec<DecodedInsn> {
-    let mut decoder = Decoder::with_ip(64, code, addr, DecoderOptions::NONE);
-    let mut found = Vec::new();
-    let mut insn = Instruction::default();
-    while decoder.can_decode() {
-        decoder.decode_out(&mut insn);
+    decode_filtered(code, addr, |insn| {
         if insn.is_invalid() || is_fence(insn.mnemonic()) {
-            continue;
+            return false;
         }
-        let simd = insn.cpuid_features().iter().any(|f| {
+        insn.cpuid_features().iter().any(|f| {
             let name = format!("{f:?}");
             name.starts_with("SSE")
                 || name.starts_with("AVX")
@@ -93,22 +100,8 @@ pub fn find_simd(code: &[u8], addr: u64) -> Vec<DecodedInsn> {
         }) || (0..insn.op_count()).any(|i| {
             let r = insn.op_register(i);
             r.is_xmm() || r.is_ymm() || r.is_zmm()
-        });
-        if simd {
-            let start = (insn.ip() - addr) as usize;
-            found.push(DecodedInsn {
-                addr: insn.ip(),
-                bytes: code
-                    .get(start..start + insn.len())
-                    .unwrap_or_default()
-                    .to_vec(),
-                text: format(&insn),
-                mnemonic: insn.mnemonic(),
-                invalid: false,
-            });
-        }
-    }
-    found
+        })
+    })
 }
 
 #[cfg(test)]

@@ -18,3 +18,16 @@ pub mod report;
 pub mod results;
 pub mod runner;
 pub mod vcpu;
+
+/// An error and every `#[source]` below it, joined by `separator` (our errors never repeat
+/// their source in their own message, so the chain reads without duplication).
+pub fn error_chain(e: &dyn std::error::Error, separator: &str) -> String {
+    let mut s = e.to_string();
+    let mut src = e.source();
+    while let Some(inner) = src {
+        s.push_str(separator);
+        s.push_str(&inner.to_string());
+        src = inner.source();
+    }
+    s
+}

@@ -178,14 +178,7 @@ fn fail(code: u8, msg: impl std::fmt::Display) -> ExitCode {
 
 /// An error with every `#[source]` below it, one per line.
 fn chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut src = e.source();
-    while let Some(inner) = src {
-        s.push_str("\n  caused by: ");
-        s.push_str(&inner.to_string());
-        src = inner.source();
-    }
-    s
+    irqbench::error_chain(e, "\n  caused by: ")
 }
 
 fn load_image(guest: Option<&Path>) -> Result<GuestImage, ExitCode> {
@@ -271,9 +264,12 @@ fn cmd_run(args: RunArgs) -> ExitCode {
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
             .progress_chars("=> "),
         );
-        bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+        // Shown only once the run has lasted a second: short runs stay quiet.
+        bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
         bar
     });
+    let started = std::time::Instant::now();
+    let mut bar_shown = false;
     if !args.quiet {
         eprintln!(
             "irqbench: running `{}` ({} phases) from {}",
@@ -284,6 +280,10 @@ fn cmd_run(args: RunArgs) -> ExitCode {
     }
     let mut progress = |i: usize, _n: usize, name: &str, step: &str| {
         if let Some(b) = &bar {
+            if !bar_shown && started.elapsed() > std::time::Duration::from_secs(1) {
+                b.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+                bar_shown = true;
+            }
             b.set_position(i as u64);
             b.set_message(format!("{name}: {step}"));
         }

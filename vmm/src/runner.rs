@@ -443,14 +443,7 @@ pub fn outcome_text(outcome: &VcpuOutcome) -> String {
 }
 
 fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut src = e.source();
-    while let Some(inner) = src {
-        s.push_str(": ");
-        s.push_str(&inner.to_string());
-        src = inner.source();
-    }
-    s
+    crate::error_chain(e, ": ")
 }
 
 /// A host thread that raises interrupts (`inject`) or virtual-IF events (`pv-event`) at a rate.
@@ -942,7 +935,10 @@ fn measure_phase(
             .and_then(|b| b.stats_per_iteration.get(&k))
             .copied()
             .unwrap_or(0.0);
-        let per_op = (v as f64 - base * iterations_total as f64) / ops;
+        let mut per_op = (v as f64 - base * iterations_total as f64) / ops;
+        if per_op.abs() < 1e-9 {
+            per_op = 0.0; // float residue of subtracting equal counts
+        }
         if v > 0 {
             result.exits_per_op.insert(k, per_op);
         }
@@ -1146,6 +1142,29 @@ mod tests {
         assert!(exits >= 26, "exits delta {exits}");
         assert_eq!(d.samples[0].exits.get("pio-probe"), Some(&25));
         session.shutdown();
+    }
+
+    #[test]
+    fn each_exit_probe_exits_to_the_vmm_exactly_once_per_iteration() {
+        for (insn, reason) in [
+            ("pio-exit", "pio-probe"),
+            ("mmio-exit", "mmio-probe"),
+            ("hlt-exit", "hlt"),
+        ] {
+            let Some((session, d)) = raw(
+                Workload::Insn {
+                    insn: InsnId::from_name(insn).expect("insn"),
+                },
+                1,
+                13,
+            ) else {
+                return;
+            };
+            let exits = &d.samples[0].exits;
+            assert_eq!(exits.get(reason), Some(&13), "{insn}: {exits:?}");
+            assert_eq!(exits.len(), 1, "{insn}: other exits {exits:?}");
+            session.shutdown();
+        }
     }
 
     #[test]

@@ -4,6 +4,7 @@
 //! The loop talks to the runner over two channels: it receives [`VcpuCommand`]s when the guest
 //! asks for work on the command port, and sends [`VcpuEvent`]s (booted, phase done, exited).
 
+use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -99,26 +100,33 @@ impl fmt::Display for FaultReport {
         }
         writeln!(f, ": {}", self.instruction)?;
         if let Some(r) = &self.regs {
-            writeln!(
-                f,
-                "  rax {:#018x} rbx {:#018x} rcx {:#018x} rdx {:#018x}",
-                r.rax, r.rbx, r.rcx, r.rdx
-            )?;
-            writeln!(
-                f,
-                "  rsi {:#018x} rdi {:#018x} rbp {:#018x} rsp {:#018x}",
-                r.rsi, r.rdi, r.rbp, r.rsp
-            )?;
-            writeln!(
-                f,
-                "  r8  {:#018x} r9  {:#018x} r10 {:#018x} r11 {:#018x}",
-                r.r8, r.r9, r.r10, r.r11
-            )?;
-            writeln!(
-                f,
-                "  r12 {:#018x} r13 {:#018x} r14 {:#018x} r15 {:#018x}",
-                r.r12, r.r13, r.r14, r.r15
-            )?;
+            let rows = [
+                [
+                    ("rax", r.rax),
+                    ("rbx", r.rbx),
+                    ("rcx", r.rcx),
+                    ("rdx", r.rdx),
+                ],
+                [
+                    ("rsi", r.rsi),
+                    ("rdi", r.rdi),
+                    ("rbp", r.rbp),
+                    ("rsp", r.rsp),
+                ],
+                [("r8", r.r8), ("r9", r.r9), ("r10", r.r10), ("r11", r.r11)],
+                [
+                    ("r12", r.r12),
+                    ("r13", r.r13),
+                    ("r14", r.r14),
+                    ("r15", r.r15),
+                ],
+            ];
+            for row in rows {
+                for (name, value) in row {
+                    write!(f, "  {name:<3} {value:#018x}")?;
+                }
+                writeln!(f)?;
+            }
             write!(f, "  rflags {:#010x}", r.rflags)?;
         }
         if let Some(cr2) = self.cr2 {
@@ -157,7 +165,24 @@ fn kick_signal() -> i32 {
     signal::SIGRTMIN() + KICK_SIGNAL_OFFSET
 }
 
-extern "C" fn on_kick(_: libc::c_int, _: *mut libc::siginfo_t, _: *mut libc::c_void) {}
+thread_local! {
+    /// This thread's `kvm_run.immediate_exit`, set while the thread owns a vCPU.
+    static IMMEDIATE_EXIT: Cell<*mut u8> = const { Cell::new(std::ptr::null_mut()) };
+}
+
+/// KVM API (KVM_RUN, `immediate_exit`): a signal that arrives just before KVM_RUN would be
+/// lost; setting `immediate_exit` from the handler makes that KVM_RUN return EINTR at once.
+extern "C" fn on_kick(_: libc::c_int, _: *mut libc::siginfo_t, _: *mut libc::c_void) {
+    // A const-initialised thread-local without destructor: async-signal-safe to read.
+    let flag = IMMEDIATE_EXIT
+        .try_with(Cell::get)
+        .unwrap_or(std::ptr::null_mut());
+    if !flag.is_null() {
+        // SAFETY: the pointer is this thread's kvm_run.immediate_exit, which stays mapped while
+        // it is registered (run_vcpu clears it before the vCPU fd can be dropped).
+        unsafe { flag.write_volatile(1) };
+    }
+}
 
 /// Installs the (empty) kick handler once per process: its only job is to make KVM_RUN return.
 pub fn install_kick_handler() {
@@ -201,8 +226,11 @@ pub fn run_vcpu(mut ctx: VcpuContext) -> VcpuOutcome {
         // SAFETY: pthread_self has no preconditions.
         *guard = Some(unsafe { libc::pthread_self() });
     }
+    let flag: *mut u8 = &mut ctx.vcpu.get_kvm_run().immediate_exit;
+    IMMEDIATE_EXIT.with(|c| c.set(flag));
     let outcome = run_loop(&mut ctx);
     *ctx.control.thread.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    IMMEDIATE_EXIT.with(|c| c.set(std::ptr::null_mut()));
     outcome
 }
 
@@ -324,11 +352,17 @@ fn run_loop(ctx: &mut VcpuContext) -> VcpuOutcome {
                 if shutting_down {
                     return VcpuOutcome::Finished;
                 }
-                return fault(
-                    ctx,
-                    "the guest halted outside a shutdown (HLT with nothing to wake it)".into(),
-                    None,
-                );
+                if window.open {
+                    // Userspace irqchip: KVM hands every HLT to us (the `hlt-exit` probe).
+                    // Resuming runs the next instruction; nothing else can wake this vCPU.
+                    "hlt"
+                } else {
+                    return fault(
+                        ctx,
+                        "the guest halted outside a phase (HLT with nothing to wake it)".into(),
+                        None,
+                    );
+                }
             }
             Ok(VcpuExit::Shutdown) => {
                 return fault(
