@@ -508,6 +508,7 @@ fn kind_table(kind: &str, results: &[&PhaseResult], prefix: &str) -> TextTable {
     if lock {
         headers.push(("spins/op", Right));
         headers.push(("ops/s", Right));
+        headers.push(("vCPU spread", Right));
     }
     let mut t = TextTable::new(&headers);
     // The phase name mostly repeats the strategy, irq, nest and vCPU columns, so it gives way
@@ -544,6 +545,7 @@ fn kind_table(kind: &str, results: &[&PhaseResult], prefix: &str) -> TextTable {
                     .map_or_else(|| "-".into(), |l| fmt_rate(l.spins_per_op)),
             );
             row.push(fmt_si(r.ops_per_sec.median));
+            row.push(fmt_pct(vcpu_spread(&r.per_vcpu_ops_per_sec)));
         }
         t.rows.push(row);
     }
@@ -2219,4 +2221,25 @@ pub fn render_mixed(report: &RunReport) -> String {
         }
     }
     out
+}
+
+/// How evenly the vCPUs progressed: (max - min) / mean of their own ops/s.
+pub fn vcpu_spread(per_vcpu_ops_per_sec: &[f64]) -> f64 {
+    if per_vcpu_ops_per_sec.is_empty() {
+        return 0.0;
+    }
+    let max = per_vcpu_ops_per_sec
+        .iter()
+        .copied()
+        .fold(f64::MIN, f64::max);
+    let min = per_vcpu_ops_per_sec
+        .iter()
+        .copied()
+        .fold(f64::MAX, f64::min);
+    let mean = per_vcpu_ops_per_sec.iter().sum::<f64>() / per_vcpu_ops_per_sec.len() as f64;
+    if mean == 0.0 {
+        0.0
+    } else {
+        (max - min) / mean
+    }
 }

@@ -138,6 +138,9 @@ pub struct PhaseResult {
     pub ops_per_sec: Summary,
     /// Operations per vCPU (sum over repeats).
     pub per_vcpu_ops: Vec<u64>,
+    /// Each vCPU's own throughput: its operations over its own TSC time (all repeats).
+    #[serde(default)]
+    pub per_vcpu_ops_per_sec: Vec<f64>,
     /// Per-vCPU KVM stat deltas per operation, by kernel name (only stats that moved).
     pub exits_per_op: BTreeMap<String, f64>,
     /// The same for the VM-wide stats.

@@ -866,6 +866,7 @@ fn measure_phase(
     };
     let mut strategy_ops: BTreeMap<String, u64> = BTreeMap::new();
     let mut iterations_total = 0u64;
+    let mut per_vcpu_cycles = vec![0u64; phase.vcpus as usize];
     let wall = Instant::now();
     for r in 0..plan.repeats {
         step(&format!("repeat {}/{}", r + 1, plan.repeats));
@@ -884,6 +885,9 @@ fn measure_phase(
             iterations_total += desc.iterations;
             if let Some(slot) = result.per_vcpu_ops.get_mut(s.index as usize) {
                 *slot += rec.ops;
+            }
+            if let Some(slot) = per_vcpu_cycles.get_mut(s.index as usize) {
+                *slot += rec.tsc_cycles;
             }
             result.interrupts += rec.interrupts;
             result.hypercalls += rec.hypercalls;
@@ -923,6 +927,12 @@ fn measure_phase(
         }
     }
     result.wall_ms = wall.elapsed().as_secs_f64() * 1000.0;
+    result.per_vcpu_ops_per_sec = result
+        .per_vcpu_ops
+        .iter()
+        .zip(&per_vcpu_cycles)
+        .map(|(ops, cycles)| *ops as f64 * tsc_khz as f64 * 1000.0 / (*cycles).max(1) as f64)
+        .collect();
     let ops = result.ops.max(1) as f64;
     result.cycles_per_op = Summary::from_samples(&cycles);
     result.raw_cycles_per_op = Summary::from_samples(&raw);

@@ -423,7 +423,13 @@ fn try_inject(vcpu: &mut VcpuFd) -> Result<bool, std::io::Error> {
         // SAFETY: KVM_INTERRUPT reads a kvm_interrupt from the pointer; `irq` lives across the call.
         let ret = unsafe { ioctl_with_ref(&*vcpu, KVM_INTERRUPT(), &irq) };
         if ret < 0 {
-            return Err(std::io::Error::last_os_error());
+            let err = std::io::Error::last_os_error();
+            // EEXIST: an interrupt is already queued for injection; this one merges with it,
+            // as a second edge on a busy line would.
+            if err.raw_os_error() == Some(libc::EEXIST) {
+                return Ok(true);
+            }
+            return Err(err);
         }
         Ok(true)
     } else {
