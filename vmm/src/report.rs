@@ -1164,7 +1164,13 @@ fn draw_panel<DB: plotters::prelude::DrawingBackend>(
         // ones would run up into the bars.
         .x_label_formatter(&|_| String::new())
         .y_desc(y_desc)
-        .y_label_formatter(&|v| fmt_si(*v))
+        .y_label_formatter(&|v| {
+            if v.abs() < 1.0 && *v != 0.0 {
+                fmt_rate(*v)
+            } else {
+                fmt_si(*v)
+            }
+        })
         .draw()
         .map_err(|e| e.to_string())?;
     let (base_x, base_y) = area.get_base_pixel();
