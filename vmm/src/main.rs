@@ -468,7 +468,12 @@ fn cmd_list() {
     }
     println!("\ninstruction probes (bench kind \"insn\"):");
     for i in InsnId::all() {
-        println!("  {:<16} x{} per iteration", i.name(), i.unroll());
+        println!(
+            "  {:<16} {} (x{} per iteration)",
+            i.name(),
+            i.describe(),
+            i.unroll()
+        );
     }
     println!("\ninterrupt sources (bench key irq = [{{ source = ... }}]):");
     let sources = [
@@ -491,10 +496,12 @@ fn cmd_list() {
     }
     println!("\nshipped configs (irqbench run NAME, or configs/NAME.toml):");
     for (name, text) in BUILTIN_CONFIGS {
+        // Every shipped config opens with "# <name> — <the question it answers>".
         let question = text
             .lines()
-            .find_map(|l| l.strip_prefix("# Question:"))
-            .map(str::trim)
+            .next()
+            .and_then(|l| l.split_once(" — "))
+            .map(|(_, q)| q.trim())
             .unwrap_or("");
         println!("  {name:<22} {question}");
     }

@@ -100,6 +100,24 @@ impl InsnId {
     pub fn symbol(self) -> String {
         format!("irqbench_insn_{}", self.name().replace('-', "_"))
     }
+
+    /// One line for `irqbench list`.
+    pub fn describe(self) -> &'static str {
+        match self.0 {
+            abi::insn::EMPTY => "baseline: the loop alone",
+            abi::insn::CLI => "cli",
+            abi::insn::STI => "sti",
+            abi::insn::POPF_SET_IF => "cli; push; popf that sets IF",
+            abi::insn::POPF_CLEAR_IF => "sti; push; popf that clears IF",
+            abi::insn::POPF_SAME_IF => "push; popf that leaves IF set",
+            abi::insn::PUSHF => "pushf; pop",
+            abi::insn::PIO_EXIT => "out to a VMM port: one port-I/O exit",
+            abi::insn::MMIO_EXIT => "store to unbacked memory: one MMIO exit",
+            abi::insn::CPUID => "cpuid leaf 0 (in-kernel exit on VMX/SVM)",
+            abi::insn::HLT_EXIT => "hlt with IF set: one KVM_EXIT_HLT to the VMM",
+            _ => "?",
+        }
+    }
 }
 
 /// Where a phase's interrupts come from.
