@@ -42,6 +42,11 @@ pub enum MachineError {
     SetTssAddress(#[source] kvm_ioctls::Error),
     #[error("creating the in-kernel irqchip failed")]
     CreateIrqchip(#[source] kvm_ioctls::Error),
+    #[error(
+        "this KVM cannot forward vmcall to userspace: KVM_CAP_EXIT_HYPERCALL bitmask is {0:#x}, \
+         without KVM_HC_MAP_GPA_RANGE (bit 12); use hypercall = \"port\""
+    )]
+    HypercallExitUnsupported(i32),
     #[error("enabling KVM_CAP_EXIT_HYPERCALL failed (needed for hypercall = \"vmcall\")")]
     EnableHypercallExit(#[source] kvm_ioctls::Error),
     #[error("allocating {mib} MiB of guest memory failed")]
@@ -174,6 +179,11 @@ impl Machine {
 }
 
 fn enable_hypercall_exits(vm: &VmFd) -> Result<(), MachineError> {
+    // KVM API 8.34: KVM_CHECK_EXTENSION returns the bitmask of hypercalls that can exit.
+    let supported = vm.check_extension_raw(u64::from(KVM_CAP_EXIT_HYPERCALL));
+    if supported < 0 || (supported as u64) & (1 << KVM_HC_MAP_GPA_RANGE) == 0 {
+        return Err(MachineError::HypercallExitUnsupported(supported));
+    }
     let mut cap = kvm_enable_cap {
         cap: KVM_CAP_EXIT_HYPERCALL,
         ..Default::default()
