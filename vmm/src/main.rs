@@ -251,10 +251,7 @@ fn cmd_run(args: RunArgs) -> ExitCode {
         let _ = signal_hook::flag::register_conditional_shutdown(sig, 130, stop.clone());
         let _ = signal_hook::flag::register(sig, stop.clone());
     }
-    let options = RunOptions {
-        stop: stop.clone(),
-        progress: !args.quiet,
-    };
+    let options = RunOptions { stop: stop.clone() };
     let bar = (!args.quiet && std::io::stderr().is_terminal()).then(|| {
         let bar = indicatif::ProgressBar::new(plan.phases.len() as u64);
         bar.set_style(

@@ -148,6 +148,10 @@ pub struct PhaseResult {
     /// The VMM's own count of userspace exits by reason, per operation (markers subtracted).
     pub userspace_exits_per_op: BTreeMap<String, f64>,
     pub interrupts: u64,
+    /// Interrupts (`inject`) or events (`pv-event`) the host raised; more than the guest took
+    /// means some merged while one was still pending.
+    #[serde(default)]
+    pub irqs_raised: u64,
     pub hypercalls: u64,
     /// Hypercalls the VMM saw (must equal `hypercalls`).
     pub hypercalls_seen_by_vmm: u64,

@@ -70,15 +70,12 @@ pub enum PhaseError {
 pub struct RunOptions {
     /// Set from a signal handler: stop between (or inside) phases and return what was measured.
     pub stop: Arc<AtomicBool>,
-    /// Print one line per phase to stderr.
-    pub progress: bool,
 }
 
 impl Default for RunOptions {
     fn default() -> Self {
         RunOptions {
             stop: Arc::new(AtomicBool::new(false)),
-            progress: false,
         }
     }
 }
@@ -94,6 +91,8 @@ pub struct Dispatch {
     pub vm_stats: Option<StatsDelta>,
     /// The lock workload's shared counter after the dispatch.
     pub lock_counter: u64,
+    /// Interrupts or events the host's load thread raised during the dispatch.
+    pub irqs_raised: u64,
 }
 
 impl Dispatch {
@@ -263,6 +262,7 @@ impl Session {
             .write_u64(shared_counter, 0, "lock counter")
             .map_err(|e| PhaseError::Guest(error_chain(&e)))?;
         let vm_before = self.vm_stats.as_ref().and_then(|s| s.snapshot().ok());
+        let raised_before = self.irqs_raised();
         let load = IrqLoad::start(irq, &self.controls, &self.mailbox);
         for tx in &self.commands {
             if tx.send(VcpuCommand::Run(desc)).is_err() {
@@ -315,6 +315,7 @@ impl Session {
             }
         }
         load.stop();
+        let irqs_raised = self.irqs_raised() - raised_before;
         if let Some(f) = failure {
             if matches!(f, PhaseError::Interrupted) {
                 self.stop_all();
@@ -342,7 +343,15 @@ impl Session {
             records,
             vm_stats,
             lock_counter,
+            irqs_raised,
         })
+    }
+
+    fn irqs_raised(&self) -> u64 {
+        self.controls
+            .iter()
+            .map(|c| c.irqs_raised.load(Ordering::SeqCst))
+            .sum()
     }
 
     /// Stops every vCPU (watchdog or Ctrl-C) and describes where each one was.
@@ -914,6 +923,7 @@ fn measure_phase(
                 *sites.entry(*k).or_default() += v;
             }
         }
+        result.irqs_raised += d.irqs_raised;
         if let Some(vm) = &d.vm_stats {
             for (k, v) in &vm.values {
                 *vm_sums.entry(k.clone()).or_default() += v;
@@ -1371,6 +1381,13 @@ mod tests {
         let Some(report) = run(&plan) else { return };
         let r = &report.results[0];
         assert!(r.interrupts > 0, "no interrupt was delivered");
+        // Every interrupt the guest took was raised by the load thread (some may merge).
+        assert!(
+            r.irqs_raised >= r.interrupts,
+            "{} raised, {} taken",
+            r.irqs_raised,
+            r.interrupts
+        );
         let windows: Vec<&ExitSite> = r
             .exit_sites
             .iter()
