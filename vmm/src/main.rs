@@ -67,29 +67,7 @@ enum Command {
 Exit status: 0 all phases measured; 1 a phase failed (guest fault, timeout, protocol
 violation) or the run could not start; 2 bad config or arguments; 130 interrupted (partial
 results are still written and marked \"partial\").")]
-    Run {
-        /// A config file, or the name of a shipped config (see `irqbench list`). Default: the
-        /// built-in quick config.
-        config: Option<String>,
-        /// Guest kernel ELF to boot instead of the embedded one.
-        #[arg(long, value_name = "FILE")]
-        guest: Option<PathBuf>,
-        /// Write the results as JSON (and an SVG chart next to it).
-        #[arg(long, value_name = "FILE")]
-        json: Option<PathBuf>,
-        /// Write one CSV row per result.
-        #[arg(long, value_name = "FILE")]
-        csv: Option<PathBuf>,
-        /// Write a Markdown report (host manifest and tables) to paste into a mail.
-        #[arg(long, value_name = "FILE")]
-        markdown: Option<PathBuf>,
-        /// Write every format into a new timestamped folder under DIR (never overwritten).
-        #[arg(long, value_name = "DIR")]
-        out: Option<PathBuf>,
-        /// Print nothing but errors (files are still written).
-        #[arg(long, short)]
-        quiet: bool,
-    },
+    Run(RunArgs),
     /// Print the host manifest: CPU, kernel, KVM flavour, TSC, capabilities.
     #[command(after_help = "Example:\n  irqbench host")]
     Host {
@@ -135,23 +113,7 @@ exceeds the larger coefficient of variation; exits/op use a 2% threshold.")]
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Command::Run {
-            config,
-            guest,
-            json,
-            csv,
-            markdown,
-            out,
-            quiet,
-        } => cmd_run(RunArgs {
-            config,
-            guest,
-            json,
-            csv,
-            markdown,
-            out,
-            quiet,
-        }),
+        Command::Run(args) => cmd_run(args),
         Command::Host { json } => cmd_host(json),
         Command::Disasm { strategies, guest } => cmd_disasm(&strategies, guest.as_deref()),
         Command::Compare { old, new, markdown } => cmd_compare(&old, &new, markdown),
@@ -189,13 +151,28 @@ fn load_image(guest: Option<&Path>) -> Result<GuestImage, ExitCode> {
     .map_err(|e| fail(1, chain(&e)))
 }
 
+#[derive(Debug, clap::Args)]
 struct RunArgs {
+    /// A config file, or the name of a shipped config (see `irqbench list`). Default: the
+    /// built-in quick config.
     config: Option<String>,
+    /// Guest kernel ELF to boot instead of the embedded one.
+    #[arg(long, value_name = "FILE")]
     guest: Option<PathBuf>,
+    /// Write the results as JSON (and an SVG chart next to it).
+    #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
+    /// Write one CSV row per result.
+    #[arg(long, value_name = "FILE")]
     csv: Option<PathBuf>,
+    /// Write a Markdown report (host manifest and tables) to paste into a mail.
+    #[arg(long, value_name = "FILE")]
     markdown: Option<PathBuf>,
+    /// Write every format into a new timestamped folder under DIR (never overwritten).
+    #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
+    /// Print nothing but errors (files are still written).
+    #[arg(long, short)]
     quiet: bool,
 }
 
