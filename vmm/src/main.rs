@@ -199,12 +199,14 @@ fn load_plan(config: Option<&str>, limits: &Limits) -> Result<Plan, ExitCode> {
 }
 
 fn cmd_run(args: RunArgs) -> ExitCode {
-    let kvm = match host::open_kvm() {
-        Ok(k) => k,
-        Err(e) => return fail(1, chain(&e)),
-    };
-    let limits = Limits {
-        max_vcpus: (kvm.get_max_vcpus() as u32).min(irqbench_abi::MAX_VCPUS),
+    // Config and guest errors come first, so both can be checked on a machine without KVM;
+    // the vCPU limit is KVM's when it can be asked.
+    let kvm = host::open_kvm();
+    let limits = match &kvm {
+        Ok(k) => Limits {
+            max_vcpus: (k.get_max_vcpus() as u32).min(irqbench_abi::MAX_VCPUS),
+        },
+        Err(_) => Limits::default(),
     };
     let plan = match load_plan(args.config.as_deref(), &limits) {
         Ok(p) => p,
@@ -213,6 +215,10 @@ fn cmd_run(args: RunArgs) -> ExitCode {
     let image = match load_image(args.guest.as_deref()) {
         Ok(i) => Arc::new(i),
         Err(code) => return code,
+    };
+    let kvm = match kvm {
+        Ok(k) => k,
+        Err(e) => return fail(1, chain(&e)),
     };
     let out_dir = match &args.out {
         Some(base) => match OutputDir::create(base, &plan.name) {

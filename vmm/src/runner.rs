@@ -226,7 +226,21 @@ impl Session {
                 Ok(VcpuEvent::Booted { .. }) => booted += 1,
                 Ok(VcpuEvent::Exited { outcome, .. }) => {
                     session.dead = true;
-                    return Err(PhaseError::Boot(outcome_text(&outcome)));
+                    // The guest may have said why on its console (e.g. an ABI mismatch).
+                    let console = session
+                        .console
+                        .lock()
+                        .map(|c| c.trim().to_string())
+                        .unwrap_or_default();
+                    let said = if console.is_empty() {
+                        String::new()
+                    } else {
+                        format!("\nguest console: {console}")
+                    };
+                    return Err(PhaseError::Boot(format!(
+                        "{}{said}",
+                        outcome_text(&outcome)
+                    )));
                 }
                 Ok(VcpuEvent::PhaseDone(_)) => {}
                 Err(_) => {
@@ -1617,5 +1631,42 @@ mod tests {
         assert!(report.partial);
         assert!(report.results.len() < 20 && !report.results.is_empty());
         assert!(seen < 20);
+    }
+
+    #[test]
+    fn preflight_refuses_plans_beyond_the_host() {
+        let mut manifest = HostManifest {
+            max_vcpus: 2,
+            recommended_vcpus: 1,
+            ..Default::default()
+        };
+        let mut plan = small_plan(vec![phase(Workload::Doorbells, 4, 1)]);
+        let err = preflight(&plan, &mut manifest)
+            .expect_err("4 > 2 vCPUs")
+            .to_string();
+        assert!(
+            err.contains("at most 2") && err.contains("KVM_CAP_MAX_VCPUS"),
+            "{err}"
+        );
+
+        plan.phases[0].vcpus = 2;
+        preflight(&plan, &mut manifest).expect("2 vCPUs fit");
+        assert!(
+            manifest
+                .warnings
+                .iter()
+                .any(|w| w.contains("recommended 1")),
+            "{:?}",
+            manifest.warnings
+        );
+
+        plan.memory_mib = u32::MAX;
+        let err = preflight(&plan, &mut manifest)
+            .expect_err("too much memory")
+            .to_string();
+        assert!(
+            err.contains("MemAvailable") && err.contains("memory_mib"),
+            "{err}"
+        );
     }
 }
