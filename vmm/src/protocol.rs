@@ -4,7 +4,9 @@
 //! hostile. Everything a record says is checked against the descriptor the VMM sent before any
 //! number from it reaches a result; a failure names the field and the value.
 
-use irqbench_abi::{self as abi, record_status, workload, PhaseDescriptor, PhaseRecord};
+use irqbench_abi::{
+    self as abi, doorbell, record_status, workload, FaultRecord, PhaseDescriptor, PhaseRecord,
+};
 
 /// More interrupts or hypercalls than this in one phase is not a measurement, it is garbage.
 const MAX_EVENTS_PER_PHASE: u64 = 1 << 40;
@@ -28,6 +30,87 @@ pub struct ValidRecord {
     pub lock_acquisitions: u64,
     pub lock_spins: u64,
     pub strategy_ops: [u64; abi::strategy::COUNT as usize],
+}
+
+/// A doorbell write, decoded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Doorbell {
+    Booted,
+    Begin(u32),
+    End(u32),
+    Ping,
+}
+
+/// Decodes a doorbell port write and checks it against the phase the vCPU has open
+/// (`open`: the sequence number of the open phase, if any).
+pub fn parse_doorbell(
+    vcpu: u32,
+    data: &[u8],
+    open: Option<u32>,
+) -> Result<Doorbell, ProtocolViolation> {
+    let bad = |problem: String| ProtocolViolation {
+        vcpu,
+        field: "doorbell",
+        problem,
+    };
+    let Ok(bytes) = <[u8; 4]>::try_from(data) else {
+        return Err(bad(format!(
+            "written with {} bytes, expected 4",
+            data.len()
+        )));
+    };
+    let marker = u32::from_le_bytes(bytes);
+    let seq = doorbell::seq(marker);
+    let bell = match doorbell::kind(marker) {
+        doorbell::BOOTED => Doorbell::Booted,
+        doorbell::BEGIN => Doorbell::Begin(seq),
+        doorbell::END => Doorbell::End(seq),
+        doorbell::PING => Doorbell::Ping,
+        other => {
+            return Err(bad(format!(
+                "kind {other} (marker {marker:#x}) is not defined; valid: {} booted, {} begin, \
+                 {} end, {} ping",
+                doorbell::BOOTED,
+                doorbell::BEGIN,
+                doorbell::END,
+                doorbell::PING
+            )))
+        }
+    };
+    match (bell, open) {
+        (Doorbell::Begin(s), Some(o)) => {
+            Err(bad(format!("BEGIN for phase {s} while phase {o} is open")))
+        }
+        (Doorbell::End(s), None) => Err(bad(format!("END for phase {s} with no phase open"))),
+        (Doorbell::End(s), Some(o)) if s != o => {
+            Err(bad(format!("END for phase {s} but the open phase is {o}")))
+        }
+        _ => Ok(bell),
+    }
+}
+
+/// Checks what the guest's exception handler reported before it is shown as a fault.
+pub fn validate_fault(vcpu: u32, rec: &FaultRecord) -> Result<FaultRecord, ProtocolViolation> {
+    let bad = |field: &'static str, problem: String| ProtocolViolation {
+        vcpu,
+        field,
+        problem,
+    };
+    if rec.vector >= 32 {
+        return Err(bad(
+            "fault.vector",
+            format!("is {}; exceptions are vectors 0..=31", rec.vector),
+        ));
+    }
+    // A canonical 48-bit address: bits 63..47 all equal.
+    let top = rec.rip >> 47;
+    if top != 0 && top != (1 << 17) - 1 {
+        return Err(bad(
+            "fault.rip",
+            format!("{:#x} is not a canonical address", rec.rip),
+        ));
+    }
+    Ok(*rec)
 }
 
 /// Operations the guest must report for `desc`.
@@ -215,6 +298,47 @@ mod tests {
         }
     }
 
+    #[test]
+    fn doorbells_are_decoded_and_checked_against_the_open_phase() {
+        let ring = |kind, seq| doorbell::encode(kind, seq).to_le_bytes();
+        assert_eq!(
+            parse_doorbell(0, &ring(doorbell::BEGIN, 5), None),
+            Ok(Doorbell::Begin(5))
+        );
+        assert_eq!(
+            parse_doorbell(0, &ring(doorbell::END, 5), Some(5)),
+            Ok(Doorbell::End(5))
+        );
+        for (data, open, words) in [
+            (
+                ring(doorbell::BEGIN, 6).to_vec(),
+                Some(5),
+                "while phase 5 is open",
+            ),
+            (ring(doorbell::END, 6).to_vec(), Some(5), "open phase is 5"),
+            (ring(doorbell::END, 6).to_vec(), None, "no phase open"),
+            (ring(99, 0).to_vec(), None, "kind 99"),
+            (vec![1, 2], None, "2 bytes"),
+        ] {
+            let err = parse_doorbell(3, &data, open).expect_err(words).to_string();
+            assert!(err.contains(words) && err.contains("vCPU 3"), "{err}");
+        }
+    }
+
+    #[test]
+    fn fault_records_are_checked() {
+        let ok = FaultRecord {
+            vector: 6,
+            rip: 0x10_0000,
+            ..Default::default()
+        };
+        assert!(validate_fault(0, &ok).is_ok());
+        let err = validate_fault(0, &FaultRecord { vector: 200, ..ok }).expect_err("vector");
+        assert_eq!(err.field, "fault.vector");
+        let err = validate_fault(0, &FaultRecord { rip: 1 << 60, ..ok }).expect_err("rip");
+        assert_eq!(err.field, "fault.rip");
+    }
+
     fn any_record() -> impl Strategy<Value = PhaseRecord> {
         (
             any::<u32>(),
@@ -243,6 +367,18 @@ mod tests {
     }
 
     proptest! {
+        /// Random doorbell writes and fault records never panic.
+        #[test]
+        fn random_doorbells_and_faults_never_panic(
+            data in proptest::collection::vec(any::<u8>(), 0..8),
+            open in proptest::option::of(any::<u32>()),
+            vector in any::<u64>(),
+            rip in any::<u64>(),
+        ) {
+            let _ = parse_doorbell(0, &data, open);
+            let _ = validate_fault(0, &FaultRecord { vector, rip, ..Default::default() });
+        }
+
         /// Random and adversarial records never panic; whatever passes is self-consistent.
         #[test]
         fn random_records_never_panic(rec in any_record(), workload in 0u32..12, iters in any::<u64>()) {
@@ -293,6 +429,29 @@ mod tests {
                         if let Ok(v) = validate_record(0, &d, &rec) {
                             prop_assert!(rec.tsc_end >= rec.tsc_start);
                             prop_assert_eq!(v.ops, expected_ops(&d));
+                        }
+                        Ok(())
+                    },
+                )
+                .expect("no failure");
+            cases += 10_000;
+            runner
+                .run(
+                    &(
+                        proptest::collection::vec(any::<u8>(), 0..8),
+                        proptest::option::of(any::<u32>()),
+                        any::<u64>(),
+                        any::<u64>(),
+                    ),
+                    |(data, open, vector, rip)| {
+                        let _ = parse_doorbell(0, &data, open);
+                        let fault = FaultRecord {
+                            vector,
+                            rip,
+                            ..Default::default()
+                        };
+                        if let Ok(f) = validate_fault(0, &fault) {
+                            prop_assert!(f.vector < 32);
                         }
                         Ok(())
                     },

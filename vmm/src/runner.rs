@@ -207,7 +207,26 @@ impl Session {
                     if pin {
                         pin_to_cpu(cpu);
                     }
-                    let outcome = vcpu::run_vcpu(ctx);
+                    // A bug in the VMM must end this run with a report, not hang the runner.
+                    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        vcpu::run_vcpu(ctx)
+                    }))
+                    .unwrap_or_else(|panic| {
+                        let what = panic
+                            .downcast_ref::<&str>()
+                            .map(|s| s.to_string())
+                            .or_else(|| panic.downcast_ref::<String>().cloned())
+                            .unwrap_or_default();
+                        VcpuOutcome::Fault(Box::new(vcpu::FaultReport {
+                            vcpu: index,
+                            kind: format!("irqbench bug: the vCPU thread panicked: {what}"),
+                            rip: 0,
+                            instruction: String::new(),
+                            symbol: None,
+                            regs: None,
+                            cr2: None,
+                        }))
+                    });
                     let _ = events.send(VcpuEvent::Exited { index, outcome });
                 })
                 .map_err(|e| PhaseError::Boot(format!("spawning vCPU thread {index}: {e}")))?;

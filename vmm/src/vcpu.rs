@@ -12,7 +12,7 @@ use std::sync::mpsc::{Receiver, Sender};
 use std::sync::{Arc, Mutex, Once};
 use std::time::{Duration, Instant};
 
-use irqbench_abi::{self as abi, doorbell, port, PhaseDescriptor, PhaseRecord};
+use irqbench_abi::{self as abi, port, PhaseDescriptor, PhaseRecord};
 use kvm_bindings::{kvm_interrupt, kvm_regs, KVMIO};
 use kvm_ioctls::{VcpuExit, VcpuFd};
 use vmm_sys_util::ioctl::ioctl_with_ref;
@@ -21,6 +21,7 @@ use vmm_sys_util::{ioctl_iow_nr, signal};
 use crate::decode;
 use crate::kvm_stats::{StatsDelta, StatsFd, StatsSnapshot};
 use crate::machine::{Mailbox, KVM_HC_MAP_GPA_RANGE};
+use crate::protocol::{self, Doorbell};
 
 // kvm-ioctls has no wrapper for KVM_INTERRUPT (userspace irqchip injection).
 ioctl_iow_nr!(KVM_INTERRUPT, KVMIO, 0x86, kvm_interrupt);
@@ -261,13 +262,12 @@ fn run_loop(ctx: &mut VcpuContext) -> VcpuOutcome {
                 let value = le_u32(data);
                 match p {
                     port::DOORBELL => {
-                        let data_len = data.len();
-                        if data_len != 4 {
-                            return ProtocolViolationBuilder::new(ctx.index).msg(format!(
-                                "doorbell written with {data_len} bytes, expected 4"
-                            ));
-                        }
-                        if let Some(outcome) = doorbell_rung(ctx, &mut window, value) {
+                        let open = window.open.then_some(window.seq);
+                        let bell = match protocol::parse_doorbell(ctx.index, data, open) {
+                            Ok(b) => b,
+                            Err(v) => return VcpuOutcome::ProtocolViolation(v.to_string()),
+                        };
+                        if let Some(outcome) = doorbell_rung(ctx, &mut window, bell) {
                             return outcome;
                         }
                         continue;
@@ -446,40 +446,17 @@ fn le_u32(data: &[u8]) -> u32 {
     u32::from_le_bytes(b)
 }
 
-/// Builds protocol-violation outcomes with the vCPU named.
-struct ProtocolViolationBuilder {
-    index: u32,
-}
-
-impl ProtocolViolationBuilder {
-    fn new(index: u32) -> Self {
-        ProtocolViolationBuilder { index }
-    }
-    fn msg(self, msg: String) -> VcpuOutcome {
-        VcpuOutcome::ProtocolViolation(format!(
-            "guest protocol violation on vCPU {}: {msg}",
-            self.index
-        ))
-    }
-}
-
+/// A doorbell that passed `protocol::parse_doorbell`: open or close the phase window.
 fn doorbell_rung(
     ctx: &mut VcpuContext,
     window: &mut PhaseWindow,
-    marker: u32,
+    bell: Doorbell,
 ) -> Option<VcpuOutcome> {
-    let seq = doorbell::seq(marker);
-    match doorbell::kind(marker) {
-        doorbell::BOOTED => {
+    match bell {
+        Doorbell::Booted => {
             let _ = ctx.events.send(VcpuEvent::Booted { index: ctx.index });
         }
-        doorbell::BEGIN => {
-            if window.open {
-                return Some(ProtocolViolationBuilder::new(ctx.index).msg(format!(
-                    "BEGIN doorbell for phase {seq} while phase {} is open",
-                    window.seq
-                )));
-            }
+        Doorbell::Begin(seq) => {
             *window = PhaseWindow {
                 open: true,
                 seq,
@@ -491,18 +468,8 @@ fn doorbell_rung(
                 },
             };
         }
-        doorbell::END => {
+        Doorbell::End(_) => {
             let end = ctx.stats.as_ref().and_then(|s| s.snapshot().ok());
-            if !window.open || window.seq != seq {
-                return Some(ProtocolViolationBuilder::new(ctx.index).msg(format!(
-                    "END doorbell for phase {seq} but the open phase is {}",
-                    if window.open {
-                        window.seq.to_string()
-                    } else {
-                        "none".into()
-                    }
-                )));
-            }
             window.open = false;
             let mut sample = std::mem::take(&mut window.sample);
             sample.stats = match (&window.begin, &end) {
@@ -518,15 +485,10 @@ fn doorbell_rung(
             }
             let _ = ctx.events.send(VcpuEvent::PhaseDone(Box::new(sample)));
         }
-        doorbell::PING => {
+        Doorbell::Ping => {
             if window.open {
                 window.sample.pings += 1;
             }
-        }
-        other => {
-            return Some(ProtocolViolationBuilder::new(ctx.index).msg(format!(
-                "doorbell kind {other} (marker {marker:#x}) is not defined"
-            )));
         }
     }
     None
@@ -561,6 +523,10 @@ fn guest_exception(ctx: &mut VcpuContext) -> VcpuOutcome {
     let record = match ctx.mailbox.read_fault(ctx.index) {
         Ok(r) => r,
         Err(e) => return fault(ctx, format!("reading the fault record: {e}"), None),
+    };
+    let record = match protocol::validate_fault(ctx.index, &record) {
+        Ok(r) => r,
+        Err(v) => return VcpuOutcome::ProtocolViolation(v.to_string()),
     };
     let name = exception_name(record.vector);
     let kind = format!(
