@@ -508,7 +508,7 @@ fn kind_table(kind: &str, results: &[&PhaseResult], prefix: &str) -> TextTable {
     if lock {
         headers.push(("spins/op", Right));
         headers.push(("ops/s", Right));
-        headers.push(("vCPU spread", Right));
+        headers.push(("spread", Right));
     }
     let mut t = TextTable::new(&headers);
     // The phase name mostly repeats the strategy, irq, nest and vCPU columns, so it gives way
@@ -603,7 +603,7 @@ pub fn render_table(report: &RunReport) -> String {
         }
         out.push_str(")\n");
         let mut table = kind_table(kind, &rows, prefix);
-        let dropped = table.drop_all_zero(&["IRQs", "hcalls", "IF viol"]);
+        let dropped = table.drop_all_zero(&["nest", "IRQs", "hcalls", "IF viol"]);
         out.push_str(&table.render("", TABLE_WIDTH));
         if !dropped.is_empty() {
             let _ = writeln!(out, "(0 in every row: {})", dropped.join(", "));
@@ -622,6 +622,12 @@ pub fn render_table(report: &RunReport) -> String {
             out.push_str(
                 "~ noisy: cv of cycles/op above the plan's threshold; re-run with more repeats \
                  or on a quieter host.\n",
+            );
+        }
+        if report.results.iter().any(|r| r.lock.is_some()) {
+            out.push_str(
+                "spins/op: lock spins while another vCPU held it; ops/s: all vCPUs together; \
+                 spread: (max - min) / mean of the vCPUs' own ops/s.\n",
             );
         }
     }
