@@ -626,7 +626,7 @@ pub fn render_table(report: &RunReport) -> String {
         }
         if report.results.iter().any(|r| r.lock.is_some()) {
             out.push_str(
-                "spins/op: lock spins while another vCPU held it; ops/s: all vCPUs together; \
+                "spins/op: spins while another vCPU held the lock; ops/s: all vCPUs together;\n\
                  spread: (max - min) / mean of the vCPUs' own ops/s.\n",
             );
         }
