@@ -91,14 +91,20 @@ results are still written and marked \"partial\").")]
   irqbench compare before.json after.json
   irqbench compare before.json after.json --markdown > mail.md
 
-A change is 'beyond noise' when the p5..p95 ranges of the two runs do not overlap and the change
-exceeds the larger coefficient of variation; exits/op use a 2% threshold.")]
+A change is 'beyond noise' when Welch's t-test on the two medians rejects 'no change' at 99%:
+each run's median uncertainty comes from its repeats (1.25 sigma/sqrt(n)), plus the baselines'
+for cycles/op; exits/op are judged as Poisson counts. With one repeat nothing is claimed, and with three the
+test is deliberately strict: use more repeats to resolve small changes. Changes below
+--min-change (default 5%) are never called beyond noise: back-to-back runs drift that much.")]
     Compare {
         old: PathBuf,
         new: PathBuf,
         /// Markdown table instead of aligned text.
         #[arg(long)]
         markdown: bool,
+        /// Never call a change below this many percent beyond noise (run-to-run drift floor).
+        #[arg(long, value_name = "PCT", default_value_t = report::DEFAULT_MIN_CHANGE_PCT)]
+        min_change: f64,
     },
     /// List strategies, instruction probes, interrupt sources and shipped configs.
     #[command(after_help = "Example:\n  irqbench list")]
@@ -116,7 +122,12 @@ fn main() -> ExitCode {
         Command::Run(args) => cmd_run(args),
         Command::Host { json } => cmd_host(json),
         Command::Disasm { strategies, guest } => cmd_disasm(&strategies, guest.as_deref()),
-        Command::Compare { old, new, markdown } => cmd_compare(&old, &new, markdown),
+        Command::Compare {
+            old,
+            new,
+            markdown,
+            min_change,
+        } => cmd_compare(&old, &new, markdown, min_change),
         Command::List => {
             cmd_list();
             ExitCode::SUCCESS
@@ -427,7 +438,7 @@ fn cmd_disasm(names: &[String], guest: Option<&Path>) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-fn cmd_compare(old: &Path, new: &Path, markdown: bool) -> ExitCode {
+fn cmd_compare(old: &Path, new: &Path, markdown: bool, min_change: f64) -> ExitCode {
     let a = match report::read_json(old) {
         Ok(r) => r,
         Err(e) => return fail(2, chain(&e)),
@@ -436,7 +447,7 @@ fn cmd_compare(old: &Path, new: &Path, markdown: bool) -> ExitCode {
         Ok(r) => r,
         Err(e) => return fail(2, chain(&e)),
     };
-    let c = report::compare(&a, &b);
+    let c = report::compare_with(&a, &b, min_change);
     print!("{}", report::render_compare(&c, markdown));
     ExitCode::SUCCESS
 }

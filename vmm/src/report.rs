@@ -26,7 +26,6 @@ const EXIT_SITES_SHOWN: usize = 6;
 const EXITS_STAT: &str = "exits";
 
 /// Relative change below which a metric without a spread (exits/op) counts as unchanged.
-const EXITS_NOISE_PCT: f64 = 2.0;
 
 #[derive(Debug, Error)]
 pub enum ReportError {
@@ -1464,13 +1463,69 @@ fn change_pct(old: f64, new: f64) -> f64 {
     }
 }
 
-/// A change is real only if both tests pass: the runs' p5..p95 intervals are disjoint (the
-/// repeats themselves never saw the other run's value), and the change exceeds the larger
-/// coefficient of variation (one standard deviation of either run).
-fn summary_row(name: &str, metric: &str, a: &Summary, b: &Summary) -> CompareRow {
+/// Two-sided 99 % critical values of Student's t by degrees of freedom (1..=30, then the normal
+/// quantile): with three repeats a run knows its own spread only roughly, and the test has to
+/// say so rather than call every drift a change.
+fn t_critical_99(df: f64) -> f64 {
+    const TABLE: [f64; 30] = [
+        63.657, 9.925, 5.841, 4.604, 4.032, 3.707, 3.499, 3.355, 3.250, 3.169, 3.106, 3.055, 3.012,
+        2.977, 2.947, 2.921, 2.898, 2.878, 2.861, 2.845, 2.831, 2.819, 2.807, 2.797, 2.787, 2.779,
+        2.771, 2.763, 2.756, 2.750,
+    ];
+    if !df.is_finite() || df >= 30.0 {
+        return if df.is_finite() { 2.576 } else { TABLE[0] };
+    }
+    TABLE[(df.floor().max(1.0) as usize) - 1]
+}
+
+/// A run's median and its squared standard error (1.2533 σ/√n, the large-sample efficiency
+/// of the median) with the repeats behind it; `None` with fewer than two repeats.
+fn median_error(s: &Summary) -> Option<(f64, usize)> {
+    let finite: Vec<f64> = s
+        .samples
+        .iter()
+        .copied()
+        .filter(|v| v.is_finite())
+        .collect();
+    let n = finite.len();
+    if n < 2 {
+        return None;
+    }
+    let mean = finite.iter().sum::<f64>() / n as f64;
+    let var = finite.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+    Some((1.2533f64.powi(2) * var / n as f64, n))
+}
+
+/// Welch's t-test on the medians at 99 %: the change is beyond noise when it exceeds the
+/// critical t (Welch–Satterthwaite degrees of freedom) times the standard error of the
+/// difference. Baseline-subtracted metrics add both baselines' errors: a baseline median is
+/// subtracted from every repeat, so its own error is not in the repeats' spread. With fewer than
+/// two repeats in either run nothing is claimed.
+fn summary_row(
+    name: &str,
+    metric: &str,
+    (a, a_base): (&Summary, &Summary),
+    (b, b_base): (&Summary, &Summary),
+    min_change_pct: f64,
+) -> CompareRow {
     let change = change_pct(a.median, b.median);
-    let disjoint = a.p95 < b.p5 || b.p95 < a.p5;
-    let beyond = disjoint && change.abs() > a.cv.max(b.cv) * 100.0;
+    let beyond = match (median_error(a), median_error(b)) {
+        (Some(ea), Some(eb)) => {
+            let mut terms = vec![ea, eb];
+            terms.extend(median_error(a_base));
+            terms.extend(median_error(b_base));
+            let var: f64 = terms.iter().map(|(v, _)| v).sum();
+            let df_den: f64 = terms.iter().map(|(v, n)| v * v / (*n as f64 - 1.0)).sum();
+            let df = if df_den > 0.0 {
+                var * var / df_den
+            } else {
+                f64::INFINITY
+            };
+            let diff = (b.median - a.median).abs();
+            diff > 0.0 && diff > t_critical_99(df) * var.sqrt() && change.abs() >= min_change_pct
+        }
+        _ => false,
+    };
     CompareRow {
         name: name.into(),
         metric: metric.into(),
@@ -1481,14 +1536,47 @@ fn summary_row(name: &str, metric: &str, a: &Summary, b: &Summary) -> CompareRow
     }
 }
 
+/// Exit rates are counts: treated as Poisson, the variance of a rate is count / ops².
+fn exits_row(
+    name: &str,
+    (old, ops_a): (f64, u64),
+    (new, ops_b): (f64, u64),
+    min_change_pct: f64,
+) -> CompareRow {
+    let var = |rate: f64, ops: u64| {
+        let ops = ops.max(1) as f64;
+        (rate.abs() * ops).max(1.0) / (ops * ops)
+    };
+    let se = (var(old, ops_a) + var(new, ops_b)).sqrt();
+    CompareRow {
+        name: name.into(),
+        metric: METRIC_EXITS.into(),
+        old,
+        new,
+        change_pct: change_pct(old, new),
+        // 2.576: the two-sided 99 % normal quantile, as for the summaries' large-sample case.
+        beyond_noise: (new - old).abs() > 2.576 * se
+            && change_pct(old, new).abs() >= min_change_pct,
+    }
+}
+
 /// Compares run `a` (old) with run `b` (new), result by result (matched by `name`).
 ///
-/// Metrics: cycles/op median and ops/s median, judged by [`summary_row`]'s rule (disjoint
-/// p5..p95 intervals *and* |change| > max(cv_a, cv_b) × 100 %); exits/op (the KVM `exits` stat,
-/// when either run has it), which has no spread, is beyond noise when it moved more than 2 %.
+/// Metrics: cycles/op median and ops/s median, judged by [`summary_row`]'s rule (Welch's t-test
+/// on the medians at 99 %, baselines included);
+/// exits/op (the KVM `exits` stat, when either run has it) by [`exits_row`]'s Poisson rule.
 /// The host manifests are compared too: a different CPU, KVM flavour, kernel or TSC makes
 /// every row suspect.
 pub fn compare(a: &RunReport, b: &RunReport) -> Comparison {
+    compare_with(a, b, DEFAULT_MIN_CHANGE_PCT)
+}
+
+/// Back-to-back runs of one config on one host drift by a few percent (a new VM, other load):
+/// below this relative change nothing is called beyond noise, whatever the repeats' spread.
+pub const DEFAULT_MIN_CHANGE_PCT: f64 = 5.0;
+
+/// [`compare`] with the relative-change floor chosen by the caller (`--min-change`).
+pub fn compare_with(a: &RunReport, b: &RunReport, min_change_pct: f64) -> Comparison {
     let mut c = Comparison::default();
     let b_by_name: BTreeMap<&str, &PhaseResult> =
         b.results.iter().map(|r| (r.name.as_str(), r)).collect();
@@ -1502,27 +1590,25 @@ pub fn compare(a: &RunReport, b: &RunReport) -> Comparison {
         c.rows.push(summary_row(
             &ra.name,
             METRIC_CYCLES,
-            &ra.cycles_per_op,
-            &rb.cycles_per_op,
+            (&ra.cycles_per_op, &ra.baseline_cycles),
+            (&rb.cycles_per_op, &rb.baseline_cycles),
+            min_change_pct,
         ));
+        let none = Summary::default();
         c.rows.push(summary_row(
             &ra.name,
             METRIC_OPS,
-            &ra.ops_per_sec,
-            &rb.ops_per_sec,
+            (&ra.ops_per_sec, &none),
+            (&rb.ops_per_sec, &none),
+            min_change_pct,
         ));
         if exits_stat(ra).is_some() || exits_stat(rb).is_some() {
-            let old = exits_stat(ra).unwrap_or(0.0);
-            let new = exits_stat(rb).unwrap_or(0.0);
-            let change = change_pct(old, new);
-            c.rows.push(CompareRow {
-                name: ra.name.clone(),
-                metric: METRIC_EXITS.into(),
-                old,
-                new,
-                change_pct: change,
-                beyond_noise: change.abs() > EXITS_NOISE_PCT,
-            });
+            c.rows.push(exits_row(
+                &ra.name,
+                (exits_stat(ra).unwrap_or(0.0), ra.ops),
+                (exits_stat(rb).unwrap_or(0.0), rb.ops),
+                min_change_pct,
+            ));
         }
     }
     c.only_in_b = b
@@ -2146,7 +2232,14 @@ pub fn scaling_rows(report: &RunReport) -> Vec<ScalingRow> {
                 let (Some(ra), Some(rb)) = (find(a), find(b)) else {
                     continue;
                 };
-                let judged = summary_row("", "ops/s", &ra.ops_per_sec, &rb.ops_per_sec);
+                let none = Summary::default();
+                let judged = summary_row(
+                    "",
+                    "ops/s",
+                    (&ra.ops_per_sec, &none),
+                    (&rb.ops_per_sec, &none),
+                    DEFAULT_MIN_CHANGE_PCT,
+                );
                 rows.push(ScalingRow {
                     group: group.clone(),
                     a: a.to_string(),

@@ -130,8 +130,11 @@ pub struct PhaseResult {
     pub repeats: u32,
     /// Baseline-subtracted TSC cycles per operation, one sample per repeat.
     pub cycles_per_op: Summary,
-    /// The empty-body baseline's cycles per operation that was subtracted.
+    /// The empty-body baseline's cycles per operation that was subtracted (its median).
     pub baseline_cycles_per_op: f64,
+    /// The baseline's own repeats, per operation: its spread is part of the result's noise.
+    #[serde(default)]
+    pub baseline_cycles: Summary,
     /// Raw (not subtracted) cycles per operation.
     pub raw_cycles_per_op: Summary,
     /// Operations per second over all vCPUs, one sample per repeat.

@@ -893,6 +893,17 @@ fn measure_phase(
         repeats: plan.repeats,
         per_vcpu_ops: vec![0; phase.vcpus as usize],
         baseline_cycles_per_op: base_cycles / ops_per_iteration,
+        baseline_cycles: Summary::from_samples(
+            &baseline
+                .as_ref()
+                .map(|b| {
+                    b.cycles_per_iteration
+                        .iter()
+                        .map(|c| c / ops_per_iteration)
+                        .collect::<Vec<_>>()
+                })
+                .unwrap_or_default(),
+        ),
         ..Default::default()
     };
     let mut cycles = Vec::new();
