@@ -2131,6 +2131,30 @@ mod tests {
     }
 
     #[test]
+    fn the_noise_test_follows_welch_and_the_drift_floor() {
+        let s = |samples: &[f64]| Summary::from_samples(samples);
+        let none = Summary::default();
+        // Three tight repeats each, 10% apart: t = 100 / sqrt(2 * 1.2533^2 * 1 / 3) >> 9.9.
+        let a = s(&[999.0, 1000.0, 1001.0]);
+        let b = s(&[1099.0, 1100.0, 1101.0]);
+        assert!(summary_row("x", "m", (&a, &none), (&b, &none), 5.0).beyond_noise);
+        // The same 10% with spread as large as the change: not resolvable from three repeats.
+        let wide_a = s(&[900.0, 1000.0, 1100.0]);
+        let wide_b = s(&[1000.0, 1100.0, 1200.0]);
+        assert!(!summary_row("x", "m", (&wide_a, &none), (&wide_b, &none), 5.0).beyond_noise);
+        // A noisy baseline makes a tight subtracted result uncertain too.
+        let noisy_base = s(&[0.0, 300.0, 600.0]);
+        assert!(!summary_row("x", "m", (&a, &noisy_base), (&b, &noisy_base), 5.0).beyond_noise);
+        // Below the drift floor nothing is claimed, however tight.
+        let c = s(&[1029.9, 1030.0, 1030.1]);
+        assert!(!summary_row("x", "m", (&a, &none), (&c, &none), 5.0).beyond_noise);
+        assert!(summary_row("x", "m", (&a, &none), (&c, &none), 1.0).beyond_noise);
+        // One repeat: no claim.
+        let one = s(&[2000.0]);
+        assert!(!summary_row("x", "m", (&one, &none), (&one, &none), 0.0).beyond_noise);
+    }
+
+    #[test]
     fn compare_lists_results_of_only_one_run() {
         let a = sample_report();
         let mut b = a.clone();
