@@ -92,8 +92,8 @@ results are still written and marked \"partial\").")]
   irqbench compare before.json after.json --markdown > mail.md
 
 A change is 'beyond noise' when Welch's t-test on the two medians rejects 'no change' at 99%:
-each run's median uncertainty comes from its repeats (1.25 sigma/sqrt(n)), plus the baselines'
-for cycles/op; exits/op are judged as Poisson counts. With one repeat nothing is claimed, and with three the
+each run's median uncertainty comes from its repeats (1.25 sigma/sqrt(n); each cycles/op repeat
+subtracts its own paired baseline run); exits/op are judged as Poisson counts. With one repeat nothing is claimed, and with three the
 test is deliberately strict: use more repeats to resolve small changes. Changes below
 --min-change (default 5%) are never called beyond noise: back-to-back runs drift that much.")]
     Compare {

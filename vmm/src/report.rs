@@ -1498,22 +1498,20 @@ fn median_error(s: &Summary) -> Option<(f64, usize)> {
 
 /// Welch's t-test on the medians at 99 %: the change is beyond noise when it exceeds the
 /// critical t (Welch–Satterthwaite degrees of freedom) times the standard error of the
-/// difference. Baseline-subtracted metrics add both baselines' errors: a baseline median is
-/// subtracted from every repeat, so its own error is not in the repeats' spread. With fewer than
-/// two repeats in either run nothing is claimed.
+/// difference, and is at least `min_change_pct`. Each repeat of a baseline-subtracted metric
+/// subtracts its own paired baseline run, so the repeats' spread already carries the baseline's
+/// noise. With fewer than two repeats in either run nothing is claimed.
 fn summary_row(
     name: &str,
     metric: &str,
-    (a, a_base): (&Summary, &Summary),
-    (b, b_base): (&Summary, &Summary),
+    a: &Summary,
+    b: &Summary,
     min_change_pct: f64,
 ) -> CompareRow {
     let change = change_pct(a.median, b.median);
     let beyond = match (median_error(a), median_error(b)) {
         (Some(ea), Some(eb)) => {
-            let mut terms = vec![ea, eb];
-            terms.extend(median_error(a_base));
-            terms.extend(median_error(b_base));
+            let terms = [ea, eb];
             let var: f64 = terms.iter().map(|(v, _)| v).sum();
             let df_den: f64 = terms.iter().map(|(v, n)| v * v / (*n as f64 - 1.0)).sum();
             let df = if df_den > 0.0 {
@@ -1563,7 +1561,7 @@ fn exits_row(
 /// Compares run `a` (old) with run `b` (new), result by result (matched by `name`).
 ///
 /// Metrics: cycles/op median and ops/s median, judged by [`summary_row`]'s rule (Welch's t-test
-/// on the medians at 99 %, baselines included);
+/// on the medians at 99 % and a relative-change floor);
 /// exits/op (the KVM `exits` stat, when either run has it) by [`exits_row`]'s Poisson rule.
 /// The host manifests are compared too: a different CPU, KVM flavour, kernel or TSC makes
 /// every row suspect.
@@ -1590,16 +1588,15 @@ pub fn compare_with(a: &RunReport, b: &RunReport, min_change_pct: f64) -> Compar
         c.rows.push(summary_row(
             &ra.name,
             METRIC_CYCLES,
-            (&ra.cycles_per_op, &ra.baseline_cycles),
-            (&rb.cycles_per_op, &rb.baseline_cycles),
+            &ra.cycles_per_op,
+            &rb.cycles_per_op,
             min_change_pct,
         ));
-        let none = Summary::default();
         c.rows.push(summary_row(
             &ra.name,
             METRIC_OPS,
-            (&ra.ops_per_sec, &none),
-            (&rb.ops_per_sec, &none),
+            &ra.ops_per_sec,
+            &rb.ops_per_sec,
             min_change_pct,
         ));
         if exits_stat(ra).is_some() || exits_stat(rb).is_some() {
@@ -2133,25 +2130,21 @@ mod tests {
     #[test]
     fn the_noise_test_follows_welch_and_the_drift_floor() {
         let s = |samples: &[f64]| Summary::from_samples(samples);
-        let none = Summary::default();
         // Three tight repeats each, 10% apart: t = 100 / sqrt(2 * 1.2533^2 * 1 / 3) >> 9.9.
         let a = s(&[999.0, 1000.0, 1001.0]);
         let b = s(&[1099.0, 1100.0, 1101.0]);
-        assert!(summary_row("x", "m", (&a, &none), (&b, &none), 5.0).beyond_noise);
+        assert!(summary_row("x", "m", &a, &b, 5.0).beyond_noise);
         // The same 10% with spread as large as the change: not resolvable from three repeats.
         let wide_a = s(&[900.0, 1000.0, 1100.0]);
         let wide_b = s(&[1000.0, 1100.0, 1200.0]);
-        assert!(!summary_row("x", "m", (&wide_a, &none), (&wide_b, &none), 5.0).beyond_noise);
-        // A noisy baseline makes a tight subtracted result uncertain too.
-        let noisy_base = s(&[0.0, 300.0, 600.0]);
-        assert!(!summary_row("x", "m", (&a, &noisy_base), (&b, &noisy_base), 5.0).beyond_noise);
+        assert!(!summary_row("x", "m", &wide_a, &wide_b, 5.0).beyond_noise);
         // Below the drift floor nothing is claimed, however tight.
         let c = s(&[1029.9, 1030.0, 1030.1]);
-        assert!(!summary_row("x", "m", (&a, &none), (&c, &none), 5.0).beyond_noise);
-        assert!(summary_row("x", "m", (&a, &none), (&c, &none), 1.0).beyond_noise);
+        assert!(!summary_row("x", "m", &a, &c, 5.0).beyond_noise);
+        assert!(summary_row("x", "m", &a, &c, 1.0).beyond_noise);
         // One repeat: no claim.
         let one = s(&[2000.0]);
-        assert!(!summary_row("x", "m", (&one, &none), (&one, &none), 0.0).beyond_noise);
+        assert!(!summary_row("x", "m", &one, &one, 0.0).beyond_noise);
     }
 
     #[test]
@@ -2256,12 +2249,11 @@ pub fn scaling_rows(report: &RunReport) -> Vec<ScalingRow> {
                 let (Some(ra), Some(rb)) = (find(a), find(b)) else {
                     continue;
                 };
-                let none = Summary::default();
                 let judged = summary_row(
                     "",
                     "ops/s",
-                    (&ra.ops_per_sec, &none),
-                    (&rb.ops_per_sec, &none),
+                    &ra.ops_per_sec,
+                    &rb.ops_per_sec,
                     DEFAULT_MIN_CHANGE_PCT,
                 );
                 rows.push(ScalingRow {

@@ -7,7 +7,7 @@
 //! userspace exits (markers excluded). Every per-op figure is net of the `empty` baseline run
 //! with the same nesting, body, interrupt load and vCPU count.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
@@ -597,31 +597,6 @@ pub fn descriptor(phase: &PhasePlan, workload: &Workload, iterations: u64) -> Ph
     }
 }
 
-/// Baseline figures shared by every phase with the same shape.
-#[derive(Clone, Debug, Default)]
-struct Baseline {
-    cycles_per_iteration: Vec<f64>,
-    stats_per_iteration: BTreeMap<String, f64>,
-}
-
-impl Baseline {
-    fn median(&self) -> f64 {
-        Summary::from_samples(&self.cycles_per_iteration).median
-    }
-}
-
-type BaselineKey = (String, u64, u32, String, u32);
-
-fn baseline_key(phase: &PhasePlan, baseline: &Workload) -> BaselineKey {
-    (
-        format!("{}/{}", baseline.kind(), baseline.label()),
-        (phase.nesting * 65536.0) as u64,
-        phase.body_ops,
-        phase.irq.label(),
-        phase.vcpus,
-    )
-}
-
 /// Runs the whole plan. Never panics on guest input; a failing phase becomes a
 /// [`PhaseFailure`] and the run goes on with a fresh VM.
 pub fn run_plan(
@@ -664,7 +639,6 @@ pub fn run_plan(
             .unwrap_or((u64::from(plan.target_ms) * 100).max(60_000)),
     );
     let mut session: Option<Session> = None;
-    let mut baselines: HashMap<BaselineKey, Baseline> = HashMap::new();
     let total = plan.phases.len();
     for (i, phase) in plan.phases.iter().enumerate() {
         if options.stop.load(Ordering::SeqCst) {
@@ -707,16 +681,9 @@ pub fn run_plan(
             }
         }
         let Some(s) = session.as_mut() else { continue };
-        match measure_phase(
-            s,
-            plan,
-            phase,
-            tsc_khz,
-            timeout,
-            &mut baselines,
-            options,
-            &mut |step| progress(i, total, &phase.name, step),
-        ) {
+        match measure_phase(s, plan, phase, tsc_khz, timeout, options, &mut |step| {
+            progress(i, total, &phase.name, step)
+        }) {
             Ok(result) => report.results.push(result),
             Err(PhaseError::Interrupted) => {
                 report.partial = true;
@@ -805,7 +772,6 @@ fn measure_phase(
     phase: &PhasePlan,
     tsc_khz: u64,
     timeout: Duration,
-    baselines: &mut HashMap<BaselineKey, Baseline>,
     options: &RunOptions,
     step: &mut dyn FnMut(&str),
 ) -> Result<PhaseResult, PhaseError> {
@@ -842,46 +808,8 @@ fn measure_phase(
             stop,
         )?;
     }
-    // The baseline: the same loop, body, nesting and load without flag handling.
-    let baseline = match phase.workload.baseline() {
-        // Measured even for the `empty` strategy itself: its result then shows the noise floor
-        // of the subtraction (~0 cycles/op).
-        Some(b) => {
-            let key = baseline_key(phase, &b);
-            if let Some(found) = baselines.get(&key) {
-                Some(found.clone())
-            } else {
-                step("baseline");
-                let mut base = Baseline::default();
-                let mut stat_sums: BTreeMap<String, u64> = BTreeMap::new();
-                let mut iters_total = 0u64;
-                for _ in 0..plan.repeats {
-                    let desc = descriptor(phase, &b, iterations);
-                    let d = session.dispatch(desc, phase.irq, timeout, stop)?;
-                    base.cycles_per_iteration
-                        .push(d.cycles_per_iteration(desc.iterations));
-                    for s in &d.samples {
-                        if let Some(st) = &s.stats {
-                            for (k, v) in &st.values {
-                                *stat_sums.entry(k.clone()).or_default() += v;
-                            }
-                        }
-                        iters_total += desc.iterations;
-                    }
-                }
-                base.stats_per_iteration = stat_sums
-                    .into_iter()
-                    .map(|(k, v)| (k, v as f64 / iters_total.max(1) as f64))
-                    .collect();
-                baselines.insert(key, base.clone());
-                Some(base)
-            }
-        }
-        None => None,
-    };
-    let base_cycles = baseline.as_ref().map_or(0.0, Baseline::median);
+    let baseline = phase.workload.baseline();
     let ops_per_iteration = phase.workload.ops_per_iteration() as f64;
-
     let mut result = PhaseResult {
         name: phase.name.clone(),
         kind: phase.workload.kind().into(),
@@ -892,22 +820,13 @@ fn measure_phase(
         body_ops: phase.body_ops,
         repeats: plan.repeats,
         per_vcpu_ops: vec![0; phase.vcpus as usize],
-        baseline_cycles_per_op: base_cycles / ops_per_iteration,
-        baseline_cycles: Summary::from_samples(
-            &baseline
-                .as_ref()
-                .map(|b| {
-                    b.cycles_per_iteration
-                        .iter()
-                        .map(|c| c / ops_per_iteration)
-                        .collect::<Vec<_>>()
-                })
-                .unwrap_or_default(),
-        ),
         ..Default::default()
     };
     let mut cycles = Vec::new();
     let mut raw = Vec::new();
+    let mut base_samples = Vec::new();
+    let mut base_stat_sums: BTreeMap<String, u64> = BTreeMap::new();
+    let mut base_iterations = 0u64;
     let mut ops_per_sec = Vec::new();
     let mut stat_sums: BTreeMap<String, u64> = BTreeMap::new();
     let mut vm_sums: BTreeMap<String, u64> = BTreeMap::new();
@@ -923,12 +842,33 @@ fn measure_phase(
     let wall = Instant::now();
     for r in 0..plan.repeats {
         step(&format!("repeat {}/{}", r + 1, plan.repeats));
+        // The baseline (the same loop, body, nesting, load and vCPUs without flag handling) runs
+        // right before each repeat, and each repeat subtracts its own: pairs cancel the slow
+        // drift of a shared host, which a baseline measured once would bake into every row.
+        // Measured for the `empty` strategy too: its result then shows the subtraction's noise.
+        let base_per_iter = match &baseline {
+            Some(b) => {
+                let desc = descriptor(phase, b, iterations);
+                let d = session.dispatch(desc, phase.irq, timeout, stop)?;
+                for s in &d.samples {
+                    if let Some(st) = &s.stats {
+                        for (k, v) in &st.values {
+                            *base_stat_sums.entry(k.clone()).or_default() += v;
+                        }
+                    }
+                    base_iterations += desc.iterations;
+                }
+                d.cycles_per_iteration(desc.iterations)
+            }
+            None => 0.0,
+        };
+        base_samples.push(base_per_iter / ops_per_iteration);
         let desc = descriptor(phase, &phase.workload, iterations);
         result.iterations = desc.iterations;
         let d = session.dispatch(desc, phase.irq, timeout, stop)?;
         let per_iter = d.cycles_per_iteration(desc.iterations);
         raw.push(per_iter / ops_per_iteration);
-        cycles.push((per_iter - base_cycles) / ops_per_iteration);
+        cycles.push((per_iter - base_per_iter) / ops_per_iteration);
         let secs = d.max_cycles() as f64 / (tsc_khz as f64 * 1000.0);
         if secs > 0.0 {
             ops_per_sec.push(d.total_ops() as f64 / secs);
@@ -989,16 +929,15 @@ fn measure_phase(
         .collect();
     let ops = result.ops.max(1) as f64;
     result.cycles_per_op = Summary::from_samples(&cycles);
+    result.baseline_cycles = Summary::from_samples(&base_samples);
+    result.baseline_cycles_per_op = result.baseline_cycles.median;
     result.raw_cycles_per_op = Summary::from_samples(&raw);
     result.ops_per_sec = Summary::from_samples(&ops_per_sec);
     result.noisy = result.cycles_per_op.cv > plan.noisy_cv;
     // Per-op stats, net of the baseline's per-iteration share (loop and doorbell overhead).
     for (k, v) in stat_sums {
-        let base = baseline
-            .as_ref()
-            .and_then(|b| b.stats_per_iteration.get(&k))
-            .copied()
-            .unwrap_or(0.0);
+        let base =
+            base_stat_sums.get(&k).copied().unwrap_or(0) as f64 / base_iterations.max(1) as f64;
         let mut per_op = (v as f64 - base * iterations_total as f64) / ops;
         if per_op.abs() < 1e-9 {
             per_op = 0.0; // float residue of subtracting equal counts
@@ -1369,14 +1308,16 @@ mod tests {
         let r = &report.results[0];
         assert!(r.raw_cycles_per_op.median > 0.0);
         assert!(r.baseline_cycles_per_op > 0.0, "baseline was not measured");
-        // The subtraction is applied to every repeat ...
-        for (net, raw) in r
+        // Each repeat subtracts the baseline run paired with it ...
+        assert_eq!(r.baseline_cycles.samples.len(), 3);
+        for ((net, raw), base) in r
             .cycles_per_op
             .samples
             .iter()
             .zip(&r.raw_cycles_per_op.samples)
+            .zip(&r.baseline_cycles.samples)
         {
-            assert!((net - (raw - r.baseline_cycles_per_op)).abs() < 1e-6);
+            assert!((net - (raw - base)).abs() < 1e-6);
         }
         // ... and leaves about nothing of an operation that does nothing. (Without subtraction
         // the median would be the raw cost; the bound leaves room for a busy 2-CPU host.)
