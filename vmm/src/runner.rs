@@ -163,6 +163,9 @@ impl Session {
             vm, memory, vcpus, ..
         } = machine;
         let vm_stats = StatsFd::for_vm(&vm).ok();
+        let sync_regs = vm.check_extension_int(kvm_ioctls::Cap::SyncRegs)
+            & kvm_bindings::KVM_SYNC_X86_REGS as i32
+            != 0;
         let mailbox = Mailbox::new(memory);
         let (event_tx, events) = mpsc::channel();
         let console = Arc::new(Mutex::new(String::new()));
@@ -198,6 +201,7 @@ impl Session {
                 commands: cmd_rx,
                 events: event_tx.clone(),
                 console: console.clone(),
+                sync_regs,
             };
             let events = event_tx.clone();
             let cpu = index as usize % host_cpus;
