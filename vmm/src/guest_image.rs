@@ -258,7 +258,7 @@ impl GuestImage {
     /// Copies the segments into guest memory (linux-loader), returning the entry point.
     pub fn load(&self, memory: &GuestMemoryMmap) -> Result<u64, ImageError> {
         let mut cursor = Cursor::new(&self.bytes);
-        let result = Elf::load(
+        Elf::load(
             memory,
             None,
             &mut cursor,
@@ -268,9 +268,8 @@ impl GuestImage {
             source_name: self.source.clone(),
             source,
         })?;
-        // linux-loader reports the entry it jumped to as the load address of a plain ELF; we
-        // validated e_entry above and use that.
-        let _ = result;
+        // linux-loader's result describes the load range; the entry is the e_entry validated
+        // in `parse`.
         Ok(self.entry)
     }
 

@@ -769,7 +769,6 @@ fn mem_available_mib() -> Option<u64> {
 }
 
 /// Adaptive iteration count, warm-up, baseline and repeats for one phase.
-#[allow(clippy::too_many_arguments)]
 fn measure_phase(
     session: &mut Session,
     plan: &Plan,
@@ -1077,11 +1076,6 @@ pub fn run_raw(
         &stop,
     )?;
     Ok((session, d))
-}
-
-/// Collect the manifest without running anything (for `irqbench host`).
-pub fn host_manifest(kvm: &Kvm) -> Result<HostManifest, RunError> {
-    host::manifest(kvm).map_err(RunError::Host)
 }
 
 #[cfg(test)]
