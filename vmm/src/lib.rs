@@ -6,6 +6,7 @@
 //! → [`vcpu`] run loops → [`runner`] (phases, [`kvm_stats`] deltas, statistics)
 //! → [`results::RunReport`] → [`report`] (table, JSON, CSV, Markdown, SVG, compare).
 
+pub mod bounded;
 pub mod config;
 pub mod decode;
 pub mod guest_image;
@@ -17,6 +18,7 @@ pub mod protocol;
 pub mod report;
 pub mod results;
 pub mod runner;
+pub mod stats;
 pub mod vcpu;
 
 /// An error and every `#[source]` below it, joined by `separator` (our errors never repeat

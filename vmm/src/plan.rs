@@ -5,6 +5,8 @@
 use irqbench_abi as abi;
 use serde::{Deserialize, Serialize};
 
+use crate::results::ResultKind;
+
 /// An interrupt-flag save/restore strategy (see DESIGN.md's table), or the empty baseline.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct StrategyId(pub u32);
@@ -233,13 +235,18 @@ impl Workload {
         }
     }
 
-    pub fn kind(&self) -> &'static str {
+    pub fn kind(&self) -> ResultKind {
         match self {
-            Workload::Strategy { .. } => "strategy",
-            Workload::Insn { .. } => "insn",
-            Workload::Lock { .. } => "lock",
-            Workload::Mixed { .. } => "mixed",
-            _ => "diagnostic",
+            Workload::Strategy { .. } => ResultKind::Strategy,
+            Workload::Insn { .. } => ResultKind::Insn,
+            Workload::Lock { .. } => ResultKind::Lock,
+            Workload::Mixed { .. } => ResultKind::Mixed,
+            Workload::Doorbells
+            | Workload::FaultUd2
+            | Workload::SpinForever
+            | Workload::GarbageRecord
+            | Workload::Idle
+            | Workload::HaltForever => ResultKind::Diagnostic,
         }
     }
 
@@ -268,11 +275,16 @@ impl Workload {
     }
 }
 
-/// One measured cell of the plan: a workload under one interrupt load, nesting and vCPU count.
+/// One measured row of the plan: a workload under one interrupt load, nesting and vCPU count.
+///
+/// Rows that share `group` are measured together, interleaved in rounds against the group's
+/// `empty` baseline (see `measure/`): they must share everything but the workload's variant.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PhasePlan {
     /// Unique within the plan; shown in reports and used by `compare` to match results.
     pub name: String,
+    /// The group this row is measured in: `{bench}/n{nesting}/{irq label}/{vcpus}v`.
+    pub group: String,
     pub workload: Workload,
     pub irq: IrqSource,
     /// Fraction of operations entered with interrupts already disabled.
@@ -281,8 +293,8 @@ pub struct PhasePlan {
     pub body_ops: u32,
     pub vcpus: u32,
     pub seed: u64,
-    /// A fixed iteration count per vCPU; `None` = adaptive (grow until `target_ms`).
-    pub iterations: Option<u64>,
+    /// Operations per block (per vCPU, per variant); `None` = calibrated to `Plan::block_us`.
+    pub block_ops: Option<u64>,
 }
 
 /// Everything a run needs, validated.
@@ -293,52 +305,64 @@ pub struct Plan {
     /// The config file, or `<built-in default>`.
     pub source: String,
     pub memory_mib: u32,
-    /// A measured phase should last at least this long.
-    pub target_ms: u32,
-    pub warmup: u32,
-    pub repeats: u32,
-    pub min_iterations: u64,
-    pub max_iterations: u64,
+    /// Rounds continue until every row's 95% CI half-width is at most this fraction of its
+    /// median (or of the group's baseline cycles/op, for nets near zero), or time runs out.
+    pub precision: f64,
+    /// Time budget of one group's rounds, in seconds.
+    pub max_seconds: f64,
+    /// Rounds every group runs at least, precision reached or not.
+    pub min_rounds: u32,
+    /// Target length of one block (one variant's n operations), in microseconds.
+    pub block_us: u32,
     pub pin_vcpus: bool,
     pub hypercall: HypercallTransport,
-    /// A phase still running after this long is stopped by the watchdog; `None` = derived.
+    /// A dispatch still running after this long is stopped by the watchdog; `None` = derived.
     pub phase_timeout_ms: Option<u64>,
-    /// Above this coefficient of variation a result is flagged noisy.
-    pub noisy_cv: f64,
     pub phases: Vec<PhasePlan>,
 }
 
+/// Rows one group may hold (the guest runs at most `abi::MAX_VARIANTS` blocks per round, one
+/// of them the `empty` baseline).
+pub const MAX_GROUP_VARIANTS: usize = 15;
+
+/// Defaults of the measurement knobs (the config loader documents them).
+pub mod defaults {
+    pub const PRECISION: f64 = 0.02;
+    pub const MAX_SECONDS: f64 = 8.0;
+    pub const MIN_ROUNDS: u32 = 20;
+    pub const BLOCK_US: u32 = 500;
+}
+
 impl Plan {
-    /// A one-phase plan for tests and benchmarks: `workload` on `vcpus` vCPUs, fixed iterations.
-    pub fn single(workload: Workload, vcpus: u32, iterations: u64) -> Plan {
+    /// A one-row plan for tests and benchmarks: `workload` on `vcpus` vCPUs, fixed block size.
+    pub fn single(workload: Workload, vcpus: u32, block_ops: u64) -> Plan {
         Plan {
             name: "single".into(),
             description: String::new(),
             source: "<code>".into(),
             memory_mib: 16,
-            target_ms: 10,
-            warmup: 0,
-            repeats: 1,
-            min_iterations: iterations,
-            max_iterations: iterations,
+            precision: defaults::PRECISION,
+            max_seconds: 2.0,
+            min_rounds: 3,
+            block_us: defaults::BLOCK_US,
             pin_vcpus: false,
             hypercall: HypercallTransport::Port,
             phase_timeout_ms: None,
-            noisy_cv: 0.1,
             phases: vec![PhasePlan {
                 name: workload.label(),
+                group: "single".into(),
                 workload,
                 irq: IrqSource::None,
                 nesting: 0.0,
                 body_ops: 1,
                 vcpus,
                 seed: 1,
-                iterations: Some(iterations),
+                block_ops: Some(block_ops),
             }],
         }
     }
 
-    /// The largest vCPU count any phase uses: the VM is created with this many.
+    /// The largest vCPU count any phase uses.
     pub fn max_vcpus(&self) -> u32 {
         self.phases.iter().map(|p| p.vcpus).max().unwrap_or(1)
     }

@@ -411,7 +411,7 @@ fn cycles_cell(r: &PhaseResult) -> String {
     format!(
         "{}{}",
         fmt_cycles(r.cycles_per_op.median),
-        if r.noisy { '~' } else { ' ' }
+        if !r.precision_reached { '~' } else { ' ' }
     )
 }
 
@@ -423,8 +423,8 @@ fn exits_cell(r: &PhaseResult) -> String {
 fn kinds_in_order(report: &RunReport) -> Vec<&str> {
     let mut kinds: Vec<&str> = Vec::new();
     for r in &report.results {
-        if !kinds.contains(&r.kind.as_str()) {
-            kinds.push(&r.kind);
+        if !kinds.contains(&r.kind.name()) {
+            kinds.push(r.kind.name());
         }
     }
     kinds
@@ -587,7 +587,11 @@ fn nonzero_entries(map: &BTreeMap<String, f64>, prefix: &str) -> Vec<String> {
 pub fn render_table(report: &RunReport) -> String {
     let mut out = host_header(report);
     for kind in kinds_in_order(report) {
-        let rows: Vec<&PhaseResult> = report.results.iter().filter(|r| r.kind == kind).collect();
+        let rows: Vec<&PhaseResult> = report
+            .results
+            .iter()
+            .filter(|r| r.kind.name() == kind)
+            .collect();
         let names: Vec<&str> = rows.iter().map(|r| r.name.as_str()).collect();
         // With one row the "shared" prefix is just that name's directory: nothing gained.
         let prefix = if names.len() > 1 {
@@ -617,7 +621,7 @@ pub fn render_table(report: &RunReport) -> String {
              across repeats.\n\
              exits/op: the KVM `exits` stat; uexits/op: exits handled by irqbench in userspace.\n",
         );
-        if report.results.iter().any(|r| r.noisy) {
+        if report.results.iter().any(|r| !r.precision_reached) {
             out.push_str(
                 "~ noisy: cv of cycles/op above the plan's threshold; re-run with more repeats \
                  or on a quieter host.\n",
@@ -856,27 +860,27 @@ pub fn render_csv(report: &RunReport) -> String {
     for r in &report.results {
         let mut row = vec![
             r.name.clone(),
-            r.kind.clone(),
+            r.kind.name().to_string(),
             r.strategy.clone(),
             r.irq_source.clone(),
             r.nesting.to_string(),
             r.vcpus.to_string(),
             r.body_ops.to_string(),
-            r.iterations.to_string(),
+            r.block_ops.to_string(),
             r.ops.to_string(),
-            r.repeats.to_string(),
+            r.rounds.to_string(),
             r.cycles_per_op.median.to_string(),
             r.cycles_per_op.p5.to_string(),
             r.cycles_per_op.p95.to_string(),
             r.cycles_per_op.cv.to_string(),
-            r.noisy.to_string(),
+            (!r.precision_reached).to_string(),
             r.ops_per_sec.median.to_string(),
             r.interrupts.to_string(),
             r.hypercalls.to_string(),
             r.if_violations.to_string(),
             exits_stat(r).map_or_else(String::new, |v| v.to_string()),
             userspace_exits(r).to_string(),
-            r.baseline_cycles_per_op.to_string(),
+            r.baseline_cycles.median.to_string(),
             r.raw_cycles_per_op.median.to_string(),
             r.hypercalls_seen_by_vmm.to_string(),
             r.lock
@@ -1017,7 +1021,7 @@ pub fn render_markdown(report: &RunReport) -> String {
             .map(|r| {
                 vec![
                     format!("`{}`", r.name),
-                    r.kind.clone(),
+                    r.kind.name().to_string(),
                     r.strategy.clone(),
                     r.irq_source.clone(),
                     fmt_fraction(r.nesting),
@@ -1038,7 +1042,7 @@ pub fn render_markdown(report: &RunReport) -> String {
         out.push_str(
             "\ncycles/op: median over repeats, baseline subtracted; insn rows are per instruction.",
         );
-        if report.results.iter().any(|r| r.noisy) {
+        if report.results.iter().any(|r| !r.precision_reached) {
             out.push_str(" `~`: noisy (cv above the plan's threshold).");
         }
         out.push('\n');
@@ -1777,6 +1781,8 @@ mod tests {
     fn summary(median: f64, spread: f64, cv: f64) -> Summary {
         Summary {
             median,
+            ci95: [median - spread / 2.0, median + spread / 2.0],
+            min: median - spread,
             p5: median - spread,
             p95: median + spread,
             cv,
@@ -1787,17 +1793,22 @@ mod tests {
     fn result(name: &str, kind: &str, strategy: &str, cycles: f64, exits: f64) -> PhaseResult {
         let mut r = PhaseResult {
             name: name.into(),
-            kind: kind.into(),
+            kind: match kind {
+                "insn" => crate::results::ResultKind::Insn,
+                "lock" => crate::results::ResultKind::Lock,
+                "mixed" => crate::results::ResultKind::Mixed,
+                _ => crate::results::ResultKind::Strategy,
+            },
             strategy: strategy.into(),
             irq_source: "none".into(),
             nesting: 0.0,
             vcpus: 1,
             body_ops: 1,
-            iterations: 1_000_000,
+            block_ops: 1_000_000,
+            precision_reached: true,
             ops: 5_000_000,
-            repeats: 5,
+            rounds: 5,
             cycles_per_op: summary(cycles, cycles * 0.02, 0.01),
-            baseline_cycles_per_op: 12.5,
             raw_cycles_per_op: summary(cycles + 12.5, cycles * 0.02, 0.01),
             // Whole numbers: serde_json (without `float_roundtrip`) may misread the last bit of
             // a 17-digit float, and the JSON test wants exact equality.
@@ -1848,7 +1859,7 @@ mod tests {
         pv.interrupts = 1_200;
         pv.hypercalls = 1_150;
         pv.hypercalls_seen_by_vmm = 1_150;
-        pv.noisy = true;
+        pv.precision_reached = false;
         pv.cycles_per_op.cv = 0.21;
         pv.vm_stats_per_op.insert("remote_tlb_flush".into(), 0.001);
         let mut lock = result("lock/native-cli/4v", "lock", "native-cli", 1234.5, 0.0);
@@ -1873,6 +1884,11 @@ mod tests {
             wall_seconds: 42.5,
             partial: false,
             partial_reason: None,
+            comparisons: Vec::new(),
+            differences: Vec::new(),
+            disturbance: Default::default(),
+            ci_method: String::new(),
+            description: String::new(),
             host: HostManifest {
                 cpu_model: "AMD EPYC 9B14".into(),
                 host_cpus: 2,
@@ -2218,7 +2234,11 @@ pub struct ScalingRow {
 /// lists them, taken two by two (A = irqsave-like, B = its replacement), one row per vCPU count.
 pub fn scaling_rows(report: &RunReport) -> Vec<ScalingRow> {
     let mut groups: Vec<(String, Vec<&PhaseResult>)> = Vec::new();
-    for r in report.results.iter().filter(|r| r.kind == "lock") {
+    for r in report
+        .results
+        .iter()
+        .filter(|r| r.kind == crate::results::ResultKind::Lock)
+    {
         let bench = r.name.split('/').next().unwrap_or(&r.name);
         let key = format!("{bench} / {}", r.irq_source);
         match groups.iter_mut().find(|(k, _)| *k == key) {

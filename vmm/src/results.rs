@@ -8,7 +8,12 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 /// Names the JSON layout; `compare` refuses files of another major version.
-pub const SCHEMA: &str = "irqbench-results/1";
+pub const SCHEMA: &str = "irqbench-results/2";
+/// Older layouts `compare` still reads (missing keys take their defaults).
+pub const SCHEMAS_READ: [&str; 2] = ["irqbench-results/1", "irqbench-results/2"];
+/// How every `ci95` in a report is computed.
+pub const CI_METHOD: &str = "distribution-free 95% CI of the median from order statistics \
+     (binomial ranks); comparisons: median of per-round paired ratios with the same CI";
 
 /// Where the numbers were measured. Every report carries it.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -34,10 +39,16 @@ pub struct HostManifest {
     pub warnings: Vec<String>,
 }
 
-/// Median, 5th and 95th percentile and coefficient of variation of per-repeat samples.
+/// Median with its 95% confidence interval, min, 5th and 95th percentile and coefficient of
+/// variation of per-round samples (one sample per undisturbed round).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Summary {
     pub median: f64,
+    /// 95% CI of the median ([`CI_METHOD`]); `[median, median]` with too few samples to say.
+    #[serde(default)]
+    pub ci95: [f64; 2],
+    #[serde(default)]
+    pub min: f64,
     pub p5: f64,
     pub p95: f64,
     /// Standard deviation / mean (0 when fewer than two samples or mean is 0).
@@ -47,21 +58,19 @@ pub struct Summary {
 
 impl Summary {
     pub fn from_samples(samples: &[f64]) -> Summary {
-        let mut sorted: Vec<f64> = samples.iter().copied().filter(|s| s.is_finite()).collect();
-        sorted.sort_by(f64::total_cmp);
+        let sorted = crate::stats::sorted_finite(samples);
         if sorted.is_empty() {
             return Summary::default();
         }
-        let n = sorted.len() as f64;
-        let mean = sorted.iter().sum::<f64>() / n;
-        let cv = if sorted.len() > 1 && mean.abs() > f64::EPSILON {
-            let var = sorted.iter().map(|s| (s - mean).powi(2)).sum::<f64>() / (n - 1.0);
-            var.sqrt() / mean.abs()
-        } else {
-            0.0
+        let cv = match crate::stats::mean_sd(&sorted) {
+            Some((mean, sd)) if mean.abs() > f64::EPSILON => sd / mean.abs(),
+            _ => 0.0,
         };
+        let median = percentile(&sorted, 50.0);
         Summary {
-            median: percentile(&sorted, 50.0),
+            median,
+            ci95: crate::stats::median_ci95(&sorted).unwrap_or([median, median]),
+            min: sorted[0],
             p5: percentile(&sorted, 5.0),
             p95: percentile(&sorted, 95.0),
             cv,
@@ -70,19 +79,7 @@ impl Summary {
     }
 }
 
-/// Linear interpolation between closest ranks of an ascending slice.
-pub fn percentile(sorted: &[f64], pct: f64) -> f64 {
-    match sorted.len() {
-        0 => 0.0,
-        1 => sorted[0],
-        n => {
-            let rank = pct / 100.0 * (n - 1) as f64;
-            let lo = rank.floor() as usize;
-            let hi = rank.ceil().min((n - 1) as f64) as usize;
-            sorted[lo] + (sorted[hi] - sorted[lo]) * (rank - lo as f64)
-        }
-    }
-}
+pub use crate::stats::percentile;
 
 /// Userspace exits seen at one guest code site, attributed through the ELF symbol table.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -112,47 +109,67 @@ pub struct LockStats {
     pub mutual_exclusion_held: bool,
 }
 
-/// One row of the report: one [`crate::plan::PhasePlan`] measured `repeats` times.
+/// One row of the report: one [`crate::plan::PhasePlan`], measured in rounds with its group.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct PhaseResult {
     pub name: String,
-    /// `strategy`, `insn`, `lock`, `mixed`.
-    pub kind: String,
+    /// The group it was measured in (rows of one group share rounds and a baseline).
+    #[serde(default)]
+    pub group: String,
+    pub kind: ResultKind,
     pub strategy: String,
     pub irq_source: String,
     pub nesting: f64,
     pub vcpus: u32,
     pub body_ops: u32,
-    /// Iterations per vCPU per repeat (after adaptation).
-    pub iterations: u64,
-    /// Operations measured, all repeats and vCPUs.
+    /// Operations per block, per vCPU (`insn` rows: iterations; ops = iterations × unroll).
+    #[serde(default, alias = "iterations")]
+    pub block_ops: u64,
+    /// Operations measured, all rounds and vCPUs (disturbed blocks included).
     pub ops: u64,
-    pub repeats: u32,
-    /// Baseline-subtracted TSC cycles per operation, one sample per repeat.
+    /// Rounds measured (each ran every variant of the group once).
+    #[serde(default)]
+    pub rounds: u32,
+    /// Fraction of this row's blocks (or its baseline partner's) flagged as disturbed and left
+    /// out of every figure.
+    #[serde(default)]
+    pub disturbed_fraction: f64,
+    /// The CI half-width reached the plan's precision before the time budget ran out.
+    #[serde(default)]
+    pub precision_reached: bool,
+    /// Net TSC cycles per operation: per round (block − empty block) / ops; median, CI, min.
     pub cycles_per_op: Summary,
-    /// The empty-body baseline's cycles per operation that was subtracted (its median).
-    pub baseline_cycles_per_op: f64,
-    /// The baseline's own repeats, per operation: its spread is part of the result's noise.
+    /// Nanoseconds per operation: `cycles_per_op` over the TSC frequency.
+    #[serde(default)]
+    pub ns_per_op: Summary,
+    /// The empty baseline's own cycles per operation (the loop that was subtracted).
     #[serde(default)]
     pub baseline_cycles: Summary,
     /// Raw (not subtracted) cycles per operation.
     pub raw_cycles_per_op: Summary,
-    /// Operations per second over all vCPUs, one sample per repeat.
+    /// Operations per second over all vCPUs, one sample per round (gross, not net).
     pub ops_per_sec: Summary,
-    /// Operations per vCPU (sum over repeats).
+    /// Net `exits` (KVM stat) per operation, one sample per round.
+    #[serde(default)]
+    pub exits_per_round: Summary,
+    /// 95% CI of `exits_per_op["exits"]`.
+    #[serde(default)]
+    pub exits_per_op_ci95: [f64; 2],
+    /// Operations per vCPU (sum over rounds).
     pub per_vcpu_ops: Vec<u64>,
-    /// Each vCPU's own throughput: its operations over its own TSC time (all repeats).
+    /// Each vCPU's own throughput: its operations over its own TSC time (all rounds).
     #[serde(default)]
     pub per_vcpu_ops_per_sec: Vec<f64>,
-    /// Per-vCPU KVM stat deltas per operation, by kernel name (only stats that moved).
+    /// Per-vCPU KVM stat deltas per operation, by kernel name (only stats that moved), net of
+    /// the baseline's share; `exits` is the median of the per-round samples.
     pub exits_per_op: BTreeMap<String, f64>,
-    /// The same for the VM-wide stats.
+    /// The same for the VM-wide stats (whole group, per operation of all its rows).
     pub vm_stats_per_op: BTreeMap<String, f64>,
     /// The VMM's own count of userspace exits by reason, per operation (markers subtracted).
     pub userspace_exits_per_op: BTreeMap<String, f64>,
     pub interrupts: u64,
-    /// Interrupts (`inject`) or events (`pv-event`) the host raised; more than the guest took
-    /// means some merged while one was still pending.
+    /// Interrupts (`inject`) or events (`pv-event`) the host raised during the group's rounds,
+    /// shared among its rows by block time.
     #[serde(default)]
     pub irqs_raised: u64,
     pub hypercalls: u64,
@@ -161,12 +178,110 @@ pub struct PhaseResult {
     pub if_violations: u64,
     pub exit_sites: Vec<ExitSite>,
     pub lock: Option<LockStats>,
-    /// Operations per strategy (mixed phases).
+    /// Operations per strategy (mixed rows).
     pub strategy_ops: BTreeMap<String, u64>,
-    /// The coefficient of variation of cycles/op exceeds the plan's threshold.
-    pub noisy: bool,
-    /// Wall time of the measured repeats.
+    /// Wall time of the group's measured rounds.
     pub wall_ms: f64,
+}
+
+/// What a row measures: it decides the table a row goes in and its unit.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum ResultKind {
+    /// save / disable / body / restore with one strategy (unit: op).
+    #[default]
+    Strategy,
+    /// One instruction of the instruction-cost suite (unit: insn).
+    Insn,
+    /// The epoll ready-list lock pattern (unit: op; ops/s is the figure to read).
+    Lock,
+    /// Strategies interleaved by weight.
+    Mixed,
+    /// Test and diagnostic workloads.
+    Diagnostic,
+}
+
+impl ResultKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            ResultKind::Strategy => "strategy",
+            ResultKind::Insn => "insn",
+            ResultKind::Lock => "lock",
+            ResultKind::Mixed => "mixed",
+            ResultKind::Diagnostic => "diagnostic",
+        }
+    }
+    /// What one operation of this kind is called in column headers.
+    pub fn unit(self) -> &'static str {
+        match self {
+            ResultKind::Insn => "insn",
+            _ => "op",
+        }
+    }
+}
+
+/// Which figure a [`PairedComparison`] compares.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ComparedMetric {
+    /// Net cycles per operation (strategy, insn and mixed groups).
+    #[default]
+    CyclesPerOp,
+    /// Gross operations per second over all vCPUs (lock groups).
+    OpsPerSec,
+}
+
+/// Median and 95% CI of a per-round statistic.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Interval {
+    pub median: f64,
+    pub ci95: [f64; 2],
+}
+
+impl Interval {
+    /// The CI lies strictly on one side of `value`.
+    pub fn excludes(&self, value: f64) -> bool {
+        self.ci95[0] > value || self.ci95[1] < value
+    }
+}
+
+/// `b` against `a` inside one group: the median of per-round paired ratios b/a, with its CI.
+/// `pvop-skip vs pvop-popf −9.1% [−10.0, −8.2]` is ratio 0.909 [0.900, 0.918].
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct PairedComparison {
+    /// Result names (`results[].name`).
+    pub a: String,
+    pub b: String,
+    pub group: String,
+    pub metric: ComparedMetric,
+    pub ratio: Interval,
+    /// Rounds in which both blocks (and the baseline) were undisturbed.
+    pub rounds: u32,
+}
+
+/// A cost derived from two rows of one group by a paired difference per round, e.g. the popf
+/// inside `popf-set-if` (`cli; push; popf`) as `popf-set-if − cli`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct PairedDifference {
+    /// What the difference measures (`push; popf that sets IF`).
+    pub name: String,
+    pub minuend: String,
+    pub subtrahend: String,
+    pub group: String,
+    /// Cycles per operation.
+    pub cycles: Interval,
+    pub rounds: u32,
+}
+
+/// How disturbed blocks were recognised: every source that was consulted, by name.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct DisturbanceInfo {
+    /// e.g. `vcpu-thread-off-cpu`, `involuntary-context-switches`, `block-time-outlier`.
+    pub sources: Vec<String>,
+    /// Sources considered and not used, with why (e.g. steal time).
+    pub not_used: Vec<String>,
 }
 
 /// A phase that did not produce a result, and why.
@@ -192,6 +307,20 @@ pub struct RunReport {
     pub host: HostManifest,
     pub results: Vec<PhaseResult>,
     pub failures: Vec<PhaseFailure>,
+    /// Paired comparisons inside each group (every ordered pair of rows, config order).
+    #[serde(default)]
+    pub comparisons: Vec<PairedComparison>,
+    /// Single-instruction costs derived from paired differences (instruction suite).
+    #[serde(default)]
+    pub differences: Vec<PairedDifference>,
+    #[serde(default)]
+    pub disturbance: DisturbanceInfo,
+    /// [`CI_METHOD`].
+    #[serde(default)]
+    pub ci_method: String,
+    /// The plan's description (shown under the header).
+    #[serde(default)]
+    pub description: String,
 }
 
 #[cfg(test)]

@@ -638,10 +638,7 @@ pub fn run_plan(
         ..Default::default()
     };
     let tsc_khz = report.host.tsc_khz.max(1);
-    let timeout = Duration::from_millis(
-        plan.phase_timeout_ms
-            .unwrap_or((u64::from(plan.target_ms) * 100).max(60_000)),
-    );
+    let timeout = Duration::from_millis(plan.phase_timeout_ms.unwrap_or(60_000));
     let mut session: Option<Session> = None;
     let total = plan.phases.len();
     for (i, phase) in plan.phases.iter().enumerate() {
@@ -779,13 +776,13 @@ fn measure_phase(
     step: &mut dyn FnMut(&str),
 ) -> Result<PhaseResult, PhaseError> {
     let stop = &options.stop;
-    let target_cycles = u64::from(plan.target_ms) * tsc_khz;
+    let target_cycles = u64::from(plan.block_us) * tsc_khz / 1000 * 40;
     // Adapt: grow until one dispatch lasts the target time. These runs double as warm-up.
-    let iterations = match phase.iterations {
+    let iterations = match phase.block_ops {
         Some(n) => n,
         None => {
             step("calibrate");
-            let mut n = plan.min_iterations.max(4);
+            let mut n = 16;
             loop {
                 let d = session.dispatch(
                     descriptor(phase, &phase.workload, n),
@@ -794,15 +791,15 @@ fn measure_phase(
                     stop,
                 )?;
                 let took = d.max_cycles().max(1);
-                if took >= target_cycles || n >= plan.max_iterations {
+                if took >= target_cycles || n >= 10_000_000 {
                     break n;
                 }
                 let factor = (target_cycles as f64 / took as f64 * 1.2).clamp(1.5, 16.0);
-                n = ((n as f64 * factor) as u64).min(plan.max_iterations);
+                n = ((n as f64 * factor) as u64).min(10_000_000);
             }
         }
     };
-    for _ in 0..plan.warmup {
+    for _ in 0..1 {
         step("warm-up");
         session.dispatch(
             descriptor(phase, &phase.workload, iterations),
@@ -815,13 +812,14 @@ fn measure_phase(
     let ops_per_iteration = phase.workload.ops_per_iteration() as f64;
     let mut result = PhaseResult {
         name: phase.name.clone(),
-        kind: phase.workload.kind().into(),
+        kind: phase.workload.kind(),
+        group: phase.group.clone(),
         strategy: phase.workload.label(),
         irq_source: phase.irq.label(),
         nesting: phase.nesting,
         vcpus: phase.vcpus,
         body_ops: phase.body_ops,
-        repeats: plan.repeats,
+        rounds: plan.min_rounds.min(5),
         per_vcpu_ops: vec![0; phase.vcpus as usize],
         ..Default::default()
     };
@@ -843,8 +841,8 @@ fn measure_phase(
     let mut iterations_total = 0u64;
     let mut per_vcpu_cycles = vec![0u64; phase.vcpus as usize];
     let wall = Instant::now();
-    for r in 0..plan.repeats {
-        step(&format!("repeat {}/{}", r + 1, plan.repeats));
+    for r in 0..result.rounds {
+        step(&format!("repeat {}/{}", r + 1, result.rounds));
         // The baseline (the same loop, body, nesting, load and vCPUs without flag handling) runs
         // right before each repeat, and each repeat subtracts its own: pairs cancel the slow
         // drift of a shared host, which a baseline measured once would bake into every row.
@@ -867,7 +865,7 @@ fn measure_phase(
         };
         base_samples.push(base_per_iter / ops_per_iteration);
         let desc = descriptor(phase, &phase.workload, iterations);
-        result.iterations = desc.iterations;
+        result.block_ops = desc.iterations;
         let d = session.dispatch(desc, phase.irq, timeout, stop)?;
         let per_iter = d.cycles_per_iteration(desc.iterations);
         raw.push(per_iter / ops_per_iteration);
@@ -933,10 +931,9 @@ fn measure_phase(
     let ops = result.ops.max(1) as f64;
     result.cycles_per_op = Summary::from_samples(&cycles);
     result.baseline_cycles = Summary::from_samples(&base_samples);
-    result.baseline_cycles_per_op = result.baseline_cycles.median;
     result.raw_cycles_per_op = Summary::from_samples(&raw);
     result.ops_per_sec = Summary::from_samples(&ops_per_sec);
-    result.noisy = result.cycles_per_op.cv > plan.noisy_cv;
+    result.precision_reached = result.cycles_per_op.cv < plan.precision * 5.0;
     // Per-op stats, net of the baseline's per-iteration share (loop and doorbell overhead).
     for (k, v) in stat_sums {
         let base =
@@ -1067,7 +1064,7 @@ pub fn run_raw(
         hypercall_exits: false,
     };
     let mut session = Session::boot(kvm, image, config, HypercallTransport::Port, false)?;
-    let iterations = phase.iterations.unwrap_or(16);
+    let iterations = phase.block_ops.unwrap_or(16);
     let stop = AtomicBool::new(false);
     let d = session.dispatch(
         descriptor(phase, &phase.workload, iterations),
@@ -1230,11 +1227,6 @@ mod tests {
     /// A plan for statistical tests: short phases, a few repeats.
     fn small_plan(phases: Vec<PhasePlan>) -> Plan {
         Plan {
-            target_ms: 5,
-            warmup: 0,
-            repeats: 3,
-            min_iterations: 16,
-            max_iterations: 1 << 20,
             phase_timeout_ms: Some(60_000),
             phases,
             ..Plan::single(Workload::Doorbells, 1, 1)
@@ -1244,13 +1236,14 @@ mod tests {
     fn adaptive(workload: Workload, irq: IrqSource, nesting: f64) -> PhasePlan {
         PhasePlan {
             name: format!("{}/{}/{nesting}", workload.label(), irq.label()),
+            group: format!("{}/{nesting}", irq.label()),
             workload,
             irq,
             nesting,
             body_ops: 2,
             vcpus: 1,
             seed: 1,
-            iterations: None,
+            block_ops: None,
         }
     }
 
@@ -1305,7 +1298,7 @@ mod tests {
         let Some(report) = run(&plan) else { return };
         let r = &report.results[0];
         assert!(r.raw_cycles_per_op.median > 0.0);
-        assert!(r.baseline_cycles_per_op > 0.0, "baseline was not measured");
+        assert!(r.baseline_cycles.median > 0.0, "baseline was not measured");
         // Each repeat subtracts the baseline run paired with it ...
         assert_eq!(r.baseline_cycles.samples.len(), 3);
         for ((net, raw), base) in r
@@ -1323,7 +1316,7 @@ mod tests {
             r.cycles_per_op.median.abs() < 0.5 * r.raw_cycles_per_op.median,
             "empty strategy: {} cycles/op net of a {} baseline (raw {})",
             r.cycles_per_op.median,
-            r.baseline_cycles_per_op,
+            r.baseline_cycles.median,
             r.raw_cycles_per_op.median
         );
     }
@@ -1550,7 +1543,7 @@ mod tests {
         ring.name = "ring".into();
         let mut plan = small_plan(vec![spin, ring]);
         plan.phase_timeout_ms = Some(1_500);
-        plan.repeats = 1;
+        plan.min_rounds = 1;
         let Some(kvm) = host::test_kvm() else {
             return;
         };
