@@ -22,7 +22,8 @@ use irqbench::host;
 use irqbench::kvm_stats::StatsFd;
 use irqbench::machine::{IrqchipMode, Machine, MachineConfig};
 use irqbench::plan::{HypercallTransport, IrqSource, PhasePlan, Plan, Workload};
-use irqbench::runner::{descriptor, Dispatch, Session};
+use irqbench::measure::descriptor::diagnostic as descriptor_for;
+use irqbench::session::{Dispatch, Session};
 use kvm_ioctls::Kvm;
 
 /// PING doorbells per dispatch in `doorbell_round_trip`.
@@ -87,7 +88,7 @@ fn ring(session: &mut Session, phase: &PhasePlan, pings: u64) -> Dispatch {
     let stop = AtomicBool::new(false);
     session
         .dispatch(
-            descriptor(phase, &phase.workload, pings),
+            descriptor_for(phase, pings),
             IrqSource::None,
             DISPATCH_TIMEOUT,
             &stop,

@@ -16,7 +16,7 @@
 #![no_std]
 
 /// Bumped whenever a layout below changes; the guest refuses a mailbox of another version.
-pub const ABI_VERSION: u32 = 3;
+pub const ABI_VERSION: u32 = 4;
 /// "IRQB" in little endian: the first word of the shared page and of every slot.
 pub const MAILBOX_MAGIC: u32 = 0x4251_5249;
 
@@ -81,6 +81,9 @@ pub mod doorbell {
     pub const PING: u32 = 3;
     /// The guest finished booting and is about to ask for its first command.
     pub const BOOTED: u32 = 4;
+    /// A block starts (outside its timed window); `seq` = the variant's index in
+    /// `PhaseDescriptor::variants`. The previous block's [`super::BlockRecord`] is in the slot.
+    pub const BLOCK: u32 = 5;
 
     pub const fn encode(kind: u32, seq: u32) -> u32 {
         (kind << 24) | (seq & 0xFF_FFFF)
@@ -222,7 +225,17 @@ pub mod hypercall {
     pub const VMCALL: u32 = 1;
 }
 
+/// Blocks one round may hold: the `empty` baseline and up to 15 variants.
+pub const MAX_VARIANTS: usize = 16;
+/// `PhaseDescriptor::variants` entry of the `MIXED` workload: strategies interleaved by weight.
+pub const VARIANT_MIXED: u32 = 0xFF;
+
 /// What the VMM asks of one phase. Written by the VMM before it answers `RunPhase`.
+///
+/// Measured workloads (`STRATEGY`, `INSN`, `LOCK`, `MIXED`) run `rounds` rounds; each round runs
+/// every entry of `variants` once as a block of `iterations` operations, in an order shuffled
+/// per round from `seed` and the round's number (`first_round + r`), so every vCPU of a phase
+/// draws the same order. A `BLOCK` doorbell precedes each block, outside its timed window.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PhaseDescriptor {
@@ -243,6 +256,39 @@ pub struct PhaseDescriptor {
     pub hypercall_transport: u32,
     /// Relative weights per strategy for `MIXED` (index = strategy id).
     pub weights: [u16; strategy::COUNT as usize],
+    /// Rounds to run in this dispatch.
+    pub rounds: u32,
+    /// The number of the first round (the shuffle of round r depends on seed and r only).
+    pub first_round: u32,
+    /// Entries of `variants` in use, 1..=MAX_VARIANTS.
+    pub variant_count: u32,
+    /// 1: every vCPU waits at a barrier before each block, so all run the same variant.
+    pub barrier: u32,
+    /// Ids in the workload's table (strategy or instruction), or [`VARIANT_MIXED`].
+    pub variants: [u32; MAX_VARIANTS],
+}
+
+/// What the guest reports for one block. Written just before the next `BLOCK` (or `END`)
+/// doorbell, which is when the VMM reads it.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BlockRecord {
+    /// The phase's seq.
+    pub seq: u32,
+    /// Round number (`first_round + r`).
+    pub round: u32,
+    /// Index into `PhaseDescriptor::variants`.
+    pub variant: u32,
+    /// Position in the round's shuffled order.
+    pub position: u32,
+    pub tsc_start: u64,
+    pub tsc_end: u64,
+    pub ops: u64,
+    pub interrupts: u64,
+    pub hypercalls: u64,
+    pub if_violations: u64,
+    pub lock_acquisitions: u64,
+    pub lock_spins: u64,
 }
 
 /// What the guest reports for one phase.
@@ -310,6 +356,8 @@ pub struct VcpuSlot {
     /// `LOCK` workload: acquisitions and spins while the lock was held by another vCPU.
     pub lock_acquisitions: u64,
     pub lock_spins: u64,
+    /// The last finished block (see [`BlockRecord`]).
+    pub block: BlockRecord,
 }
 
 /// The page shared by every vCPU.
@@ -327,35 +375,31 @@ pub struct SharedPage {
     pub lock_counter: u64,
     /// The "ready list" length the lock protects.
     pub ready_list: u64,
+    /// Block barrier: each vCPU adds 1 before a block and waits for `vcpus × (block + 1)`.
+    /// The VMM zeroes it before each dispatch.
+    pub barrier: u64,
 }
 
-/// Byte offsets the guest's assembly uses (checked against the struct layout below).
+/// Byte offsets the guest's assembly uses, from the struct layouts themselves.
 pub mod offset {
-    pub const SLOT_FAULT: usize = 216;
-    pub const SLOT_INTERRUPTS: usize = 272;
-    pub const SLOT_VIF_MASK: usize = 280;
-    pub const SLOT_VIF_PENDING: usize = 281;
-    pub const SLOT_HYPERCALLS: usize = 288;
-    pub const SLOT_SCRATCH: usize = 296;
-    pub const SLOT_LOCK_ACQUISITIONS: usize = 304;
-    pub const SLOT_LOCK_SPINS: usize = 312;
-    pub const SHARED_LOCK: usize = 16;
-    pub const SHARED_LOCK_COUNTER: usize = 24;
-    pub const SHARED_READY_LIST: usize = 32;
+    use super::{SharedPage, VcpuSlot};
+    use core::mem::offset_of;
+    pub const SLOT_FAULT: usize = offset_of!(VcpuSlot, fault);
+    pub const SLOT_INTERRUPTS: usize = offset_of!(VcpuSlot, interrupts);
+    pub const SLOT_VIF_MASK: usize = offset_of!(VcpuSlot, vif_mask);
+    pub const SLOT_VIF_PENDING: usize = offset_of!(VcpuSlot, vif_pending);
+    pub const SLOT_HYPERCALLS: usize = offset_of!(VcpuSlot, hypercalls);
+    pub const SLOT_SCRATCH: usize = offset_of!(VcpuSlot, scratch);
+    pub const SLOT_LOCK_ACQUISITIONS: usize = offset_of!(VcpuSlot, lock_acquisitions);
+    pub const SLOT_LOCK_SPINS: usize = offset_of!(VcpuSlot, lock_spins);
+    pub const SLOT_BLOCK: usize = offset_of!(VcpuSlot, block);
+    pub const SHARED_LOCK: usize = offset_of!(SharedPage, lock);
+    pub const SHARED_LOCK_COUNTER: usize = offset_of!(SharedPage, lock_counter);
+    pub const SHARED_READY_LIST: usize = offset_of!(SharedPage, ready_list);
+    pub const SHARED_BARRIER: usize = offset_of!(SharedPage, barrier);
 }
 
 const _: () = {
-    assert!(core::mem::offset_of!(VcpuSlot, interrupts) == offset::SLOT_INTERRUPTS);
-    assert!(core::mem::offset_of!(VcpuSlot, vif_mask) == offset::SLOT_VIF_MASK);
-    assert!(core::mem::offset_of!(VcpuSlot, vif_pending) == offset::SLOT_VIF_PENDING);
-    assert!(core::mem::offset_of!(VcpuSlot, hypercalls) == offset::SLOT_HYPERCALLS);
-    assert!(core::mem::offset_of!(VcpuSlot, scratch) == offset::SLOT_SCRATCH);
-    assert!(core::mem::offset_of!(VcpuSlot, fault) == offset::SLOT_FAULT);
-    assert!(core::mem::offset_of!(VcpuSlot, lock_acquisitions) == offset::SLOT_LOCK_ACQUISITIONS);
-    assert!(core::mem::offset_of!(VcpuSlot, lock_spins) == offset::SLOT_LOCK_SPINS);
-    assert!(core::mem::offset_of!(SharedPage, lock) == offset::SHARED_LOCK);
-    assert!(core::mem::offset_of!(SharedPage, lock_counter) == offset::SHARED_LOCK_COUNTER);
-    assert!(core::mem::offset_of!(SharedPage, ready_list) == offset::SHARED_READY_LIST);
     assert!(size_of::<VcpuSlot>() as u64 <= SLOT_SIZE);
     assert!(size_of::<SharedPage>() as u64 <= SLOT_SIZE);
     assert!(slot_gpa(MAX_VCPUS) <= GUEST_LOAD_GPA);

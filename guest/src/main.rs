@@ -149,30 +149,222 @@ macro_rules! wr {
     };
 }
 
+/// Everything a block of a measured workload needs, read once per dispatch.
+#[derive(Clone, Copy)]
+struct Rounds {
+    seq: u32,
+    kind: u32,
+    iterations: u64,
+    nesting: u32,
+    body: u32,
+    seed: u64,
+    rounds: u32,
+    first_round: u32,
+    count: usize,
+    barrier: bool,
+    vcpus: u64,
+    variants: [u32; abi::MAX_VARIANTS],
+}
+
+/// Counters of one vCPU since boot; a block's figures are the differences across it.
+#[derive(Clone, Copy, Default)]
+struct Counters {
+    interrupts: u64,
+    hypercalls: u64,
+    acquisitions: u64,
+    spins: u64,
+}
+
+fn counters(slot: *mut VcpuSlot) -> Counters {
+    Counters {
+        interrupts: rd!(slot, interrupts),
+        hypercalls: rd!(slot, hypercalls),
+        acquisitions: rd!(slot, lock_acquisitions),
+        spins: rd!(slot, lock_spins),
+    }
+}
+
 fn run_phase(slot: *mut VcpuSlot) {
     let seq = rd!(slot, phase.seq);
     let kind = rd!(slot, phase.workload);
-    let id = rd!(slot, phase.strategy);
     let irq = rd!(slot, phase.irq_source);
-    let iterations = rd!(slot, phase.iterations);
-    let nesting = rd!(slot, phase.nesting_per_65536);
-    let body = rd!(slot, phase.body_ops);
-    let seed = rd!(slot, phase.seed);
-    let timer_count = rd!(slot, phase.timer_initial_count);
     let transport = rd!(slot, phase.hypercall_transport);
     // SAFETY: a plain store to a guest-private static read by the hypercall stub.
     unsafe { addr_of_mut!(irqbench_hypercall_transport).write_volatile(transport) };
 
     wr!(slot, seq, record.seq);
     wr!(slot, record_status::EMPTY, record.status);
-    let interrupts0 = rd!(slot, interrupts);
-    let hypercalls0 = rd!(slot, hypercalls);
-    let acquisitions0 = rd!(slot, lock_acquisitions);
-    let spins0 = rd!(slot, lock_spins);
     for i in 0..abi::strategy::COUNT as usize {
         wr!(slot, 0, record.strategy_ops[i]);
     }
+    let before = counters(slot);
+    if irq == abi::irq::LAPIC_TIMER {
+        lapic_timer_start(rd!(slot, phase.timer_initial_count));
+    }
+    ring(doorbell::BEGIN, seq);
+    let t0 = tsc();
+    let (ops, violations) = match kind {
+        workload::STRATEGY | workload::INSN | workload::LOCK | workload::MIXED => {
+            match read_rounds(slot, seq, kind) {
+                Some(r) => run_rounds(slot, &r),
+                None => {
+                    wr!(slot, record_status::BAD_DESCRIPTOR, record.status);
+                    (0, 0)
+                }
+            }
+        }
+        _ => (run_diagnostic(slot, kind), 0),
+    };
+    let t1 = tsc();
+    if irq == abi::irq::LAPIC_TIMER {
+        lapic_timer_stop();
+    }
+    let after = counters(slot);
+    wr!(slot, t0, record.tsc_start);
+    wr!(slot, t1, record.tsc_end);
+    wr!(slot, ops, record.ops);
+    wr!(
+        slot,
+        after.interrupts - before.interrupts,
+        record.interrupts
+    );
+    wr!(
+        slot,
+        after.hypercalls - before.hypercalls,
+        record.hypercalls
+    );
+    wr!(slot, violations, record.if_violations);
+    wr!(
+        slot,
+        after.acquisitions - before.acquisitions,
+        record.lock_acquisitions
+    );
+    wr!(slot, after.spins - before.spins, record.lock_spins);
+    if kind == workload::GARBAGE_RECORD {
+        // Deliberately inconsistent: a record for another phase, time running backwards.
+        wr!(slot, seq ^ 0x5A5A, record.seq);
+        wr!(slot, 0xDEAD, record.status);
+        wr!(slot, t0.wrapping_sub(1_000_000), record.tsc_end);
+        wr!(slot, u64::MAX, record.ops);
+    } else if rd!(slot, record.status) == record_status::EMPTY {
+        wr!(slot, record_status::DONE, record.status);
+    }
+    ring(doorbell::END, seq);
+}
 
+/// The descriptor's round parameters; `None` when a variant id is not in the workload's table.
+fn read_rounds(slot: *mut VcpuSlot, seq: u32, kind: u32) -> Option<Rounds> {
+    let count = rd!(slot, phase.variant_count) as usize;
+    if count == 0 || count > abi::MAX_VARIANTS {
+        return None;
+    }
+    let mut variants = [0u32; abi::MAX_VARIANTS];
+    for (i, v) in variants.iter_mut().enumerate().take(count) {
+        *v = rd!(slot, phase.variants[i]);
+        let known = match kind {
+            workload::INSN => *v < abi::insn::COUNT,
+            workload::MIXED => *v < abi::strategy::COUNT || *v == abi::VARIANT_MIXED,
+            _ => *v < abi::strategy::COUNT,
+        };
+        if !known {
+            return None;
+        }
+    }
+    Some(Rounds {
+        seq,
+        kind,
+        iterations: rd!(slot, phase.iterations),
+        nesting: rd!(slot, phase.nesting_per_65536),
+        body: rd!(slot, phase.body_ops),
+        seed: rd!(slot, phase.seed),
+        rounds: rd!(slot, phase.rounds),
+        first_round: rd!(slot, phase.first_round),
+        count,
+        barrier: rd!(slot, phase.barrier) != 0,
+        vcpus: u64::from(rd!(slot, vcpu_count)),
+        variants,
+    })
+}
+
+/// splitmix64: a well-mixed 64-bit value from a counter (the shuffle of round r is a function
+/// of the seed and r alone, so every vCPU of a phase draws the same order).
+fn mix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// Runs every round; returns (operations, IF violations) over all blocks.
+fn run_rounds(slot: *mut VcpuSlot, r: &Rounds) -> (u64, u64) {
+    let mut ops_total = 0u64;
+    let mut violations_total = 0u64;
+    let mut block_no = 0u64;
+    for round in r.first_round..r.first_round.wrapping_add(r.rounds) {
+        // Fisher–Yates with a multiply-high draw (no division: it stays cheap when emulated).
+        let mut order = [0u32; abi::MAX_VARIANTS];
+        for (i, o) in order.iter_mut().enumerate() {
+            *o = i as u32;
+        }
+        let mut state = mix(r.seed ^ (u64::from(round) << 32));
+        let mut i = r.count;
+        while i > 1 {
+            state = mix(state);
+            let j = (((state >> 32) * i as u64) >> 32) as usize;
+            i -= 1;
+            order.swap(i, j.min(i));
+        }
+        for (position, &index) in order.iter().enumerate().take(r.count) {
+            if r.barrier {
+                block_no += 1;
+                barrier_wait(r.vcpus * block_no);
+            }
+            let id = r.variants[index as usize];
+            ring(doorbell::BLOCK, index);
+            let before = counters(slot);
+            let t0 = tsc();
+            let (ops, violations) = run_block(slot, r, id);
+            let t1 = tsc();
+            let after = counters(slot);
+            wr!(slot, r.seq, block.seq);
+            wr!(slot, round, block.round);
+            wr!(slot, index, block.variant);
+            wr!(slot, position as u32, block.position);
+            wr!(slot, t0, block.tsc_start);
+            wr!(slot, t1, block.tsc_end);
+            wr!(slot, ops, block.ops);
+            wr!(slot, after.interrupts - before.interrupts, block.interrupts);
+            wr!(slot, after.hypercalls - before.hypercalls, block.hypercalls);
+            wr!(slot, violations, block.if_violations);
+            wr!(
+                slot,
+                after.acquisitions - before.acquisitions,
+                block.lock_acquisitions
+            );
+            wr!(slot, after.spins - before.spins, block.lock_spins);
+            ops_total += ops;
+            violations_total += violations;
+        }
+    }
+    (ops_total, violations_total)
+}
+
+/// Every vCPU adds one and waits until all have: the block starts on all of them together.
+fn barrier_wait(target: u64) {
+    let counter = (abi::MAILBOX_GPA + offset::SHARED_BARRIER as u64) as *mut u64;
+    // SAFETY: the shared page is identity-mapped for the guest's whole life; `lock xadd` and
+    // plain loads of an aligned u64 are atomic on x86.
+    unsafe {
+        asm!("lock xadd qword ptr [{p}], {one}", p = in(reg) counter, one = inout(reg) 1u64 => _,
+             options(nostack));
+        while counter.read_volatile() < target {
+            core::hint::spin_loop();
+        }
+    }
+}
+
+/// One block: `iterations` operations of variant `id`. Returns (operations, IF violations).
+fn run_block(slot: *mut VcpuSlot, r: &Rounds, id: u32) -> (u64, u64) {
     // SAFETY: the three tables are immutable statics in ops.S.
     let (ops_table, lock_table, insn_table) = unsafe {
         (
@@ -181,87 +373,90 @@ fn run_phase(slot: *mut VcpuSlot) {
             &*addr_of!(irqbench_insns),
         )
     };
+    let n = r.iterations;
     // `get` rather than indexing: a bounds-check panic would pull core::fmt (SSE) into the image.
-    let op = match kind {
-        workload::STRATEGY => ops_table.get(id as usize).copied(),
-        workload::LOCK => lock_table.get(id as usize).copied(),
-        workload::INSN => insn_table.get(id as usize).copied(),
-        _ => None,
-    };
-    let valid =
-        op.is_some() || !matches!(kind, workload::STRATEGY | workload::LOCK | workload::INSN);
-    if !valid {
-        wr!(slot, record_status::BAD_DESCRIPTOR, record.status);
-        ring(doorbell::BEGIN, seq);
-        ring(doorbell::END, seq);
-        return;
-    }
-    if irq == abi::irq::LAPIC_TIMER {
-        lapic_timer_start(timer_count);
-    }
-
-    let mut ops = iterations;
-    let mut violations = 0;
-    ring(doorbell::BEGIN, seq);
-    let t0 = tsc();
-    match kind {
-        workload::STRATEGY => {
-            let vif = u32::from(abi::strategy::is_vif(id));
-            if let Some(op) = op {
-                // SAFETY: an op from the table (bounds-checked by `get`); the loop preserves the
-                // callee-saved registers and leaves IF as it found it (set).
-                violations = unsafe { irqbench_strategy_loop(op, iterations, nesting, body, vif) };
+    match r.kind {
+        workload::INSN => {
+            if let Some(op) = insn_table.get(id as usize) {
+                // SAFETY: an op from the table; the loop re-enables interrupts before returning.
+                unsafe { irqbench_insn_loop(*op, n) };
             }
+            (n * u64::from(abi::insn::unroll(id)), 0)
         }
         workload::LOCK => {
-            if let Some(op) = op {
-                // SAFETY: as above.
-                unsafe { irqbench_lock_loop(op, iterations, body) };
+            if let Some(op) = lock_table.get(id as usize) {
+                // SAFETY: an op from the table; it keeps the callee-saved registers.
+                unsafe { irqbench_lock_loop(*op, n, r.body) };
             }
+            (n, 0)
         }
-        workload::INSN => {
-            if let Some(op) = op {
-                // SAFETY: as above; the loop re-enables interrupts before returning.
-                unsafe { irqbench_insn_loop(op, iterations) };
+        _ if id == abi::VARIANT_MIXED => (run_mixed(slot, r), 0),
+        _ => {
+            let vif = u32::from(abi::strategy::is_vif(id));
+            let mut violations = 0;
+            if let Some(op) = ops_table.get(id as usize) {
+                // SAFETY: an op from the table; the loop preserves the callee-saved registers
+                // and leaves IF as it found it (set).
+                violations = unsafe { irqbench_strategy_loop(*op, n, r.nesting, r.body, vif) };
             }
-            ops = iterations * u64::from(abi::insn::unroll(id));
+            if vif != 0 {
+                wr!(slot, 0, vif_mask);
+            }
+            (n, violations)
         }
-        workload::MIXED => {
-            let mut weights = [0u32; abi::strategy::COUNT as usize];
-            let mut total = 0u32;
-            for (i, w) in weights.iter_mut().enumerate() {
-                *w = u32::from(rd!(slot, phase.weights[i]));
-                total += *w;
+    }
+}
+
+/// Strategies interleaved by weight with a deterministic stream; counts per strategy go to the
+/// phase record.
+fn run_mixed(slot: *mut VcpuSlot, r: &Rounds) -> u64 {
+    // SAFETY: an immutable static in ops.S.
+    let ops_table = unsafe { &*addr_of!(irqbench_ops) };
+    let mut weights = [0u32; abi::strategy::COUNT as usize];
+    let mut total = 0u32;
+    for (i, w) in weights.iter_mut().enumerate() {
+        *w = u32::from(rd!(slot, phase.weights[i]));
+        total += *w;
+    }
+    if total == 0 {
+        return 0;
+    }
+    let mut state = r.seed | 1;
+    let mut counts = [0u64; abi::strategy::COUNT as usize];
+    for _ in 0..r.iterations {
+        // xorshift64: deterministic for a seed, no division by a non-constant.
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        let mut pick = ((state >> 32) * u64::from(total)) >> 32;
+        let mut chosen = 0;
+        for (i, w) in weights.iter().enumerate() {
+            if pick < u64::from(*w) {
+                chosen = i;
+                break;
             }
-            let mut state = seed | 1;
-            let mut counts = [0u64; abi::strategy::COUNT as usize];
-            if total > 0 {
-                for _ in 0..iterations {
-                    // xorshift64: deterministic for a seed, no division by a non-constant.
-                    state ^= state << 13;
-                    state ^= state >> 7;
-                    state ^= state << 17;
-                    let mut pick = ((state >> 32) * u64::from(total)) >> 32;
-                    let mut chosen = 0;
-                    for (i, w) in weights.iter().enumerate() {
-                        if pick < u64::from(*w) {
-                            chosen = i;
-                            break;
-                        }
-                        pick -= u64::from(*w);
-                    }
-                    if let (Some(op), Some(count)) = (ops_table.get(chosen), counts.get_mut(chosen))
-                    {
-                        // SAFETY: an op from the table; it keeps the callee-saved registers.
-                        unsafe { irqbench_op_once(*op, body) };
-                        *count += 1;
-                    }
-                }
-            }
-            for (i, c) in counts.iter().enumerate() {
-                wr!(slot, *c, record.strategy_ops[i]);
-            }
+            pick -= u64::from(*w);
         }
+        if let (Some(op), Some(count)) = (ops_table.get(chosen), counts.get_mut(chosen)) {
+            // SAFETY: an op from the table; it keeps the callee-saved registers.
+            unsafe { irqbench_op_once(*op, r.body) };
+            *count += 1;
+        }
+    }
+    for (i, c) in counts.iter().enumerate() {
+        wr!(
+            slot,
+            rd!(slot, record.strategy_ops[i]) + *c,
+            record.strategy_ops[i]
+        );
+    }
+    r.iterations
+}
+
+/// The test and diagnostic workloads; returns the operations done.
+fn run_diagnostic(slot: *mut VcpuSlot, kind: u32) -> u64 {
+    let iterations = rd!(slot, phase.iterations);
+    match kind {
         workload::DOORBELLS => {
             for i in 0..iterations {
                 ring(doorbell::PING, i as u32);
@@ -283,40 +478,12 @@ fn run_phase(slot: *mut VcpuSlot) {
                 core::hint::spin_loop();
             }
         }
+        workload::GARBAGE_RECORD => {}
         _ => {
             wr!(slot, record_status::BAD_DESCRIPTOR, record.status);
         }
     }
-    let t1 = tsc();
-    if irq == abi::irq::LAPIC_TIMER {
-        lapic_timer_stop();
-    }
-    if abi::strategy::is_vif(id) {
-        wr!(slot, 0, vif_mask);
-    }
-
-    wr!(slot, t0, record.tsc_start);
-    wr!(slot, t1, record.tsc_end);
-    wr!(slot, ops, record.ops);
-    wr!(slot, rd!(slot, interrupts) - interrupts0, record.interrupts);
-    wr!(slot, rd!(slot, hypercalls) - hypercalls0, record.hypercalls);
-    wr!(slot, violations, record.if_violations);
-    wr!(
-        slot,
-        rd!(slot, lock_acquisitions) - acquisitions0,
-        record.lock_acquisitions
-    );
-    wr!(slot, rd!(slot, lock_spins) - spins0, record.lock_spins);
-    if kind == workload::GARBAGE_RECORD {
-        // Deliberately inconsistent: a record for another phase, time running backwards.
-        wr!(slot, seq ^ 0x5A5A, record.seq);
-        wr!(slot, 0xDEAD, record.status);
-        wr!(slot, t0.wrapping_sub(1_000_000), record.tsc_end);
-        wr!(slot, u64::MAX, record.ops);
-    } else if rd!(slot, record.status) == record_status::EMPTY {
-        wr!(slot, record_status::DONE, record.status);
-    }
-    ring(doorbell::END, seq);
+    iterations
 }
 
 /// A TSC read ordered against the code around it: `lfence` keeps `rdtsc` from running early

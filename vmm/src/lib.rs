@@ -17,7 +17,9 @@ pub mod plan;
 pub mod protocol;
 pub mod report;
 pub mod results;
-pub mod runner;
+pub mod irq_load;
+pub mod measure;
+pub mod session;
 pub mod stats;
 pub mod vcpu;
 

@@ -334,8 +334,8 @@ fn write_gdt(memory: &GuestMemoryMmap) -> Result<(), MachineError> {
 #[derive(Clone, Copy, Debug, Default)]
 #[repr(transparent)]
 struct DescriptorBytes(PhaseDescriptor);
-// SAFETY: PhaseDescriptor is #[repr(C)] of integers with no padding (64 bytes: checked by the
-// size assertion below); every bit pattern is a valid value.
+// SAFETY: PhaseDescriptor is #[repr(C)] of integers with no padding (checked by the size
+// assertion below); every bit pattern is a valid value.
 unsafe impl ByteValued for DescriptorBytes {}
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -350,8 +350,21 @@ struct FaultBytes(FaultRecord);
 // SAFETY: FaultRecord is #[repr(C)] of u64s; any bit pattern is valid.
 unsafe impl ByteValued for FaultBytes {}
 
+#[derive(Clone, Copy, Debug, Default)]
+#[repr(transparent)]
+struct BlockBytes(abi::BlockRecord);
+// SAFETY: BlockRecord is #[repr(C)]: four u32s then u64s, no padding (checked below); any bit
+// pattern is valid.
+unsafe impl ByteValued for BlockBytes {}
+
+const _: () = assert!(size_of::<abi::BlockRecord>() == 4 * 4 + 8 * 8);
+
 const _: () = {
-    assert!(size_of::<PhaseDescriptor>() == 64);
+    // Eight u32s, two u64s, the u16 weights, four u32s and the u32 variant ids: no padding.
+    assert!(
+        size_of::<PhaseDescriptor>()
+            == 8 * 4 + 2 * 8 + 2 * abi::strategy::COUNT as usize + 4 * 4 + 4 * abi::MAX_VARIANTS
+    );
     assert!(size_of::<PhaseRecord>() == 8 + 8 * 8 + 8 * abi::strategy::COUNT as usize);
     assert!(size_of::<FaultRecord>() == 7 * 8);
 };
@@ -400,6 +413,18 @@ impl Mailbox {
             .map(|r| r.0)
             .map_err(|source| MachineError::ReadMemory {
                 what: "phase record",
+                source,
+            })
+    }
+
+    pub fn read_block(&self, index: u32) -> Result<abi::BlockRecord, MachineError> {
+        self.memory
+            .read_obj::<BlockBytes>(GuestAddress(
+                abi::slot_gpa(index) + abi::offset::SLOT_BLOCK as u64,
+            ))
+            .map(|r| r.0)
+            .map_err(|source| MachineError::ReadMemory {
+                what: "block record",
                 source,
             })
     }

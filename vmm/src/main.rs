@@ -12,7 +12,8 @@ use irqbench::guest_image::GuestImage;
 use irqbench::plan::{InsnId, IrqSource, Plan, StrategyId};
 use irqbench::report::{self, OutputDir};
 use irqbench::results::RunReport;
-use irqbench::runner::{self, RunOptions};
+use irqbench::measure;
+use irqbench::session::RunOptions;
 use irqbench::{decode, host};
 
 /// The configs shipped in configs/, runnable by name (`irqbench run strategies`).
@@ -279,7 +280,7 @@ fn cmd_run(args: RunArgs) -> ExitCode {
             b.set_message(format!("{name}: {step}"));
         }
     };
-    let result = runner::run_plan(&kvm, &plan, &image, &options, &mut progress);
+    let result = measure::run_plan(&kvm, &plan, &image, &options, &mut progress);
     if let Some(b) = &bar {
         b.finish_and_clear();
     }

@@ -39,6 +39,8 @@ pub enum Doorbell {
     Begin(u32),
     End(u32),
     Ping,
+    /// A block starts; the variant index it announces (checked `< MAX_VARIANTS`).
+    Block(u32),
 }
 
 /// Decodes a doorbell port write and checks it against the phase the vCPU has open
@@ -66,14 +68,22 @@ pub fn parse_doorbell(
         doorbell::BEGIN => Doorbell::Begin(seq),
         doorbell::END => Doorbell::End(seq),
         doorbell::PING => Doorbell::Ping,
+        doorbell::BLOCK if (seq as usize) < abi::MAX_VARIANTS => Doorbell::Block(seq),
+        doorbell::BLOCK => {
+            return Err(bad(format!(
+                "BLOCK announces variant {seq}; a round has at most {} variants",
+                abi::MAX_VARIANTS
+            )))
+        }
         other => {
             return Err(bad(format!(
                 "kind {other} (marker {marker:#x}) is not defined; valid: {} booted, {} begin, \
-                 {} end, {} ping",
+                 {} end, {} ping, {} block",
                 doorbell::BOOTED,
                 doorbell::BEGIN,
                 doorbell::END,
-                doorbell::PING
+                doorbell::PING,
+                doorbell::BLOCK
             )))
         }
     };
@@ -82,6 +92,7 @@ pub fn parse_doorbell(
             Err(bad(format!("BEGIN for phase {s} while phase {o} is open")))
         }
         (Doorbell::End(s), None) => Err(bad(format!("END for phase {s} with no phase open"))),
+        (Doorbell::Block(v), None) => Err(bad(format!("BLOCK {v} with no phase open"))),
         (Doorbell::End(s), Some(o)) if s != o => {
             Err(bad(format!("END for phase {s} but the open phase is {o}")))
         }
@@ -113,14 +124,132 @@ pub fn validate_fault(vcpu: u32, rec: &FaultRecord) -> Result<FaultRecord, Proto
     Ok(*rec)
 }
 
-/// Operations the guest must report for `desc`.
-pub fn expected_ops(desc: &PhaseDescriptor) -> u64 {
+/// Whether `desc` runs interleaved rounds of blocks (the measured workloads).
+pub fn runs_rounds(desc: &PhaseDescriptor) -> bool {
+    matches!(
+        desc.workload,
+        workload::STRATEGY | workload::INSN | workload::LOCK | workload::MIXED
+    )
+}
+
+/// Operations one block of variant `id` completes.
+pub fn block_ops(desc: &PhaseDescriptor, id: u32) -> u64 {
     match desc.workload {
         workload::INSN => desc
             .iterations
-            .saturating_mul(u64::from(abi::insn::unroll(desc.strategy))),
+            .saturating_mul(u64::from(abi::insn::unroll(id))),
         _ => desc.iterations,
     }
+}
+
+/// Operations the guest must report for `desc`.
+pub fn expected_ops(desc: &PhaseDescriptor) -> u64 {
+    if !runs_rounds(desc) {
+        return desc.iterations;
+    }
+    let count = (desc.variant_count as usize).min(abi::MAX_VARIANTS);
+    desc.variants[..count]
+        .iter()
+        .map(|&id| block_ops(desc, id))
+        .fold(0u64, u64::saturating_add)
+        .saturating_mul(u64::from(desc.rounds))
+}
+
+/// A block record that passed every check.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ValidBlock {
+    pub round: u32,
+    /// Index into the descriptor's variants.
+    pub variant: usize,
+    pub position: u32,
+    pub tsc_cycles: u64,
+    pub ops: u64,
+    pub interrupts: u64,
+    pub hypercalls: u64,
+    pub if_violations: u64,
+    pub lock_acquisitions: u64,
+    pub lock_spins: u64,
+}
+
+/// Checks one block record against the descriptor and the variant its BLOCK doorbell announced.
+pub fn validate_block(
+    vcpu: u32,
+    desc: &PhaseDescriptor,
+    announced: u32,
+    rec: &abi::BlockRecord,
+) -> Result<ValidBlock, ProtocolViolation> {
+    let bad = |field: &'static str, problem: String| ProtocolViolation {
+        vcpu,
+        field,
+        problem,
+    };
+    if rec.seq != desc.seq {
+        return Err(bad(
+            "block.seq",
+            format!("is {} but the phase sent was {}", rec.seq, desc.seq),
+        ));
+    }
+    if rec.variant >= desc.variant_count || rec.variant != announced {
+        return Err(bad(
+            "block.variant",
+            format!(
+                "is {} but the BLOCK doorbell announced {announced} of {} variants",
+                rec.variant, desc.variant_count
+            ),
+        ));
+    }
+    let last = desc.first_round.saturating_add(desc.rounds);
+    if rec.round < desc.first_round || rec.round >= last {
+        return Err(bad(
+            "block.round",
+            format!("is {}; this phase runs rounds {}..{last}", rec.round, desc.first_round),
+        ));
+    }
+    if rec.position >= desc.variant_count {
+        return Err(bad(
+            "block.position",
+            format!("is {} of {} variants", rec.position, desc.variant_count),
+        ));
+    }
+    if rec.tsc_end < rec.tsc_start {
+        return Err(bad(
+            "block.tsc_end",
+            format!("{} is before tsc_start {}", rec.tsc_end, rec.tsc_start),
+        ));
+    }
+    let id = desc.variants[rec.variant as usize];
+    let ops = block_ops(desc, id);
+    if rec.ops != ops {
+        return Err(bad("block.ops", format!("is {} but {ops} were asked for", rec.ops)));
+    }
+    for (field, value) in [
+        ("block.interrupts", rec.interrupts),
+        ("block.hypercalls", rec.hypercalls),
+        ("block.lock_acquisitions", rec.lock_acquisitions),
+        ("block.lock_spins", rec.lock_spins),
+    ] {
+        if value > MAX_EVENTS_PER_PHASE {
+            return Err(bad(field, format!("{value} is beyond any plausible count")));
+        }
+    }
+    if rec.if_violations > ops {
+        return Err(bad(
+            "block.if_violations",
+            format!("{} exceeds the block's {ops} operations", rec.if_violations),
+        ));
+    }
+    Ok(ValidBlock {
+        round: rec.round,
+        variant: rec.variant as usize,
+        position: rec.position,
+        tsc_cycles: rec.tsc_end - rec.tsc_start,
+        ops,
+        interrupts: rec.interrupts,
+        hypercalls: rec.hypercalls,
+        if_violations: rec.if_violations,
+        lock_acquisitions: rec.lock_acquisitions,
+        lock_spins: rec.lock_spins,
+    })
 }
 
 pub fn validate_record(
@@ -217,10 +346,20 @@ pub fn validate_record(
             .strategy_ops
             .iter()
             .fold(0u64, |a, b| a.saturating_add(*b));
-        if sum != rec.ops {
+        // Only the mixed blocks count per strategy; the baseline's blocks do not.
+        let count = (desc.variant_count as usize).min(abi::MAX_VARIANTS);
+        let mixed_blocks = desc.variants[..count]
+            .iter()
+            .filter(|&&v| v == abi::VARIANT_MIXED)
+            .count() as u64;
+        let want = desc
+            .iterations
+            .saturating_mul(u64::from(desc.rounds))
+            .saturating_mul(mixed_blocks);
+        if sum != want {
             return Err(bad(
                 "record.strategy_ops",
-                format!("sum to {sum} but ops is {}", rec.ops),
+                format!("sum to {sum} but the mixed blocks ran {want} operations"),
             ));
         }
     } else if rec.strategy_ops.iter().any(|c| *c != 0) {

@@ -5,7 +5,8 @@ use std::sync::Arc;
 
 use irqbench::guest_image::GuestImage;
 use irqbench::plan::{Plan, StrategyId, Workload};
-use irqbench::runner::{run_plan, RunOptions};
+use irqbench::measure::run_plan;
+use irqbench::session::RunOptions;
 
 fn count(dir: &str) -> usize {
     std::fs::read_dir(dir).map(|d| d.count()).unwrap_or(0)

@@ -1,0 +1,209 @@
+//! Everything one group's dispatches produced, validated block by block and kept per variant
+//! until the figures are computed.
+
+use std::collections::BTreeMap;
+
+use irqbench_abi::PhaseDescriptor;
+
+use super::disturbance;
+use super::estimators::{Cell, RoundTable};
+use crate::kvm_stats::StatsDelta;
+use crate::protocol::{self, ProtocolViolation};
+use crate::session::Dispatch;
+use crate::vcpu::window::{ExitCounts, ExitRips};
+
+/// One vCPU's block, validated.
+#[derive(Clone, Copy, Debug)]
+pub struct Obs {
+    pub round: u32,
+    pub variant: usize,
+    pub vcpu: u32,
+    pub cycles: u64,
+    pub ops: u64,
+    pub exits: Option<u64>,
+    pub host_disturbed: bool,
+}
+
+/// Sums over a phase for one variant (all vCPUs).
+#[derive(Clone, Debug, Default)]
+pub struct VariantSums {
+    pub blocks: u64,
+    pub ops: u64,
+    pub cycles: u64,
+    pub interrupts: u64,
+    pub hypercalls: u64,
+    pub hypercalls_seen: u64,
+    pub if_violations: u64,
+    pub lock_acquisitions: u64,
+    pub lock_spins: u64,
+    pub stats: StatsDelta,
+    pub exits: ExitCounts,
+    pub exit_rips: ExitRips,
+    pub per_vcpu_ops: Vec<u64>,
+    pub per_vcpu_cycles: Vec<u64>,
+}
+
+/// A group's measurements so far.
+#[derive(Debug, Default)]
+pub struct Collected {
+    pub variants: usize,
+    pub vcpus: u32,
+    pub obs: Vec<Obs>,
+    pub sums: Vec<VariantSums>,
+    pub vm_stats: StatsDelta,
+    pub irqs_raised: u64,
+    /// The lock workload's shared counter always matched 2 × operations.
+    pub mutual_exclusion_held: bool,
+    pub lock_counter: u64,
+    pub strategy_ops: BTreeMap<u32, u64>,
+    pub rounds: u32,
+}
+
+impl Collected {
+    pub fn new(variants: usize, vcpus: u32) -> Collected {
+        let sums = (0..variants)
+            .map(|_| VariantSums {
+                per_vcpu_ops: vec![0; vcpus as usize],
+                per_vcpu_cycles: vec![0; vcpus as usize],
+                ..Default::default()
+            })
+            .collect();
+        Collected {
+            variants,
+            vcpus,
+            sums,
+            mutual_exclusion_held: true,
+            ..Default::default()
+        }
+    }
+
+    /// Adds one dispatch: every block record is validated against `desc` (a missing or extra
+    /// block is a protocol violation, not a smaller sample).
+    pub fn add(
+        &mut self,
+        desc: &PhaseDescriptor,
+        d: &Dispatch,
+        lock: bool,
+    ) -> Result<(), ProtocolViolation> {
+        let want_blocks = desc.rounds as usize * desc.variant_count as usize;
+        for s in &d.samples {
+            if s.blocks.len() != want_blocks {
+                return Err(ProtocolViolation {
+                    vcpu: s.index,
+                    field: "block",
+                    problem: format!(
+                        "{} blocks reported; {} rounds of {} variants make {want_blocks}",
+                        s.blocks.len(),
+                        desc.rounds,
+                        desc.variant_count
+                    ),
+                });
+            }
+            for b in &s.blocks {
+                let v = protocol::validate_block(s.index, desc, b.announced, &b.record)?;
+                self.obs.push(Obs {
+                    round: v.round,
+                    variant: v.variant,
+                    vcpu: s.index,
+                    cycles: v.tsc_cycles,
+                    ops: v.ops,
+                    exits: b.exits_stat,
+                    host_disturbed: disturbance::host_flags(
+                        b.off_cpu_ns,
+                        b.involuntary_switches,
+                        b.wall_ns,
+                    ),
+                });
+                let sum = &mut self.sums[v.variant];
+                sum.blocks += 1;
+                sum.ops += v.ops;
+                sum.cycles += v.tsc_cycles;
+                sum.interrupts += v.interrupts;
+                sum.hypercalls += v.hypercalls;
+                sum.hypercalls_seen += b.hypercalls_seen;
+                sum.if_violations += v.if_violations;
+                sum.lock_acquisitions += v.lock_acquisitions;
+                sum.lock_spins += v.lock_spins;
+                if let Some(slot) = sum.per_vcpu_ops.get_mut(s.index as usize) {
+                    *slot += v.ops;
+                }
+                if let Some(slot) = sum.per_vcpu_cycles.get_mut(s.index as usize) {
+                    *slot += v.tsc_cycles;
+                }
+            }
+            for (i, totals) in s.variants.iter().enumerate().take(self.variants) {
+                let sum = &mut self.sums[i];
+                sum.stats.add(&totals.stats);
+                for (k, n) in &totals.exits {
+                    *sum.exits.entry(*k).or_default() += n;
+                }
+                for (k, n) in &totals.exit_rips {
+                    *sum.exit_rips.entry(*k).or_default() += n;
+                }
+            }
+            for (i, c) in s.record.strategy_ops.iter().enumerate() {
+                if *c > 0 {
+                    *self.strategy_ops.entry(i as u32).or_default() += c;
+                }
+            }
+        }
+        if let Some(vm) = &d.vm_stats {
+            self.vm_stats.add(vm);
+        }
+        self.irqs_raised += d.irqs_raised;
+        if lock {
+            self.lock_counter += d.lock_counter;
+            if d.lock_counter != d.total_ops() * 2 {
+                self.mutual_exclusion_held = false;
+            }
+        }
+        self.rounds = self.rounds.max(desc.first_round + desc.rounds);
+        Ok(())
+    }
+
+    /// The rounds as a table of cells, with host-flagged blocks and block-time outliers marked
+    /// disturbed.
+    pub fn table(&self) -> RoundTable {
+        let mut outlier = vec![false; self.obs.len()];
+        for v in 0..self.variants {
+            let idx: Vec<usize> = (0..self.obs.len())
+                .filter(|&i| self.obs[i].variant == v)
+                .collect();
+            let cycles: Vec<f64> = idx.iter().map(|&i| self.obs[i].cycles as f64).collect();
+            let flagged: Vec<bool> = idx.iter().map(|&i| self.obs[i].host_disturbed).collect();
+            for (k, o) in disturbance::outliers(&cycles, &flagged).into_iter().enumerate() {
+                outlier[idx[k]] = o;
+            }
+        }
+        let mut table = RoundTable::new(self.variants);
+        table.rounds = vec![vec![None; self.variants]; self.rounds as usize];
+        // Sum per (round, variant) over vCPUs, then average.
+        let mut acc: BTreeMap<(u32, usize), (Cell, u32)> = BTreeMap::new();
+        for (o, out) in self.obs.iter().zip(&outlier) {
+            let (cell, n) = acc.entry((o.round, o.variant)).or_default();
+            cell.cycles_mean += o.cycles as f64;
+            cell.cycles_max = cell.cycles_max.max(o.cycles as f64);
+            cell.ops = o.ops;
+            cell.exits = match (*n == 0, cell.exits, o.exits) {
+                (true, _, Some(e)) => Some(e as f64),
+                (false, Some(sum), Some(e)) => Some(sum + e as f64),
+                _ => None,
+            };
+            cell.disturbed |= o.host_disturbed || *out;
+            *n += 1;
+        }
+        for ((round, v), (mut cell, n)) in acc {
+            cell.cycles_mean /= f64::from(n.max(1));
+            cell.vcpus = n;
+            if let Some(row) = table.rounds.get_mut(round as usize) {
+                row[v] = Some(cell);
+            }
+        }
+        table
+    }
+
+    /// Blocks flagged by each rule, for the report: (host-flagged, outliers).
+    pub fn disturbed_blocks(&self) -> usize {
+        self.obs.iter().filter(|o| o.host_disturbed).count()
+    }
+}

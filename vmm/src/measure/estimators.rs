@@ -1,0 +1,292 @@
+//! From blocks to figures. Every figure is paired inside a round: a round ran every variant of
+//! its group once, within a few milliseconds, so the host's slow drift (about 10% over seconds
+//! on the hosts we build on) is common to the blocks of one round and cancels in
+//! `block(v) − block(empty)` or `block(b) / block(a)`. A figure is the median of those per-round
+//! values with a distribution-free 95% CI ([`crate::stats::median_ci95`]); disturbed rounds of a
+//! variant (its block or the baseline's) are left out.
+
+use crate::results::{Interval, Summary};
+use crate::stats;
+
+/// One variant's block in one round, over all vCPUs.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Cell {
+    /// TSC cycles of the block, mean over vCPUs.
+    pub cycles_mean: f64,
+    /// TSC cycles of the slowest vCPU's block (its wall time, for ops/s).
+    pub cycles_max: f64,
+    /// Operations per vCPU in the block.
+    pub ops: u64,
+    pub vcpus: u32,
+    /// KVM `exits` stat over the block, summed over vCPUs; `None` without binary stats.
+    pub exits: Option<f64>,
+    /// Any vCPU's block was disturbed.
+    pub disturbed: bool,
+}
+
+/// `rounds[r][v]`: variant `v` (0 = the empty baseline) in round `r`.
+#[derive(Clone, Debug, Default)]
+pub struct RoundTable {
+    pub variants: usize,
+    pub rounds: Vec<Vec<Option<Cell>>>,
+}
+
+impl RoundTable {
+    pub fn new(variants: usize) -> RoundTable {
+        RoundTable {
+            variants,
+            rounds: Vec::new(),
+        }
+    }
+
+    /// The rounds where neither `a` nor `b` was disturbed: their (a, b) cells.
+    fn pairs(&self, a: usize, b: usize) -> impl Iterator<Item = (&Cell, &Cell)> + '_ {
+        self.rounds.iter().filter_map(move |round| {
+            let x = round.get(a)?.as_ref()?;
+            let y = round.get(b)?.as_ref()?;
+            (!x.disturbed && !y.disturbed).then_some((x, y))
+        })
+    }
+
+    /// Per round: (block(v) − block(empty)) / ops(v): net TSC cycles per operation.
+    pub fn net_cycles(&self, v: usize) -> Vec<f64> {
+        self.pairs(0, v)
+            .map(|(e, x)| (x.cycles_mean - e.cycles_mean) / x.ops.max(1) as f64)
+            .collect()
+    }
+
+    /// Per round: block(v) / ops(v), nothing subtracted.
+    pub fn raw_cycles(&self, v: usize) -> Vec<f64> {
+        self.pairs(0, v)
+            .map(|(_, x)| x.cycles_mean / x.ops.max(1) as f64)
+            .collect()
+    }
+
+    /// Per round: block(empty) / ops(v): the loop overhead that was subtracted from `v`.
+    pub fn baseline_cycles(&self, v: usize) -> Vec<f64> {
+        self.pairs(0, v)
+            .map(|(e, x)| e.cycles_mean / x.ops.max(1) as f64)
+            .collect()
+    }
+
+    /// Per round: (exits(v) − exits(empty)) / (ops(v) × vCPUs).
+    pub fn net_exits(&self, v: usize) -> Vec<f64> {
+        self.pairs(0, v)
+            .filter_map(|(e, x)| {
+                let ops = (x.ops.max(1) * u64::from(x.vcpus.max(1))) as f64;
+                Some((x.exits? - e.exits?) / ops)
+            })
+            .collect()
+    }
+
+    /// Per round: operations per second over all vCPUs, from the slowest vCPU's block.
+    pub fn ops_per_sec(&self, v: usize, tsc_hz: f64) -> Vec<f64> {
+        self.pairs(0, v)
+            .filter(|(_, x)| x.cycles_max > 0.0)
+            .map(|(_, x)| (x.ops * u64::from(x.vcpus)) as f64 * tsc_hz / x.cycles_max)
+            .collect()
+    }
+
+    /// Fraction of the rounds in which `v` or the baseline was disturbed.
+    pub fn disturbed_fraction(&self, v: usize) -> f64 {
+        let mut seen = 0usize;
+        let mut disturbed = 0usize;
+        for round in &self.rounds {
+            if let (Some(Some(e)), Some(Some(x))) = (round.first(), round.get(v)) {
+                seen += 1;
+                if e.disturbed || x.disturbed {
+                    disturbed += 1;
+                }
+            }
+        }
+        if seen == 0 {
+            0.0
+        } else {
+            disturbed as f64 / seen as f64
+        }
+    }
+
+    /// Per round: metric(b) / metric(a) with the metric's per-round values; rounds where either
+    /// (or the baseline) was disturbed are skipped.
+    pub fn paired_ratios(&self, a: usize, b: usize, metric: Metric, tsc_hz: f64) -> Vec<f64> {
+        self.rounds
+            .iter()
+            .filter_map(|round| {
+                let e = round.first()?.as_ref()?;
+                let x = round.get(a)?.as_ref()?;
+                let y = round.get(b)?.as_ref()?;
+                if e.disturbed || x.disturbed || y.disturbed {
+                    return None;
+                }
+                let (ma, mb) = match metric {
+                    Metric::NetCycles => (
+                        (x.cycles_mean - e.cycles_mean) / x.ops.max(1) as f64,
+                        (y.cycles_mean - e.cycles_mean) / y.ops.max(1) as f64,
+                    ),
+                    Metric::OpsPerSec => (
+                        (x.ops * u64::from(x.vcpus)) as f64 * tsc_hz / x.cycles_max,
+                        (y.ops * u64::from(y.vcpus)) as f64 * tsc_hz / y.cycles_max,
+                    ),
+                };
+                let r = mb / ma;
+                r.is_finite().then_some(r)
+            })
+            .collect()
+    }
+
+    /// Per round: net(a) − net(b), cycles per operation.
+    pub fn paired_differences(&self, a: usize, b: usize) -> Vec<f64> {
+        self.rounds
+            .iter()
+            .filter_map(|round| {
+                let e = round.first()?.as_ref()?;
+                let x = round.get(a)?.as_ref()?;
+                let y = round.get(b)?.as_ref()?;
+                if e.disturbed || x.disturbed || y.disturbed {
+                    return None;
+                }
+                Some(
+                    (x.cycles_mean - e.cycles_mean) / x.ops.max(1) as f64
+                        - (y.cycles_mean - e.cycles_mean) / y.ops.max(1) as f64,
+                )
+            })
+            .collect()
+    }
+}
+
+/// What a paired ratio compares.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Metric {
+    NetCycles,
+    OpsPerSec,
+}
+
+/// Median and CI of per-round values (the CI collapses to the median below 6 samples).
+pub fn interval(samples: &[f64]) -> Interval {
+    let s = Summary::from_samples(samples);
+    Interval {
+        median: s.median,
+        ci95: s.ci95,
+    }
+}
+
+/// Of the baseline's cycles per op, the fraction a net's CI half-width may always reach.
+pub const FLOOR_OF_BASELINE: f64 = 0.1;
+
+/// Whether a row's CI is narrow enough: its half-width at most `precision` of |median|, or, for
+/// nets near zero where a relative target could never be met, of a tenth of `baseline` (the
+/// loop's own cycles per op: the scale of the noise every net is measured against). Fewer than
+/// 6 rounds have no CI and are never precise.
+pub fn precise(summary: &Summary, baseline: f64, precision: f64) -> bool {
+    if summary.samples.len() < 6 {
+        return false;
+    }
+    let half = stats::half_width(summary.median, summary.ci95);
+    half <= precision * summary.median.abs().max(FLOOR_OF_BASELINE * baseline.abs())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cell(cycles: f64, ops: u64) -> Option<Cell> {
+        Some(Cell {
+            cycles_mean: cycles,
+            cycles_max: cycles,
+            ops,
+            vcpus: 1,
+            exits: Some(cycles / 1000.0),
+            disturbed: false,
+        })
+    }
+
+    /// Rounds where the host's speed drifts by ±10% round to round, the same for every block
+    /// of a round: the paired figures must not move at all.
+    fn drifting_table(rounds: usize) -> RoundTable {
+        let mut t = RoundTable::new(3);
+        for r in 0..rounds {
+            let speed = 1.0 + 0.1 * ((r as f64) * 0.7).sin();
+            t.rounds.push(vec![
+                cell(10_000.0 * speed, 100),      // empty: 100 cycles/op of loop
+                cell(60_000.0 * speed, 100),      // a: net 500
+                cell(40_000.0 * speed, 100),      // b: net 300
+            ]);
+        }
+        t
+    }
+
+    #[test]
+    fn paired_nets_cancel_drift_and_give_known_medians() {
+        let t = drifting_table(50);
+        let a = Summary::from_samples(&t.net_cycles(1));
+        let b = Summary::from_samples(&t.net_cycles(2));
+        // Net scales with speed too (it is a real cost measured in drifting cycles): the median
+        // of 500 × speed over a symmetric drift is 500 within 1%.
+        assert!((a.median - 500.0).abs() < 5.0, "{a:?}");
+        assert!((b.median - 300.0).abs() < 3.0, "{b:?}");
+        assert!(a.ci95[0] <= a.median && a.median <= a.ci95[1]);
+        // The ratio is exact in every round: drift cancels completely.
+        let ratios = t.paired_ratios(1, 2, Metric::NetCycles, 1e9);
+        assert_eq!(ratios.len(), 50);
+        let r = interval(&ratios);
+        assert!((r.median - 0.6).abs() < 1e-12);
+        assert!((r.ci95[1] - r.ci95[0]).abs() < 1e-12);
+        let d = interval(&t.paired_differences(1, 2));
+        assert!((d.median - 200.0).abs() < 2.0);
+    }
+
+    #[test]
+    fn disturbed_rounds_are_left_out_and_counted() {
+        let mut t = drifting_table(20);
+        // A preempted block: 10× slower. Flagged, it must not enter any figure.
+        t.rounds[3][1] = Some(Cell {
+            cycles_mean: 600_000.0,
+            cycles_max: 600_000.0,
+            disturbed: true,
+            ..t.rounds[3][1].unwrap()
+        });
+        // A disturbed baseline removes that round from every variant.
+        t.rounds[5][0].as_mut().unwrap().disturbed = true;
+        assert_eq!(t.net_cycles(1).len(), 18);
+        assert_eq!(t.net_cycles(2).len(), 19);
+        assert!((t.disturbed_fraction(1) - 0.1).abs() < 1e-12);
+        assert!((t.disturbed_fraction(2) - 0.05).abs() < 1e-12);
+        assert!(t.net_cycles(1).iter().all(|n| *n < 600.0));
+        assert_eq!(t.paired_ratios(1, 2, Metric::NetCycles, 1e9).len(), 18);
+    }
+
+    #[test]
+    fn a_net_near_zero_has_a_ci_that_spans_zero() {
+        let mut t = RoundTable::new(2);
+        for r in 0..40 {
+            let jitter = if r % 2 == 0 { 30.0 } else { -30.0 };
+            t.rounds
+                .push(vec![cell(10_000.0, 100), cell(10_000.0 + jitter, 100)]);
+        }
+        let s = Summary::from_samples(&t.net_cycles(1));
+        assert!(s.ci95[0] < 0.0 && s.ci95[1] > 0.0, "{s:?}");
+        // Precise against the baseline's scale: ±0.3 ≤ 2% × (0.1 × 1000), not 2% × (0.1 × 10).
+        assert!(precise(&s, 1000.0, 0.02), "{s:?}");
+        assert!(!precise(&s, 10.0, 0.02));
+    }
+
+    #[test]
+    fn exits_and_throughput() {
+        let t = drifting_table(10);
+        let exits = t.net_exits(1);
+        assert_eq!(exits.len(), 10);
+        // exits = cycles / 1000: (60 − 10) × speed / 100 ops ≈ 0.5 per op.
+        assert!(exits.iter().all(|e| (e - 0.5).abs() < 0.06));
+        let ops = t.ops_per_sec(2, 1e9);
+        // 100 ops in 40 000 cycles at 1 GHz: 2.5 M ops/s (± drift).
+        assert!(ops.iter().all(|o| (o / 2.5e6 - 1.0).abs() < 0.11));
+        let ratio = interval(&t.paired_ratios(1, 2, Metric::OpsPerSec, 1e9));
+        assert!((ratio.median - 1.5).abs() < 1e-9);
+    }
+
+    #[test]
+    fn precision_needs_enough_rounds() {
+        let s = Summary::from_samples(&[1.0, 1.0, 1.0]);
+        assert!(!precise(&s, 1.0, 0.5));
+    }
+}

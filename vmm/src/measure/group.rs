@@ -1,0 +1,164 @@
+//! One group's measurement: calibrate the block size, warm up, then run rounds until every
+//! row's CI reaches the plan's precision or the group's time budget runs out.
+
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use irqbench_abi::{self as abi, PhaseDescriptor};
+
+use super::collect::Collected;
+use super::descriptor::{self, workload_ids};
+use super::estimators;
+use super::rows;
+use crate::plan::{PhasePlan, Plan, Workload};
+use crate::results::{PairedComparison, PairedDifference, PhaseResult, Summary};
+use crate::session::{PhaseError, RunOptions, Session};
+
+/// Where calibration starts (operations per block).
+const CALIBRATION_OPS: u64 = 16;
+/// Rounds of warm-up, discarded.
+const WARMUP_ROUNDS: u32 = 2;
+/// A dispatch (many rounds) should last about this long: long enough that the dispatch's fixed
+/// cost (~0.15 ms) is small, short enough to check precision and Ctrl-C often.
+const DISPATCH_TARGET: Duration = Duration::from_millis(100);
+
+/// What one group measured.
+#[derive(Debug, Default)]
+pub struct GroupOutcome {
+    pub results: Vec<PhaseResult>,
+    pub comparisons: Vec<PairedComparison>,
+    pub differences: Vec<PairedDifference>,
+    /// The user stopped the run during this group; the figures are from the rounds before.
+    pub interrupted: bool,
+}
+
+/// Everything a group's dispatches need.
+#[allow(missing_debug_implementations)] // holds the session, which is not Debug-worthy
+pub struct GroupRun<'a> {
+    pub session: &'a mut Session,
+    pub plan: &'a Plan,
+    pub rows: Vec<&'a PhasePlan>,
+    pub tsc_khz: u64,
+    pub options: &'a RunOptions,
+}
+
+impl GroupRun<'_> {
+    /// Ids of the group's variants: the `empty` baseline first, then the rows in plan order.
+    fn variants(&self) -> Vec<u32> {
+        let mut v = vec![match self.rows[0].workload {
+            Workload::Insn { .. } => abi::insn::EMPTY,
+            _ => abi::strategy::EMPTY,
+        }];
+        v.extend(self.rows.iter().map(|r| workload_ids(&r.workload).1));
+        v
+    }
+
+    fn timeout(&self, expected: Duration) -> Duration {
+        match self.plan.phase_timeout_ms {
+            Some(ms) => Duration::from_millis(ms),
+            None => (expected * 50).max(Duration::from_secs(60)),
+        }
+    }
+
+    fn dispatch(
+        &mut self,
+        desc: PhaseDescriptor,
+        expected: Duration,
+    ) -> Result<crate::session::Dispatch, PhaseError> {
+        let timeout = self.timeout(expected);
+        self.session
+            .dispatch(desc, self.rows[0].irq, timeout, &self.options.stop)
+    }
+
+    /// Block size n: the slowest variant's block lasts about `block_us`; and the cycles one
+    /// round takes at that n. Each variant's cost is its fastest of three blocks, so a block the
+    /// host preempted cannot shrink n.
+    fn calibrate(&mut self, variants: &[u32]) -> Result<(u64, f64), PhaseError> {
+        const ROUNDS: u32 = 3;
+        let desc = descriptor::rounds(&self.rows, variants, CALIBRATION_OPS, 0, ROUNDS);
+        let d = self.dispatch(desc, Duration::from_secs(1))?;
+        let mut fastest = vec![f64::INFINITY; variants.len()];
+        for s in &d.samples {
+            for b in &s.blocks {
+                let cycles = b.record.tsc_end.saturating_sub(b.record.tsc_start) as f64;
+                let per_iteration = cycles / desc.iterations as f64;
+                if let Some(f) = fastest.get_mut(b.announced as usize) {
+                    *f = f.min(per_iteration);
+                }
+            }
+        }
+        let known: Vec<f64> = fastest.into_iter().filter(|f| f.is_finite()).collect();
+        let slowest = known.iter().copied().fold(1.0f64, f64::max);
+        let round_per_iteration: f64 = known.iter().sum();
+        let target = f64::from(self.plan.block_us) * self.tsc_khz as f64 / 1000.0;
+        let n = match self.rows[0].block_ops {
+            Some(n) => n,
+            None => ((target / slowest) as u64).clamp(4, 100_000_000),
+        };
+        Ok((n, round_per_iteration * n as f64))
+    }
+
+    /// Runs the group; see the module doc.
+    pub fn run(&mut self, step: &mut dyn FnMut(&str)) -> Result<GroupOutcome, PhaseError> {
+        let variants = self.variants();
+        // Warm-up first: a fresh VM's first blocks pay for page-table and code first touches,
+        // which would make the calibration pick blocks far too short.
+        step("warm-up");
+        let warm = descriptor::rounds(&self.rows, &variants, CALIBRATION_OPS, 0, WARMUP_ROUNDS);
+        self.dispatch(warm, Duration::from_secs(1))?;
+        step("calibrate");
+        let (n, round_cycles) = self.calibrate(&variants)?;
+        let round_time = Duration::from_secs_f64(round_cycles / (self.tsc_khz as f64 * 1000.0))
+            .max(Duration::from_micros(1));
+        let per_dispatch =
+            ((DISPATCH_TARGET.as_secs_f64() / round_time.as_secs_f64()) as u32).clamp(1, 500);
+
+        let lock = matches!(self.rows[0].workload, Workload::Lock { .. });
+        let mut collected = Collected::new(variants.len(), self.rows[0].vcpus);
+        let budget = Duration::from_secs_f64(self.plan.max_seconds);
+        let started = Instant::now();
+        let mut interrupted = false;
+        let mut first_round = 0u32;
+        loop {
+            let desc = descriptor::rounds(&self.rows, &variants, n, first_round, per_dispatch);
+            match self.dispatch(desc, round_time * per_dispatch) {
+                Ok(d) => collected.add(&d.desc, &d, lock)?,
+                Err(PhaseError::Interrupted) if collected.rounds > 0 => {
+                    interrupted = true;
+                    break;
+                }
+                Err(e) => return Err(e),
+            }
+            first_round += per_dispatch;
+            let table = collected.table();
+            let (done, worst) = self.precision(&table, collected.rounds);
+            step(&format!(
+                "round {first_round}, worst CI ±{:.1}%",
+                worst * 100.0
+            ));
+            if done || started.elapsed() >= budget || self.options.stop.load(Ordering::SeqCst) {
+                break;
+            }
+        }
+        let wall = started.elapsed();
+        Ok(rows::build(self, &collected, wall, interrupted))
+    }
+
+    /// Whether every row is precise, and the worst relative half-width (for progress).
+    fn precision(&self, table: &estimators::RoundTable, rounds: u32) -> (bool, f64) {
+        let mut all = rounds >= self.plan.min_rounds;
+        let mut worst = 0.0f64;
+        for v in 1..table.variants {
+            let net = Summary::from_samples(&table.net_cycles(v));
+            let base = crate::stats::median(&table.baseline_cycles(v)).unwrap_or(0.0);
+            let scale = net
+                .median
+                .abs()
+                .max(estimators::FLOOR_OF_BASELINE * base.abs())
+                .max(f64::MIN_POSITIVE);
+            worst = worst.max(crate::stats::half_width(net.median, net.ci95) / scale);
+            all &= estimators::precise(&net, base, self.plan.precision);
+        }
+        (all, worst)
+    }
+}

@@ -1,0 +1,226 @@
+//! A group's figures: one [`PhaseResult`] per row, the paired comparisons between its rows and,
+//! for the instruction suite, the single-instruction costs derived from paired differences.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use super::attribution::attribute_sites;
+use super::collect::{Collected, VariantSums};
+use super::estimators::{self, interval, Metric, RoundTable};
+use super::group::{GroupOutcome, GroupRun};
+use crate::plan::{PhasePlan, StrategyId, Workload};
+use crate::results::{
+    ComparedMetric, LockStats, PairedComparison, PairedDifference, PhaseResult, Summary,
+};
+
+/// Differences the instruction suite derives: (what it measures, minuend, subtrahend).
+const INSN_DIFFERENCES: [(&str, &str, &str); 2] = [
+    ("push; popf that sets IF (popf-set-if − cli)", "popf-set-if", "cli"),
+    ("push; popf that clears IF (popf-clear-if − sti)", "popf-clear-if", "sti"),
+];
+
+pub(super) fn build(
+    run: &GroupRun<'_>,
+    collected: &Collected,
+    wall: Duration,
+    interrupted: bool,
+) -> GroupOutcome {
+    let table = collected.table();
+    let tsc_hz = run.tsc_khz as f64 * 1000.0;
+    let total_cycles: u64 = collected.sums.iter().map(|s| s.cycles).sum();
+    let total_ops: u64 = collected.sums.iter().map(|s| s.ops).sum();
+    let mut results = Vec::new();
+    for (i, row) in run.rows.iter().enumerate() {
+        let v = i + 1;
+        let mut r = row_result(row, &table, v, tsc_hz, run.plan.precision);
+        let sums = &collected.sums[v];
+        fill_counts(&mut r, sums, &collected.sums[0], collected.rounds, tsc_hz);
+        r.irqs_raised = if total_cycles > 0 {
+            (collected.irqs_raised as f64 * sums.cycles as f64 / total_cycles as f64).round()
+                as u64
+        } else {
+            0
+        };
+        for (k, n) in collected.vm_stats.nonzero() {
+            r.vm_stats_per_op
+                .insert(k.to_string(), n as f64 / total_ops.max(1) as f64);
+        }
+        r.exit_sites = attribute_sites(&run.session.image, &sums.exit_rips, row);
+        if matches!(row.workload, Workload::Lock { .. }) {
+            r.lock = Some(LockStats {
+                acquisitions: sums.lock_acquisitions,
+                spins: sums.lock_spins,
+                spins_per_op: sums.lock_spins as f64 / sums.ops.max(1) as f64,
+                counter: collected.lock_counter,
+                mutual_exclusion_held: collected.mutual_exclusion_held,
+            });
+        }
+        if matches!(row.workload, Workload::Mixed { .. }) {
+            r.strategy_ops = collected
+                .strategy_ops
+                .iter()
+                .map(|(id, n)| (StrategyId(*id).name().to_string(), *n))
+                .collect();
+        }
+        r.wall_ms = wall.as_secs_f64() * 1000.0;
+        results.push(r);
+    }
+    let comparisons = comparisons(run, &table, &results, tsc_hz);
+    let differences = differences(run, &table, &results);
+    GroupOutcome {
+        results,
+        comparisons,
+        differences,
+        interrupted,
+    }
+}
+
+/// The figures of row `v` from the round table.
+fn row_result(row: &PhasePlan, table: &RoundTable, v: usize, tsc_hz: f64, precision: f64) -> PhaseResult {
+    let cycles = Summary::from_samples(&table.net_cycles(v));
+    let baseline = Summary::from_samples(&table.baseline_cycles(v));
+    let ns_per_cycle = 1e9 / tsc_hz;
+    let scale = |s: &Summary| Summary {
+        median: s.median * ns_per_cycle,
+        ci95: [s.ci95[0] * ns_per_cycle, s.ci95[1] * ns_per_cycle],
+        min: s.min * ns_per_cycle,
+        p5: s.p5 * ns_per_cycle,
+        p95: s.p95 * ns_per_cycle,
+        cv: s.cv,
+        samples: Vec::new(),
+    };
+    let exits = Summary::from_samples(&table.net_exits(v));
+    let mut r = PhaseResult {
+        name: row.name.clone(),
+        group: row.group.clone(),
+        kind: row.workload.kind(),
+        strategy: row.workload.label(),
+        irq_source: row.irq.label(),
+        nesting: row.nesting,
+        vcpus: row.vcpus,
+        body_ops: row.body_ops,
+        disturbed_fraction: table.disturbed_fraction(v),
+        precision_reached: estimators::precise(&cycles, baseline.median, precision),
+        ns_per_op: scale(&cycles),
+        raw_cycles_per_op: Summary::from_samples(&table.raw_cycles(v)),
+        ops_per_sec: Summary::from_samples(&table.ops_per_sec(v, tsc_hz)),
+        exits_per_op_ci95: exits.ci95,
+        ..Default::default()
+    };
+    if !exits.samples.is_empty() {
+        r.exits_per_op.insert("exits".into(), exits.median);
+    }
+    r.exits_per_round = exits;
+    r.cycles_per_op = cycles;
+    r.baseline_cycles = baseline;
+    r
+}
+
+/// Counts summed over the row's blocks, and per-op KVM stats net of the baseline's share.
+fn fill_counts(
+    r: &mut PhaseResult,
+    sums: &VariantSums,
+    base: &VariantSums,
+    rounds: u32,
+    tsc_hz: f64,
+) {
+    r.rounds = rounds;
+    r.ops = sums.ops;
+    r.block_ops = if sums.blocks > 0 { sums.ops / sums.blocks } else { 0 };
+    r.interrupts = sums.interrupts;
+    r.hypercalls = sums.hypercalls;
+    r.hypercalls_seen_by_vmm = sums.hypercalls_seen;
+    r.if_violations = sums.if_violations;
+    r.per_vcpu_ops = sums.per_vcpu_ops.clone();
+    r.per_vcpu_ops_per_sec = sums
+        .per_vcpu_ops
+        .iter()
+        .zip(&sums.per_vcpu_cycles)
+        .map(|(ops, cycles)| *ops as f64 * tsc_hz / (*cycles).max(1) as f64)
+        .collect();
+    let ops_per_block = r.block_ops.max(1) as f64;
+    for (k, n) in sums.stats.nonzero() {
+        if k == "exits" && r.exits_per_op.contains_key("exits") {
+            continue;
+        }
+        let mine = n as f64 / sums.blocks.max(1) as f64;
+        let theirs = base.stats.get(k).unwrap_or(0) as f64 / base.blocks.max(1) as f64;
+        let mut per_op = (mine - theirs) / ops_per_block;
+        if per_op.abs() < 1e-12 {
+            per_op = 0.0;
+        }
+        r.exits_per_op.insert(k.to_string(), per_op);
+    }
+    for (reason, n) in &sums.exits {
+        r.userspace_exits_per_op
+            .insert(reason.to_string(), *n as f64 / sums.ops.max(1) as f64);
+    }
+}
+
+/// Every ordered pair (a before b in plan order) of the group: b against a, per round.
+fn comparisons(
+    run: &GroupRun<'_>,
+    table: &RoundTable,
+    results: &[PhaseResult],
+    tsc_hz: f64,
+) -> Vec<PairedComparison> {
+    let lock = matches!(run.rows[0].workload, Workload::Lock { .. });
+    let (metric, compared) = if lock {
+        (Metric::OpsPerSec, ComparedMetric::OpsPerSec)
+    } else {
+        (Metric::NetCycles, ComparedMetric::CyclesPerOp)
+    };
+    let mut out = Vec::new();
+    for a in 0..results.len() {
+        // A ratio to a net whose CI spans zero has no meaning.
+        let ci = results[a].cycles_per_op.ci95;
+        if !lock && ci[0] <= 0.0 && ci[1] >= 0.0 {
+            continue;
+        }
+        for b in a + 1..results.len() {
+            let ratios = table.paired_ratios(a + 1, b + 1, metric, tsc_hz);
+            if ratios.is_empty() {
+                continue;
+            }
+            out.push(PairedComparison {
+                a: results[a].name.clone(),
+                b: results[b].name.clone(),
+                group: results[a].group.clone(),
+                metric: compared,
+                rounds: ratios.len() as u32,
+                ratio: interval(&ratios),
+            });
+        }
+    }
+    out
+}
+
+fn differences(
+    run: &GroupRun<'_>,
+    table: &RoundTable,
+    results: &[PhaseResult],
+) -> Vec<PairedDifference> {
+    if !matches!(run.rows[0].workload, Workload::Insn { .. }) {
+        return Vec::new();
+    }
+    let index: BTreeMap<&str, usize> = results
+        .iter()
+        .enumerate()
+        .map(|(i, r)| (r.strategy.as_str(), i))
+        .collect();
+    INSN_DIFFERENCES
+        .iter()
+        .filter_map(|(name, a, b)| {
+            let (ia, ib) = (*index.get(a)?, *index.get(b)?);
+            let d = table.paired_differences(ia + 1, ib + 1);
+            (!d.is_empty()).then(|| PairedDifference {
+                name: (*name).into(),
+                minuend: results[ia].name.clone(),
+                subtrahend: results[ib].name.clone(),
+                group: results[ia].group.clone(),
+                rounds: d.len() as u32,
+                cycles: interval(&d),
+            })
+        })
+        .collect()
+}

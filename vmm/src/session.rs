@@ -1,0 +1,500 @@
+//! A booted VM with one thread per vCPU: boot, dispatch one phase to every vCPU and collect its
+//! validated records, stop (watchdog, Ctrl-C) and shut down without leaking a thread or an fd.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use irqbench_abi::{self as abi, PhaseDescriptor};
+use kvm_ioctls::Kvm;
+
+use crate::guest_image::GuestImage;
+use crate::irq_load::IrqLoad;
+use crate::kvm_stats::{StatsDelta, StatsFd};
+use crate::machine::{IrqchipMode, Machine, MachineConfig, Mailbox};
+use crate::plan::{HypercallTransport, IrqSource, PhasePlan};
+use crate::protocol::{self, ValidRecord};
+use crate::vcpu::{
+    self, PhaseSample, VcpuCommand, VcpuContext, VcpuControl, VcpuEvent, VcpuOutcome,
+};
+
+/// How long a fresh guest may take to ring its BOOTED doorbell.
+const BOOT_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long vCPU threads get to stop after being told to.
+const STOP_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Why a phase produced no result.
+#[derive(Debug, thiserror::Error)]
+pub enum PhaseError {
+    #[error("{0}")]
+    Guest(String),
+    #[error("{0}")]
+    Protocol(#[from] protocol::ProtocolViolation),
+    #[error("timed out after {after:?}; {where_}")]
+    Timeout { after: Duration, where_: String },
+    #[error("stopped by the user")]
+    Interrupted,
+    #[error("booting the guest failed: {0}")]
+    Boot(String),
+}
+
+/// Knobs of one run that are not part of the plan.
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    /// Set from a signal handler: stop between (or inside) phases and return what was measured.
+    pub stop: Arc<AtomicBool>,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions {
+            stop: Arc::new(AtomicBool::new(false)),
+        }
+    }
+}
+
+/// Progress callback: (phase index, phase count, phase name, step).
+pub type ProgressFn<'a> = dyn FnMut(usize, usize, &str, &str) + 'a;
+
+/// One measured dispatch of a phase to every vCPU.
+#[derive(Debug)]
+pub struct Dispatch {
+    /// The descriptor as sent (with its sequence number and transport filled in).
+    pub desc: PhaseDescriptor,
+    pub samples: Vec<PhaseSample>,
+    pub records: Vec<ValidRecord>,
+    pub vm_stats: Option<StatsDelta>,
+    /// The lock workload's shared counter after the dispatch.
+    pub lock_counter: u64,
+    /// Interrupts or events the host's load thread raised during the dispatch.
+    pub irqs_raised: u64,
+}
+
+impl Dispatch {
+    /// Longest vCPU's TSC cycles: the phase's wall time in guest cycles.
+    pub fn max_cycles(&self) -> u64 {
+        self.records.iter().map(|r| r.tsc_cycles).max().unwrap_or(0)
+    }
+    pub fn total_ops(&self) -> u64 {
+        self.records.iter().map(|r| r.ops).sum()
+    }
+}
+
+/// A booted VM with one thread per vCPU waiting for commands.
+pub struct Session {
+    pub vcpus: u32,
+    pub irqchip: IrqchipMode,
+    pub mailbox: Mailbox,
+    controls: Vec<Arc<VcpuControl>>,
+    commands: Vec<Sender<VcpuCommand>>,
+    events: Receiver<VcpuEvent>,
+    threads: Vec<JoinHandle<()>>,
+    vm_stats: Option<StatsFd>,
+    seq: u32,
+    pub console: Arc<Mutex<String>>,
+    /// A vCPU has exited: the session cannot run more phases.
+    pub dead: bool,
+    hypercall: HypercallTransport,
+    /// For attributing exit RIPs to guest symbols.
+    pub image: Arc<GuestImage>,
+    _machine_vm: kvm_ioctls::VmFd,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("vcpus", &self.vcpus)
+            .field("irqchip", &self.irqchip)
+            .field("dead", &self.dead)
+            .finish()
+    }
+}
+
+impl Session {
+    /// Creates the VM, starts the vCPU threads and waits until every guest CPU has booted.
+    pub fn boot(
+        kvm: &Kvm,
+        image: &Arc<GuestImage>,
+        config: MachineConfig,
+        hypercall: HypercallTransport,
+        pin: bool,
+    ) -> Result<Session, PhaseError> {
+        vcpu::install_kick_handler();
+        let machine =
+            Machine::create(kvm, image, config).map_err(|e| PhaseError::Boot(error_chain(&e)))?;
+        let Machine {
+            vm, memory, vcpus, ..
+        } = machine;
+        let vm_stats = StatsFd::for_vm(&vm).ok();
+        let sync_regs = vm.check_extension_int(kvm_ioctls::Cap::SyncRegs)
+            & kvm_bindings::KVM_SYNC_X86_REGS as i32
+            != 0;
+        let mailbox = Mailbox::new(memory);
+        let (event_tx, events) = mpsc::channel();
+        let console = Arc::new(Mutex::new(String::new()));
+        let symbols = Arc::new(image.symbols.clone());
+        let host_cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let mut session = Session {
+            vcpus: config.vcpus,
+            irqchip: config.irqchip,
+            mailbox: mailbox.clone(),
+            controls: Vec::new(),
+            commands: Vec::new(),
+            events,
+            threads: Vec::new(),
+            vm_stats,
+            seq: 0,
+            console: console.clone(),
+            dead: false,
+            hypercall,
+            image: image.clone(),
+            _machine_vm: vm,
+        };
+        for (index, fd) in vcpus.into_iter().enumerate() {
+            let index = index as u32;
+            let (cmd_tx, cmd_rx) = mpsc::channel();
+            let control = Arc::new(VcpuControl::default());
+            let ctx = VcpuContext {
+                index,
+                stats: StatsFd::for_vcpu(&fd).ok(),
+                vcpu: fd,
+                mailbox: mailbox.clone(),
+                symbols: symbols.clone(),
+                control: control.clone(),
+                commands: cmd_rx,
+                events: event_tx.clone(),
+                console: console.clone(),
+                sync_regs,
+            };
+            let events = event_tx.clone();
+            let cpu = index as usize % host_cpus;
+            let handle = std::thread::Builder::new()
+                .name(format!("vcpu{index}"))
+                .spawn(move || {
+                    if pin {
+                        pin_to_cpu(cpu);
+                    }
+                    // A bug in the VMM must end this run with a report, not hang the runner.
+                    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        vcpu::run_vcpu(ctx)
+                    }))
+                    .unwrap_or_else(|panic| {
+                        let what = panic
+                            .downcast_ref::<&str>()
+                            .map(|s| s.to_string())
+                            .or_else(|| panic.downcast_ref::<String>().cloned())
+                            .unwrap_or_default();
+                        VcpuOutcome::Fault(Box::new(vcpu::FaultReport {
+                            vcpu: index,
+                            kind: format!("irqbench bug: the vCPU thread panicked: {what}"),
+                            rip: 0,
+                            instruction: String::new(),
+                            symbol: None,
+                            regs: None,
+                            cr2: None,
+                        }))
+                    });
+                    let _ = events.send(VcpuEvent::Exited { index, outcome });
+                })
+                .map_err(|e| PhaseError::Boot(format!("spawning vCPU thread {index}: {e}")))?;
+            session.controls.push(control);
+            session.commands.push(cmd_tx);
+            session.threads.push(handle);
+        }
+        drop(event_tx);
+        let deadline = Instant::now() + BOOT_TIMEOUT;
+        let mut booted = 0;
+        while booted < config.vcpus {
+            match session
+                .events
+                .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            {
+                Ok(VcpuEvent::Booted { .. }) => booted += 1,
+                Ok(VcpuEvent::Exited { outcome, .. }) => {
+                    session.dead = true;
+                    // The guest may have said why on its console (e.g. an ABI mismatch).
+                    let console = session
+                        .console
+                        .lock()
+                        .map(|c| c.trim().to_string())
+                        .unwrap_or_default();
+                    let said = if console.is_empty() {
+                        String::new()
+                    } else {
+                        format!("\nguest console: {console}")
+                    };
+                    return Err(PhaseError::Boot(format!(
+                        "{}{said}",
+                        outcome_text(&outcome)
+                    )));
+                }
+                Ok(VcpuEvent::PhaseDone(_)) => {}
+                Err(_) => {
+                    let where_ = session.stop_all();
+                    return Err(PhaseError::Boot(format!(
+                        "the guest did not boot within {BOOT_TIMEOUT:?}; {where_}"
+                    )));
+                }
+            }
+        }
+        Ok(session)
+    }
+
+    /// Runs one phase on every vCPU and collects validated records.
+    pub fn dispatch(
+        &mut self,
+        mut desc: PhaseDescriptor,
+        irq: IrqSource,
+        timeout: Duration,
+        stop: &AtomicBool,
+    ) -> Result<Dispatch, PhaseError> {
+        if self.dead {
+            return Err(PhaseError::Guest("the VM is no longer running".into()));
+        }
+        self.seq = (self.seq + 1) & 0xFF_FFFF;
+        desc.seq = self.seq;
+        desc.hypercall_transport = match self.hypercall {
+            HypercallTransport::Port => abi::hypercall::PORT,
+            HypercallTransport::Vmcall => abi::hypercall::VMCALL,
+        };
+        let shared_counter = abi::MAILBOX_GPA + abi::offset::SHARED_LOCK_COUNTER as u64;
+        let barrier = abi::MAILBOX_GPA + abi::offset::SHARED_BARRIER as u64;
+        for (gpa, what) in [(shared_counter, "lock counter"), (barrier, "block barrier")] {
+            self.mailbox
+                .write_u64(gpa, 0, what)
+                .map_err(|e| PhaseError::Guest(error_chain(&e)))?;
+        }
+        let vm_before = self.vm_stats.as_ref().and_then(|s| s.snapshot().ok());
+        let raised_before = self.irqs_raised();
+        let load = IrqLoad::start(irq, &self.controls, &self.mailbox);
+        for tx in &self.commands {
+            if tx.send(VcpuCommand::Run(desc)).is_err() {
+                self.dead = true;
+                return Err(PhaseError::Guest("a vCPU thread has exited".into()));
+            }
+        }
+        let started = Instant::now();
+        let mut samples: Vec<Option<PhaseSample>> = vec![None; self.vcpus as usize];
+        let mut failure = None;
+        while samples.iter().any(Option::is_none) {
+            if stop.load(Ordering::SeqCst) {
+                failure = Some(PhaseError::Interrupted);
+                break;
+            }
+            let left = timeout.saturating_sub(started.elapsed());
+            if left.is_zero() {
+                let where_ = self.stop_all();
+                failure = Some(PhaseError::Timeout {
+                    after: timeout,
+                    where_,
+                });
+                break;
+            }
+            match self
+                .events
+                .recv_timeout(left.min(Duration::from_millis(100)))
+            {
+                Ok(VcpuEvent::PhaseDone(sample)) => {
+                    let i = sample.index as usize;
+                    if let Some(slot) = samples.get_mut(i) {
+                        *slot = Some(*sample);
+                    }
+                }
+                Ok(VcpuEvent::Exited { outcome, .. }) => {
+                    self.dead = true;
+                    failure = Some(match outcome {
+                        VcpuOutcome::ProtocolViolation(v) => PhaseError::Protocol(v),
+                        other => PhaseError::Guest(outcome_text(&other)),
+                    });
+                    break;
+                }
+                Ok(VcpuEvent::Booted { .. }) => {}
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => {
+                    self.dead = true;
+                    failure = Some(PhaseError::Guest("every vCPU thread has exited".into()));
+                    break;
+                }
+            }
+        }
+        load.stop();
+        let irqs_raised = self.irqs_raised() - raised_before;
+        if let Some(f) = failure {
+            if matches!(f, PhaseError::Interrupted) {
+                self.stop_all();
+            }
+            return Err(f);
+        }
+        let vm_stats = match (
+            vm_before,
+            self.vm_stats.as_ref().and_then(|s| s.snapshot().ok()),
+        ) {
+            (Some(b), Some(a)) => Some(a.delta(&b)),
+            _ => None,
+        };
+        let samples: Vec<PhaseSample> = samples.into_iter().flatten().collect();
+        let mut records = Vec::new();
+        for s in &samples {
+            records.push(protocol::validate_record(s.index, &desc, &s.record)?);
+        }
+        let lock_counter = self
+            .mailbox
+            .read_u64(shared_counter, "lock counter")
+            .unwrap_or(0);
+        Ok(Dispatch {
+            desc,
+            samples,
+            records,
+            vm_stats,
+            lock_counter,
+            irqs_raised,
+        })
+    }
+
+    fn irqs_raised(&self) -> u64 {
+        self.controls
+            .iter()
+            .map(|c| c.irqs_raised.load(Ordering::SeqCst))
+            .sum()
+    }
+
+    /// Stops every vCPU (watchdog or Ctrl-C) and describes where each one was.
+    fn stop_all(&mut self) -> String {
+        self.dead = true;
+        for c in &self.controls {
+            c.stop.store(true, Ordering::SeqCst);
+        }
+        let deadline = Instant::now() + STOP_TIMEOUT;
+        let mut wheres = BTreeMap::new();
+        let mut exited = 0;
+        while exited < self.vcpus && Instant::now() < deadline {
+            for c in &self.controls {
+                c.kick();
+            }
+            match self.events.recv_timeout(Duration::from_millis(20)) {
+                Ok(VcpuEvent::Exited { index, outcome }) => {
+                    exited += 1;
+                    wheres.insert(index, outcome_text(&outcome));
+                }
+                Ok(_) | Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => break,
+            }
+        }
+        if wheres.is_empty() {
+            return "no vCPU could be stopped".into();
+        }
+        wheres
+            .into_iter()
+            .map(|(i, w)| format!("vCPU {i}: {w}"))
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+
+    /// Shuts the guest down and joins every thread (no thread or fd outlives the session).
+    pub fn shutdown(mut self) {
+        self.close();
+    }
+
+    fn close(&mut self) {
+        // With the in-kernel irqchip the guest's final `cli; hlt` stays inside KVM and never
+        // returns to us: tell it to shut down, then kick every vCPU out at once instead of
+        // waiting for an exit that cannot come.
+        if !self.dead && self.irqchip == IrqchipMode::InKernel {
+            for tx in &self.commands {
+                let _ = tx.send(VcpuCommand::Shutdown);
+            }
+            self.stop_all();
+        }
+        if !self.dead {
+            for tx in &self.commands {
+                let _ = tx.send(VcpuCommand::Shutdown);
+            }
+            let deadline = Instant::now() + STOP_TIMEOUT;
+            let mut exited = 0;
+            while exited < self.vcpus && Instant::now() < deadline {
+                match self.events.recv_timeout(Duration::from_millis(50)) {
+                    Ok(VcpuEvent::Exited { .. }) => exited += 1,
+                    Ok(_) | Err(RecvTimeoutError::Timeout) => {}
+                    Err(RecvTimeoutError::Disconnected) => break,
+                }
+            }
+            if exited < self.vcpus {
+                self.stop_all();
+            }
+        } else {
+            // Already stopped; make sure of it.
+            for c in &self.controls {
+                c.stop.store(true, Ordering::SeqCst);
+                c.kick();
+            }
+        }
+        self.commands.clear();
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        if !self.threads.is_empty() {
+            self.close();
+        }
+    }
+}
+
+fn pin_to_cpu(cpu: usize) {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET and sched_setaffinity only touch
+    // the set we own, for the calling thread (pid 0).
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &set);
+    }
+}
+
+pub fn outcome_text(outcome: &VcpuOutcome) -> String {
+    match outcome {
+        VcpuOutcome::Finished => "finished".into(),
+        VcpuOutcome::Stopped { rip, instruction } => {
+            format!("stopped at rip {rip:#x}: {instruction}")
+        }
+        VcpuOutcome::Fault(report) => report.to_string(),
+        VcpuOutcome::ProtocolViolation(v) => v.to_string(),
+    }
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    crate::error_chain(e, ": ")
+}
+
+/// Runs a single plan phase on a fresh machine and returns the raw dispatches: for tests and
+/// benchmarks that need exact counts rather than statistics.
+pub fn run_raw(
+    kvm: &Kvm,
+    image: &Arc<GuestImage>,
+    phase: &PhasePlan,
+    irqchip: IrqchipMode,
+    timeout: Duration,
+) -> Result<(Session, Dispatch), PhaseError> {
+    let config = MachineConfig {
+        vcpus: phase.vcpus,
+        memory_bytes: 16 << 20,
+        irqchip,
+        hypercall_exits: false,
+    };
+    let mut session = Session::boot(kvm, image, config, HypercallTransport::Port, false)?;
+    let iterations = phase.block_ops.unwrap_or(16);
+    let stop = AtomicBool::new(false);
+    let d = session.dispatch(
+        crate::measure::descriptor::diagnostic(phase, iterations),
+        phase.irq,
+        timeout,
+        &stop,
+    )?;
+    Ok((session, d))
+}
+

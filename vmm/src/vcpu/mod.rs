@@ -1,0 +1,443 @@
+//! One vCPU thread: the KVM_RUN loop, every userspace exit counted by reason, phase boundaries
+//! (doorbells) snapshotting the vCPU's KVM stats, and an outcome enum when the loop ends.
+//!
+//! The loop talks to the runner over two channels: it receives [`VcpuCommand`]s when the guest
+//! asks for work on the command port, and sends [`VcpuEvent`]s (booted, phase done, exited).
+
+use std::cell::Cell;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, Sender};
+use std::sync::{Arc, Mutex, Once};
+
+use irqbench_abi::{self as abi, PhaseDescriptor};
+use kvm_bindings::{kvm_interrupt, KVMIO};
+use kvm_ioctls::{SyncReg, VcpuExit, VcpuFd};
+use vmm_sys_util::ioctl::ioctl_with_ref;
+use vmm_sys_util::{ioctl_iow_nr, signal};
+
+use crate::kvm_stats::StatsFd;
+use crate::machine::Mailbox;
+use crate::protocol::{self, Doorbell};
+
+pub mod exit;
+pub mod fault;
+pub mod window;
+
+pub use exit::{handle_exit, ExitAction, ExitEvent, ExitReason, LoopState};
+pub use fault::{exception_name, FaultReport};
+use fault::{fault, guest_exception, stopped};
+pub use window::{BlockSample, ExitCounts, PhaseSample, PhaseWindow, ThreadTimes, VariantTotals};
+
+// kvm-ioctls has no wrapper for KVM_INTERRUPT (userspace irqchip injection).
+ioctl_iow_nr!(KVM_INTERRUPT, KVMIO, 0x86, kvm_interrupt);
+
+/// The signal that kicks a vCPU thread out of KVM_RUN (SIGRTMIN + this).
+const KICK_SIGNAL_OFFSET: i32 = 2;
+
+/// What the runner asks of a vCPU when its guest wants work.
+#[derive(Clone, Debug)]
+pub enum VcpuCommand {
+    Run(PhaseDescriptor),
+    Shutdown,
+}
+
+/// Why a vCPU stopped running. Every arm but `Finished` ends the run with an error report.
+#[derive(Debug)]
+pub enum VcpuOutcome {
+    /// The guest halted after the runner's `Shutdown`.
+    Finished,
+    /// Stopped by the runner (watchdog, signal).
+    Stopped { rip: u64, instruction: String },
+    /// The guest faulted or KVM could not run it.
+    Fault(Box<FaultReport>),
+    /// The guest wrote something the protocol does not allow.
+    ProtocolViolation(protocol::ProtocolViolation),
+}
+
+/// What goes from a vCPU thread to the runner.
+#[derive(Debug)]
+pub enum VcpuEvent {
+    Booted { index: u32 },
+    PhaseDone(Box<PhaseSample>),
+    Exited { index: u32, outcome: VcpuOutcome },
+}
+
+/// Shared between a vCPU thread and the runner's helper threads.
+#[derive(Debug, Default)]
+pub struct VcpuControl {
+    /// Stop at the next exit (watchdog, Ctrl-C).
+    pub stop: AtomicBool,
+    /// `inject`: an interrupt waits to be injected.
+    pub irq_pending: AtomicBool,
+    /// Raised by the irq source thread, for the report.
+    pub irqs_raised: AtomicU64,
+    thread: Mutex<Option<libc::pthread_t>>,
+}
+
+impl VcpuControl {
+    /// Interrupt the thread's KVM_RUN (it returns EINTR). Harmless when not in KVM_RUN: every
+    /// loop iteration checks the flags before entering the guest again.
+    pub fn kick(&self) {
+        let guard = self.thread.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(thread) = *guard {
+            // SAFETY: `thread` is a live thread of this process: it is cleared (under this lock)
+            // before the vCPU thread exits.
+            unsafe { libc::pthread_kill(thread, kick_signal()) };
+        }
+    }
+}
+
+fn kick_signal() -> i32 {
+    signal::SIGRTMIN() + KICK_SIGNAL_OFFSET
+}
+
+thread_local! {
+    /// This thread's `kvm_run.immediate_exit`, set while the thread owns a vCPU.
+    static IMMEDIATE_EXIT: Cell<*mut u8> = const { Cell::new(std::ptr::null_mut()) };
+}
+
+/// KVM API (KVM_RUN, `immediate_exit`): a signal that arrives just before KVM_RUN would be
+/// lost; setting `immediate_exit` from the handler makes that KVM_RUN return EINTR at once.
+extern "C" fn on_kick(_: libc::c_int, _: *mut libc::siginfo_t, _: *mut libc::c_void) {
+    // A const-initialised thread-local without destructor: async-signal-safe to read.
+    let flag = IMMEDIATE_EXIT
+        .try_with(Cell::get)
+        .unwrap_or(std::ptr::null_mut());
+    if !flag.is_null() {
+        // SAFETY: the pointer is this thread's kvm_run.immediate_exit, which stays mapped while
+        // it is registered (run_vcpu clears it before the vCPU fd can be dropped).
+        unsafe { flag.write_volatile(1) };
+    }
+}
+
+/// Installs the (empty) kick handler once per process: its only job is to make KVM_RUN return.
+pub fn install_kick_handler() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        if let Err(e) = signal::register_signal_handler(kick_signal(), on_kick) {
+            eprintln!("irqbench: cannot install the vCPU kick signal handler: {e}");
+        }
+    });
+}
+
+/// Everything a vCPU thread owns.
+#[derive(Debug)]
+pub struct VcpuContext {
+    pub index: u32,
+    pub vcpu: VcpuFd,
+    pub stats: Option<StatsFd>,
+    pub mailbox: Mailbox,
+    pub symbols: Arc<crate::guest_image::SymbolTable>,
+    pub control: Arc<VcpuControl>,
+    pub commands: Receiver<VcpuCommand>,
+    pub events: Sender<VcpuEvent>,
+    /// Console bytes the guest wrote, line-buffered for the log.
+    pub console: Arc<Mutex<String>>,
+    /// KVM_CAP_SYNC_REGS covers the general registers: exit RIPs can come with kvm_run.
+    pub sync_regs: bool,
+}
+
+/// Whether kvm_run carries the registers on exit: on (where KVM supports it) for phases under
+/// interrupt load, whose many exits are all attributed; off otherwise, since KVM then copies
+/// the registers out on every exit, probes and doorbells included (~0.8 µs each on PVM).
+fn set_sync_regs(ctx: &mut VcpuContext, on: bool) {
+    if on && ctx.sync_regs {
+        ctx.vcpu.set_sync_valid_reg(SyncReg::Register);
+    } else {
+        ctx.vcpu.clear_sync_valid_reg(SyncReg::Register);
+    }
+}
+
+/// Runs the vCPU until the guest halts after `Shutdown`, faults, or the runner stops it.
+pub fn run_vcpu(mut ctx: VcpuContext) -> VcpuOutcome {
+    {
+        let mut guard = ctx.control.thread.lock().unwrap_or_else(|e| e.into_inner());
+        // SAFETY: pthread_self has no preconditions.
+        *guard = Some(unsafe { libc::pthread_self() });
+    }
+    let flag: *mut u8 = &mut ctx.vcpu.get_kvm_run().immediate_exit;
+    IMMEDIATE_EXIT.with(|c| c.set(flag));
+    let outcome = run_loop(&mut ctx);
+    *ctx.control.thread.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    IMMEDIATE_EXIT.with(|c| c.set(std::ptr::null_mut()));
+    outcome
+}
+
+/// An owned copy of `exit` (the borrow of kvm_run ends here, so the loop can use the vCPU).
+fn exit_event(exit: Result<VcpuExit<'_>, kvm_ioctls::Error>, vcpu_run: RunFields) -> Result<ExitEvent, kvm_ioctls::Error> {
+    Ok(match exit {
+        Ok(VcpuExit::IoOut(port, data)) => ExitEvent::IoOut {
+            port,
+            data: data.to_vec(),
+        },
+        Ok(VcpuExit::IoIn(port, data)) => ExitEvent::IoIn {
+            port,
+            size: data.len(),
+        },
+        Ok(VcpuExit::MmioWrite(addr, _)) => ExitEvent::MmioWrite { addr },
+        Ok(VcpuExit::MmioRead(addr, data)) => {
+            data.fill(0);
+            ExitEvent::MmioRead { addr }
+        }
+        Ok(VcpuExit::IrqWindowOpen) => ExitEvent::IrqWindowOpen,
+        Ok(VcpuExit::Hypercall(hc)) => {
+            *hc.ret = 0;
+            ExitEvent::Hypercall { nr: hc.nr }
+        }
+        Ok(VcpuExit::Hlt) => ExitEvent::Hlt,
+        Ok(VcpuExit::Shutdown) => ExitEvent::Shutdown,
+        Ok(VcpuExit::InternalError) => ExitEvent::InternalError {
+            suberror: vcpu_run.suberror,
+            data: vcpu_run.data,
+        },
+        Ok(VcpuExit::FailEntry(reason, cpu)) => ExitEvent::FailEntry { reason, cpu },
+        Ok(VcpuExit::SystemEvent(kind, _)) => ExitEvent::SystemEvent { kind },
+        Ok(other) => ExitEvent::Other(format!("{other:?}")),
+        Err(e) if e.errno() == libc::EINTR || e.errno() == libc::EAGAIN => ExitEvent::Interrupted,
+        Err(e) => return Err(e),
+    })
+}
+
+/// What KVM_EXIT_INTERNAL_ERROR carries, copied out of kvm_run before the exit is borrowed.
+#[derive(Default)]
+struct RunFields {
+    suberror: u32,
+    data: Vec<u64>,
+}
+
+fn internal_error_fields(vcpu: &mut VcpuFd) -> RunFields {
+    let run = vcpu.get_kvm_run();
+    if run.exit_reason != kvm_bindings::KVM_EXIT_INTERNAL_ERROR {
+        return RunFields::default();
+    }
+    // SAFETY: for KVM_EXIT_INTERNAL_ERROR the `internal` member of the exit union is the valid
+    // one (KVM API: "struct kvm_internal_error ... internal").
+    let internal = unsafe { run.__bindgen_anon_1.internal };
+    let n = (internal.ndata as usize).min(internal.data.len());
+    RunFields {
+        suberror: internal.suberror,
+        data: internal.data[..n].to_vec(),
+    }
+}
+
+fn run_loop(ctx: &mut VcpuContext) -> VcpuOutcome {
+    let mut window = PhaseWindow::default();
+    let mut state = LoopState::default();
+    // Set while the exit's data is borrowed; applied before the next KVM_RUN.
+    let mut sync_next: Option<bool> = None;
+    loop {
+        if let Some(on) = sync_next.take() {
+            set_sync_regs(ctx, on);
+        }
+        if ctx.control.stop.load(Ordering::SeqCst) {
+            return stopped(ctx);
+        }
+        if let Err(e) = inject_pending(ctx, &mut window) {
+            return fault(ctx, format!("KVM_INTERRUPT failed: {e}"), None);
+        }
+        let exit = ctx.vcpu.run();
+        let fields = if matches!(exit, Ok(VcpuExit::InternalError)) {
+            drop(exit);
+            let fields = internal_error_fields(&mut ctx.vcpu);
+            (Ok(VcpuExit::InternalError), fields)
+        } else {
+            (exit, RunFields::default())
+        };
+        let event = match exit_event(fields.0, fields.1) {
+            Ok(e) => e,
+            Err(e) => return fault(ctx, format!("KVM_RUN failed: {e}"), None),
+        };
+        if event == ExitEvent::Interrupted {
+            ctx.vcpu.set_kvm_immediate_exit(0);
+        }
+        state.phase_open = window.open;
+        let reason = match handle_exit(&event, state) {
+            ExitAction::Resume(reason) => reason,
+            ExitAction::Doorbell(data) => {
+                let open = window.open.then_some(window.seq);
+                let bell = match protocol::parse_doorbell(ctx.index, &data, open) {
+                    Ok(b) => b,
+                    Err(v) => return VcpuOutcome::ProtocolViolation(v),
+                };
+                if let Some(outcome) = doorbell_rung(ctx, &mut window, bell) {
+                    return outcome;
+                }
+                continue;
+            }
+            ExitAction::Command { size } => {
+                match answer_command(ctx, size, &mut state, &mut sync_next) {
+                    Ok(()) => continue,
+                    Err(outcome) => return outcome,
+                }
+            }
+            ExitAction::Console(byte) => {
+                let mut console = ctx.console.lock().unwrap_or_else(|e| e.into_inner());
+                if console.len() < 64 * 1024 {
+                    console.push(char::from(byte));
+                }
+                ExitReason::PioConsole
+            }
+            ExitAction::Hypercall(reason) => {
+                if let Err(e) = ctx.mailbox.set_vif_pending(ctx.index, 0) {
+                    return fault(ctx, format!("acknowledging a hypercall: {e}"), None);
+                }
+                if window.open {
+                    window.count_hypercall();
+                }
+                reason
+            }
+            ExitAction::GuestException => return guest_exception(ctx),
+            ExitAction::Finished => return VcpuOutcome::Finished,
+            ExitAction::Fault(why) => return fault(ctx, why, None),
+        };
+        if window.open {
+            let rip = (!reason.is_probe()).then(|| exit_rip(ctx)).flatten();
+            window.count_exit(reason, rip);
+        }
+    }
+}
+
+/// `inject`: KVM_INTERRUPT when the guest can take it, else ask for an interrupt window.
+fn inject_pending(ctx: &mut VcpuContext, window: &mut PhaseWindow) -> std::io::Result<()> {
+    if !ctx.control.irq_pending.load(Ordering::SeqCst) {
+        return Ok(());
+    }
+    if try_inject(&mut ctx.vcpu)? {
+        ctx.control.irq_pending.store(false, Ordering::SeqCst);
+        if window.open {
+            window.sample.injected += 1;
+        }
+    }
+    Ok(())
+}
+
+/// The guest asked for work on the command port: block until the runner sends a command, write
+/// the phase into the slot, and answer through kvm_run's I/O data.
+fn answer_command(
+    ctx: &mut VcpuContext,
+    size: usize,
+    state: &mut LoopState,
+    sync_next: &mut Option<bool>,
+) -> Result<(), VcpuOutcome> {
+    let command = ctx.commands.recv().unwrap_or(VcpuCommand::Shutdown);
+    let answer = match command {
+        VcpuCommand::Run(phase) => {
+            *sync_next = Some(phase.irq_source != abi::irq::NONE);
+            if let Err(e) = ctx.mailbox.write_phase(ctx.index, &phase) {
+                return Err(fault(ctx, format!("writing the phase: {e}"), None));
+            }
+            abi::Command::RunPhase as u32
+        }
+        VcpuCommand::Shutdown => {
+            state.shutting_down = true;
+            abi::Command::Shutdown as u32
+        }
+    };
+    let run = ctx.vcpu.get_kvm_run();
+    // SAFETY: this is a KVM_EXIT_IO exit (the command port's `in`): the `io` member of the
+    // exit union is valid, and data_offset points into the kvm_run mapping (KVM API).
+    let io = unsafe { run.__bindgen_anon_1.io };
+    let base = run as *mut kvm_bindings::kvm_run as *mut u8;
+    let bytes = answer.to_le_bytes();
+    let len = size.min(bytes.len()).min(io.size as usize);
+    // SAFETY: KVM maps at least one page for kvm_run and places the I/O data inside it at
+    // data_offset; we write at most 4 bytes there.
+    unsafe {
+        std::ptr::copy_nonoverlapping(bytes.as_ptr(), base.add(io.data_offset as usize), len);
+    }
+    Ok(())
+}
+
+/// The guest RIP at this exit: from kvm_run's synced registers when they are on (no ioctl;
+/// KVM_GET_REGS costs ~5 µs on a nested PVM host), else KVM_GET_REGS.
+fn exit_rip(ctx: &mut VcpuContext) -> Option<u64> {
+    if ctx.vcpu.get_kvm_run().kvm_valid_regs & u64::from(kvm_bindings::KVM_SYNC_X86_REGS) != 0 {
+        Some(ctx.vcpu.sync_regs().regs.rip)
+    } else {
+        ctx.vcpu.get_regs().ok().map(|r| r.rip)
+    }
+}
+
+/// KVM_INTERRUPT when the guest can take it; otherwise ask KVM for an exit when it can.
+/// KVM API: with a userspace irqchip, inject only when `ready_for_interrupt_injection` is set
+/// (which implies IF=1 and no interrupt shadow), else set `request_interrupt_window`.
+fn try_inject(vcpu: &mut VcpuFd) -> Result<bool, std::io::Error> {
+    let run = vcpu.get_kvm_run();
+    if run.ready_for_interrupt_injection != 0 && run.if_flag != 0 {
+        run.request_interrupt_window = 0;
+        let irq = kvm_interrupt {
+            irq: u32::from(abi::irq::INJECT_VECTOR),
+        };
+        // SAFETY: KVM_INTERRUPT reads a kvm_interrupt from the pointer; `irq` lives across the call.
+        let ret = unsafe { ioctl_with_ref(&*vcpu, KVM_INTERRUPT(), &irq) };
+        if ret < 0 {
+            let err = std::io::Error::last_os_error();
+            // EEXIST: an interrupt is already queued for injection; this one merges with it,
+            // as a second edge on a busy line would.
+            if err.raw_os_error() == Some(libc::EEXIST) {
+                return Ok(true);
+            }
+            return Err(err);
+        }
+        Ok(true)
+    } else {
+        run.request_interrupt_window = 1;
+        Ok(false)
+    }
+}
+
+/// A doorbell that passed `protocol::parse_doorbell`: open or close the phase window, or cut
+/// it into blocks.
+fn doorbell_rung(
+    ctx: &mut VcpuContext,
+    window: &mut PhaseWindow,
+    bell: Doorbell,
+) -> Option<VcpuOutcome> {
+    match bell {
+        Doorbell::Booted => {
+            let _ = ctx.events.send(VcpuEvent::Booted { index: ctx.index });
+        }
+        Doorbell::Begin(seq) => {
+            let stats = ctx.stats.as_ref().and_then(|s| s.snapshot().ok());
+            *window = PhaseWindow::begin(ctx.index, seq, stats);
+        }
+        Doorbell::Block(variant) => {
+            let record = match window.current_variant() {
+                Some(_) => match ctx.mailbox.read_block(ctx.index) {
+                    Ok(r) => Some(r),
+                    Err(e) => {
+                        return Some(fault(ctx, format!("reading the block record: {e}"), None))
+                    }
+                },
+                None => None,
+            };
+            let stats = ctx.stats.as_ref().and_then(|s| s.snapshot().ok());
+            window.block_boundary(record, stats, Some(variant));
+        }
+        Doorbell::End(_) => {
+            let stats = ctx.stats.as_ref().and_then(|s| s.snapshot().ok());
+            if window.current_variant().is_some() {
+                match ctx.mailbox.read_block(ctx.index) {
+                    Ok(r) => window.block_boundary(Some(r), stats.clone(), None),
+                    Err(e) => {
+                        return Some(fault(ctx, format!("reading the block record: {e}"), None))
+                    }
+                }
+            }
+            let mut sample = window.end(stats);
+            match ctx.mailbox.read_record(ctx.index) {
+                Ok(record) => sample.record = record,
+                Err(e) => {
+                    return Some(fault(ctx, format!("reading the phase record: {e}"), None));
+                }
+            }
+            let _ = ctx.events.send(VcpuEvent::PhaseDone(Box::new(sample)));
+        }
+        Doorbell::Ping => {
+            if window.open {
+                window.sample.pings += 1;
+            }
+        }
+    }
+    None
+}

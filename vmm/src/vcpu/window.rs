@@ -1,0 +1,297 @@
+//! The measurement window of one vCPU: a phase between its BEGIN and END doorbells, cut into
+//! blocks by BLOCK doorbells. At every doorbell the vCPU is stopped in the VMM, outside any timed
+//! window, which is when the KVM stats, the thread's clocks and the guest's block record are read.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use irqbench_abi::{BlockRecord, PhaseRecord};
+
+use super::exit::ExitReason;
+use crate::kvm_stats::{StatsDelta, StatsSnapshot};
+
+/// Userspace exits by reason.
+pub type ExitCounts = BTreeMap<ExitReason, u64>;
+/// (rip, reason) → count, for attribution to guest symbols.
+pub type ExitRips = BTreeMap<(u64, ExitReason), u64>;
+
+/// The vCPU thread's clocks at one instant: wall time, its own CPU time and its involuntary
+/// context switches. Between two readings, wall − CPU is the time the thread was not running
+/// (preempted by another task, stopped by SIGSTOP, or waiting), which the guest's TSC counts
+/// as if the guest had been working.
+#[derive(Clone, Copy, Debug)]
+pub struct ThreadTimes {
+    pub wall: Instant,
+    pub cpu_ns: u64,
+    pub involuntary_switches: u64,
+}
+
+impl ThreadTimes {
+    /// Reads the calling thread's clocks (clock_gettime(CLOCK_THREAD_CPUTIME_ID) and
+    /// getrusage(RUSAGE_THREAD)); `None` where the kernel refuses either.
+    pub fn now() -> Option<ThreadTimes> {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: clock_gettime writes one timespec into the struct we own.
+        if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) } != 0 {
+            return None;
+        }
+        // SAFETY: an all-zero rusage is a valid value; getrusage overwrites it.
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: getrusage writes one rusage into the struct we own.
+        if unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut usage) } != 0 {
+            return None;
+        }
+        Some(ThreadTimes {
+            wall: Instant::now(),
+            cpu_ns: ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64,
+            involuntary_switches: usage.ru_nivcsw as u64,
+        })
+    }
+
+    /// (off-CPU ns, involuntary switches) from `earlier` to `self`.
+    pub fn since(&self, earlier: &ThreadTimes) -> (u64, u64) {
+        let wall = self.wall.saturating_duration_since(earlier.wall).as_nanos() as u64;
+        let cpu = self.cpu_ns.saturating_sub(earlier.cpu_ns);
+        (
+            wall.saturating_sub(cpu),
+            self.involuntary_switches
+                .saturating_sub(earlier.involuntary_switches),
+        )
+    }
+}
+
+/// One block as the VMM saw it: the guest's record (unvalidated) and what the host measured
+/// from this block's BLOCK doorbell to the next doorbell.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct BlockSample {
+    /// The variant index the BLOCK doorbell announced.
+    pub announced: u32,
+    /// The guest's record of the block, read at the next doorbell; validate before use.
+    pub record: BlockRecord,
+    /// Delta of the KVM `exits` stat (this vCPU).
+    pub exits_stat: Option<u64>,
+    /// Userspace exits the VMM handled, doorbells and commands excluded.
+    pub userspace_exits: u64,
+    /// Hypercalls the VMM acknowledged.
+    pub hypercalls_seen: u64,
+    /// Time the vCPU thread was not on a CPU.
+    pub off_cpu_ns: u64,
+    pub involuntary_switches: u64,
+    pub wall_ns: u64,
+}
+
+/// Sums per variant index over a phase (KVM stats by name, userspace exits and their RIPs).
+#[derive(Clone, Debug, Default)]
+pub struct VariantTotals {
+    pub stats: StatsDelta,
+    pub exits: ExitCounts,
+    pub exit_rips: ExitRips,
+}
+
+/// Everything one vCPU measured in one phase (BEGIN to END doorbell).
+#[derive(Clone, Debug, Default)]
+pub struct PhaseSample {
+    pub index: u32,
+    pub record: PhaseRecord,
+    /// KVM stat deltas of this vCPU over the whole phase; `None` without binary stats.
+    pub stats: Option<StatsDelta>,
+    /// Userspace exits by reason over the whole phase, doorbell markers excluded.
+    pub exits: ExitCounts,
+    pub exit_rips: ExitRips,
+    /// One entry per block, in the order run.
+    pub blocks: Vec<BlockSample>,
+    /// Indexed by variant index.
+    pub variants: Vec<VariantTotals>,
+    /// PING doorbells seen.
+    pub pings: u64,
+    /// Hypercalls seen by the VMM (port or vmcall).
+    pub hypercalls: u64,
+    /// Interrupts injected with KVM_INTERRUPT.
+    pub injected: u64,
+    pub wall: Duration,
+}
+
+/// A block in flight: what was read at its BLOCK doorbell.
+#[derive(Debug)]
+struct OpenBlock {
+    announced: u32,
+    stats: Option<StatsSnapshot>,
+    times: Option<ThreadTimes>,
+    userspace_exits: u64,
+    hypercalls_seen: u64,
+}
+
+/// The open phase of one vCPU.
+#[derive(Debug, Default)]
+pub struct PhaseWindow {
+    pub open: bool,
+    pub seq: u32,
+    begin: Option<StatsSnapshot>,
+    started: Option<Instant>,
+    block: Option<OpenBlock>,
+    pub sample: PhaseSample,
+}
+
+impl PhaseWindow {
+    pub fn begin(index: u32, seq: u32, stats: Option<StatsSnapshot>) -> PhaseWindow {
+        PhaseWindow {
+            open: true,
+            seq,
+            begin: stats,
+            started: Some(Instant::now()),
+            block: None,
+            sample: PhaseSample {
+                index,
+                ..Default::default()
+            },
+        }
+    }
+
+    /// The variant whose block is running, if any.
+    pub fn current_variant(&self) -> Option<u32> {
+        self.block.as_ref().map(|b| b.announced)
+    }
+
+    /// Counts one userspace exit (and where it happened, if known).
+    pub fn count_exit(&mut self, reason: ExitReason, rip: Option<u64>) {
+        *self.sample.exits.entry(reason).or_default() += 1;
+        if let Some(rip) = rip {
+            *self.sample.exit_rips.entry((rip, reason)).or_default() += 1;
+        }
+        let Some(block) = &mut self.block else { return };
+        block.userspace_exits += 1;
+        let v = variant_slot(&mut self.sample.variants, block.announced);
+        *v.exits.entry(reason).or_default() += 1;
+        if let Some(rip) = rip {
+            *v.exit_rips.entry((rip, reason)).or_default() += 1;
+        }
+    }
+
+    pub fn count_hypercall(&mut self) {
+        self.sample.hypercalls += 1;
+        if let Some(block) = &mut self.block {
+            block.hypercalls_seen += 1;
+        }
+    }
+
+    /// Closes the running block (if any) with the guest's `record` and the readings taken now,
+    /// then opens the block `next` announces.
+    pub fn block_boundary(
+        &mut self,
+        record: Option<BlockRecord>,
+        stats: Option<StatsSnapshot>,
+        next: Option<u32>,
+    ) {
+        let times = ThreadTimes::now();
+        if let (Some(block), Some(record)) = (self.block.take(), record) {
+            let delta = match (&block.stats, &stats) {
+                (Some(b), Some(e)) => Some(e.delta(b)),
+                _ => None,
+            };
+            let (off_cpu_ns, involuntary_switches, wall_ns) = match (&block.times, &times) {
+                (Some(b), Some(e)) => {
+                    let (off, invol) = e.since(b);
+                    let wall = e.wall.saturating_duration_since(b.wall).as_nanos() as u64;
+                    (off, invol, wall)
+                }
+                _ => (0, 0, 0),
+            };
+            let exits_stat = delta.as_ref().and_then(|d| d.get("exits"));
+            if let Some(d) = &delta {
+                variant_slot(&mut self.sample.variants, block.announced)
+                    .stats
+                    .add(d);
+            }
+            self.sample.blocks.push(BlockSample {
+                announced: block.announced,
+                record,
+                exits_stat,
+                userspace_exits: block.userspace_exits,
+                hypercalls_seen: block.hypercalls_seen,
+                off_cpu_ns,
+                involuntary_switches,
+                wall_ns,
+            });
+        }
+        self.block = next.map(|announced| OpenBlock {
+            announced,
+            stats,
+            times,
+            userspace_exits: 0,
+            hypercalls_seen: 0,
+        });
+    }
+
+    /// Closes the phase: whole-phase stats and wall time.
+    pub fn end(&mut self, stats: Option<StatsSnapshot>) -> PhaseSample {
+        self.open = false;
+        let mut sample = std::mem::take(&mut self.sample);
+        sample.stats = match (&self.begin, &stats) {
+            (Some(b), Some(e)) => Some(e.delta(b)),
+            _ => None,
+        };
+        sample.wall = self.started.map(|s| s.elapsed()).unwrap_or_default();
+        sample
+    }
+}
+
+/// The totals of variant `index`, growing the table as needed (bounded by the protocol layer,
+/// which refuses indices ≥ `abi::MAX_VARIANTS` before they get here).
+fn variant_slot(variants: &mut Vec<VariantTotals>, index: u32) -> &mut VariantTotals {
+    let i = (index as usize).min(irqbench_abi::MAX_VARIANTS - 1);
+    if variants.len() <= i {
+        variants.resize_with(i + 1, VariantTotals::default);
+    }
+    &mut variants[i]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn off_cpu_time_is_wall_minus_cpu() {
+        let a = ThreadTimes::now().expect("thread clocks");
+        // Sleep: the thread is off the CPU for (almost) all of it.
+        std::thread::sleep(Duration::from_millis(20));
+        let b = ThreadTimes::now().expect("thread clocks");
+        let (off, _) = b.since(&a);
+        assert!(off >= 15_000_000, "off-CPU {off} ns after a 20 ms sleep");
+        // Spin: on the CPU the whole time (allow for a preemption on a busy host).
+        let c = ThreadTimes::now().unwrap();
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_millis(20) {
+            std::hint::spin_loop();
+        }
+        let d = ThreadTimes::now().unwrap();
+        let (off, _) = d.since(&c);
+        assert!(off < 15_000_000, "off-CPU {off} ns while spinning");
+    }
+
+    #[test]
+    fn exits_are_charged_to_the_running_block() {
+        let mut w = PhaseWindow::begin(0, 1, None);
+        w.count_exit(ExitReason::PioOther, None); // before any block: phase total only
+        w.block_boundary(None, None, Some(2));
+        w.count_exit(ExitReason::IrqWindowOpen, Some(0x1000));
+        w.count_hypercall();
+        let rec = BlockRecord {
+            variant: 2,
+            ..Default::default()
+        };
+        w.block_boundary(Some(rec), None, None);
+        w.count_exit(ExitReason::PioOther, None); // after the last block
+        let s = w.end(None);
+        assert_eq!(s.exits[&ExitReason::PioOther], 2);
+        assert_eq!(s.blocks.len(), 1);
+        assert_eq!(s.blocks[0].announced, 2);
+        assert_eq!(s.blocks[0].userspace_exits, 1);
+        assert_eq!(s.blocks[0].hypercalls_seen, 1);
+        assert_eq!(s.variants.len(), 3);
+        assert_eq!(s.variants[2].exits[&ExitReason::IrqWindowOpen], 1);
+        assert_eq!(s.variants[2].exit_rips[&(0x1000, ExitReason::IrqWindowOpen)], 1);
+    }
+}
