@@ -4,15 +4,19 @@
 //! says so in a comment header. Every value is range-checked here, so nothing downstream sees
 //! unchecked input. An error names the file, the line and column, the key and what would be
 //! valid, e.g.
-//! `configs/x.toml:7:13: key `bench[0].nesting[1]`: 1.5 is outside 0.0..=1.0 (...)`.
 //!
-//! The keys, their ranges, defaults and meanings are the table in [`schema`]; the key reference
-//! in `configs/README.md` is generated from it (a test keeps the two equal).
+//! ```text
+//! configs/x.toml:7:13: key `bench[0].nesting[1]`: 1.5 is outside 0.0..=1.0 (...)
+//! ```
 //!
-//! The way through: [`spans`] turns byte offsets into `file:line:col` and key paths,
-//! [`translate`] turns toml's and serde's errors into ours, [`raw`] is the file as serde reads
-//! it, [`validate`] checks `[run]` and single values, [`expand`] turns each `[[bench]]` into rows
-//! and groups.
+//! The keys, their ranges, defaults and meanings are one table, `schema::KEYS`; the key
+//! reference in `configs/README.md` is generated from it ([`key_reference`]; a test keeps the
+//! two equal, `IRQBENCH_BLESS=1` rewrites the README).
+//!
+//! The way through, one file each: `spans` turns byte offsets into `file:line:col` and key
+//! paths, `translate` turns toml's and serde's errors into ours (removed keys included), `raw`
+//! is the file as serde reads it, `validate` checks single values and `[run]`, `expand` turns
+//! each `[[bench]]` into rows and groups.
 
 mod expand;
 mod raw;
@@ -180,6 +184,9 @@ fn load_with(
     let (tree, syntax_errors) = DeTable::parse_recoverable(text);
     if let Some(err) = syntax_errors.first() {
         return Err(translate::syntax_error(src, err, tree.get_ref()));
+    }
+    if let Some(err) = translate::first_removed_key(src, tree.get_ref()) {
+        return Err(err);
     }
     let raw: raw::RawConfig =
         toml::from_str(text).map_err(|e| translate::serde_error(src, &e, tree.get_ref()))?;

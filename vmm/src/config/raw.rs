@@ -1,8 +1,8 @@
 //! The file as serde sees it: loose types (i64, f64, String) with spans, checked afterwards in
 //! `validate` and `expand` so every error can quote the schema's range and the value's place.
 //!
-//! Removed keys (`run.repeats`, `bench.iterations`, ...) are deliberately absent: serde reports
-//! them as unknown fields and `translate` turns that into "was removed: ...".
+//! Removed keys (`run.repeats`, `bench.iterations`, ...) are absent: `translate` finds them in
+//! the spanned document before serde runs and says what replaced them.
 
 use std::collections::BTreeMap;
 

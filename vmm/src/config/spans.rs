@@ -1,9 +1,9 @@
 //! From byte offsets in the TOML text to what a person reads: `file:line:col` and key paths like
 //! `bench[0].irq[1].rate_hz`.
 //!
-//! Key paths come from walking toml's spanned document rather than from `serde_path_to_error`:
-//! toml reports a span for every error, and the deepest key covering it is the path, including
-//! inside inline tables and dotted keys, which `serde_path_to_error` would also need spans for.
+//! Key paths come from walking toml's spanned document, not from `serde_path_to_error`: that
+//! crate is not in the lockfile, and it would give the path but not the line and column, which
+//! still need the spans; the spans alone give both, inside inline tables and dotted keys too.
 
 use std::ops::Range;
 

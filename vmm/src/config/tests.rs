@@ -998,6 +998,25 @@ fn removed_keys_say_what_replaced_them() {
             "delete it to calibrate",
         ],
     );
+    // Several: the first in the file is reported, whatever order serde reads tables in.
+    bad(
+        "name = \"o\"\n[run]\nwarmup = 1\nrepeats = 3\n[[bench]]\nname = \"b\"\niterations = 5\n",
+        "3:1",
+        "`run.warmup` was removed",
+        &[],
+    );
+    bad(
+        "name = \"o\"\n[[bench]]\nname = \"b\"\niterations = 5\n[run]\nrepeats = 3\n",
+        "4:1",
+        "`bench[0].iterations` was removed",
+        &[],
+    );
+    bad(
+        "name = \"o\"\nrun.noisy_cv = 0.1\n[[bench]]\nname = \"b\"\n",
+        "2:5",
+        "`run.noisy_cv` was removed",
+        &[],
+    );
     // Elsewhere the same names are plain unknown keys.
     bad(
         &bench("repeats = 3"),

@@ -1,12 +1,13 @@
 //! toml's and serde's errors, translated into ours: a location, the key path, and the schema's
-//! words for what is valid.
+//! words for what is valid; and removed keys, with what replaced them.
 //!
 //! serde's messages are parsed by their prefixes ("unknown field `", "missing field `",
 //! "invalid type: "), which serde has kept stable for years; a message we do not recognise is
 //! passed through unchanged, still with location and key, so a change in wording degrades the
 //! message rather than losing it.
 
-use toml::de::DeTable;
+use toml::de::{DeTable, DeValue};
+use toml::Spanned;
 
 use super::schema;
 use super::spans::{find_path, normalize, render_path, table_at, table_prefix, Seg, Source};
@@ -77,25 +78,15 @@ pub(super) fn serde_error(
     ConfigError::Invalid { at, key, message }
 }
 
-/// An unknown key at `path` (which ends at the key, or at its table): a removed key gets what
-/// replaced it, any other the valid keys and the closest of them.
+/// An unknown key at `path` (which ends at the key, or at its table), with the valid keys and
+/// the closest of them.
 fn unknown_key(at: super::Location, key: &str, mut path: Vec<Seg>) -> ConfigError {
     if path.last() == Some(&Seg::Key(key.to_string())) {
         path.pop();
     }
-    let table_norm = normalize(&path);
-    let table = render_path(&path);
-    if let Some(instead) = schema::removed(&table_norm, key) {
-        let key = if table.is_empty() {
-            key.to_string()
-        } else {
-            format!("{table}.{key}")
-        };
-        return ConfigError::Removed { at, key, instead };
-    }
-    let valid = schema::keys_of(&table_norm);
+    let valid = schema::keys_of(&normalize(&path));
     let suggestion = closest(key, &valid);
-    let table = match table.as_str() {
+    let table = match render_path(&path).as_str() {
         "" => "the top level".to_string(),
         "run" => "[run]".to_string(),
         other => format!("`{other}`"),
@@ -106,6 +97,50 @@ fn unknown_key(at: super::Location, key: &str, mut path: Vec<Seg>) -> ConfigErro
         table,
         valid,
         suggestion,
+    }
+}
+
+/// A removed key's place, path and what replaced it.
+type Found = Option<(usize, Vec<Seg>, String)>;
+
+/// The first removed key in text order, with what replaced it. Checked before serde runs,
+/// because serde reports unknown fields in its own order (tables sorted by key), and an old
+/// config should be fixed top to bottom.
+pub(super) fn first_removed_key(src: Source<'_>, tree: &DeTable<'_>) -> Option<ConfigError> {
+    let mut found = None;
+    removed_in_table(tree, &mut Vec::new(), &mut found);
+    found.map(|(offset, path, instead)| ConfigError::Removed {
+        at: src.location(offset),
+        key: render_path(&path),
+        instead,
+    })
+}
+
+fn removed_in_table(table: &DeTable<'_>, path: &mut Vec<Seg>, found: &mut Found) {
+    let table_norm = normalize(path);
+    for (key, value) in table.iter() {
+        let start = key.span().start;
+        path.push(Seg::Key(key.get_ref().to_string()));
+        if let Some(instead) = schema::removed(&table_norm, key.get_ref()) {
+            if found.as_ref().is_none_or(|(first, ..)| start < *first) {
+                *found = Some((start, path.clone(), instead));
+            }
+        }
+        removed_in_value(value, path, found);
+        path.pop();
+    }
+}
+
+fn removed_in_value(value: &Spanned<DeValue<'_>>, path: &mut Vec<Seg>, found: &mut Found) {
+    if let Some(table) = value.get_ref().as_table() {
+        removed_in_table(table, path, found);
+    }
+    if let Some(array) = value.get_ref().as_array() {
+        for (i, element) in array.iter().enumerate() {
+            path.push(Seg::Index(i));
+            removed_in_value(element, path, found);
+            path.pop();
+        }
     }
 }
 
