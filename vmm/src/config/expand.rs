@@ -6,7 +6,7 @@ use toml::Spanned;
 
 use super::raw::{RawBench, RawIrq, SpannedList};
 use super::schema;
-use super::validate::{Checked, Ctx, RunValues};
+use super::validate::{int_range_of, Checked, Ctx, RunValues};
 use super::{defaults, MAX_PHASES};
 use crate::plan::{InsnId, IrqSource, PhasePlan, StrategyId, Workload};
 
@@ -267,18 +267,15 @@ impl Ctx<'_> {
         };
         let k = format!("{key}.weights");
         if map.get_ref().is_empty() {
-            return Err(self.invalid(
-                map.span(),
-                &k,
-                "empty table; expected { strategy-name = weight 1..=65535 }",
-            ));
+            let expected = schema::expected("bench.weights").unwrap_or_default();
+            return Err(self.invalid(map.span(), &k, format!("empty table; expected {expected}")));
         }
         let mut out = Vec::new();
         for (name, weight) in map.get_ref() {
             let wk = format!("{k}.{}", name.get_ref());
             let id = self.choice_index(name, &wk, "strategy", &abi::strategy::NAMES)?;
             let why = "the strategy's relative weight";
-            let w: u16 = self.int_in(weight, &wk, (1, 65_535), why)?;
+            let w: u16 = self.int_in(weight, &wk, int_range_of(schema::WEIGHT), why)?;
             out.push((StrategyId(id as u32), w));
         }
         out.sort_by_key(|(s, _)| *s);

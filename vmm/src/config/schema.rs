@@ -99,6 +99,8 @@ const NAME_CHARS: &str = "1..=64 characters from a-z, 0-9, `_`, `-`";
 const VCPU_RANGE: Range = Range::Int(1, abi::MAX_VCPUS as i64);
 /// Where `bench.irq` rates stop.
 const MAX_RATE: f64 = 1_000_000.0;
+/// One strategy's weight in a `mixed` bench (`bench.weights` is a table, so it has no row).
+pub(super) const WEIGHT: Range = Range::Int(1, u16::MAX as i64);
 
 #[rustfmt::skip]
 pub(super) const KEYS: &[Key] = &[
@@ -231,7 +233,7 @@ pub(super) fn spec(path: &str) -> &'static Key {
 /// What `path` (indices dropped) accepts, for "expected ..." in messages.
 pub(super) fn expected(path: &str) -> Option<String> {
     if path.starts_with("bench.weights.") {
-        return Some("an integer weight 1..=65_535".into());
+        return Some(format!("an integer weight {}", WEIGHT.render()));
     }
     key(path).map(Key::expected)
 }

@@ -232,12 +232,8 @@ impl Ctx<'_> {
                 ),
             ));
         }
-        self.int_in(
-            v,
-            key,
-            (lo, abi_max.min(host_max.max(1))),
-            "vCPUs; irqbench supports at most 64",
-        )
+        let why = format!("vCPUs; irqbench supports at most {abi_max}");
+        self.int_in(v, key, (lo, abi_max.min(host_max.max(1))), &why)
     }
 
     /// The whole plan.
@@ -338,13 +334,14 @@ impl Ctx<'_> {
 
 /// The integer range of a schema key; the schema's own tests prove every key read here has one.
 pub(super) fn int_range(spec: &Key) -> (i64, i64) {
-    match spec.range {
+    int_range_of(spec.range)
+}
+
+pub(super) fn int_range_of(range: schema::Range) -> (i64, i64) {
+    match range {
         schema::Range::Int(lo, hi) => (lo, hi),
         schema::Range::Num { .. } | schema::Range::Fraction | schema::Range::Text(_) => {
-            panic!(
-                "config key `{}` has no integer range in schema::KEYS",
-                spec.key
-            )
+            panic!("{range:?} is no integer range: schema::KEYS and its reader disagree")
         }
     }
 }
