@@ -1,0 +1,345 @@
+//! One `[[bench]]` → its rows: the cross product workloads × nesting × irq × vcpus, each row in
+//! the group `{bench}/n{nesting}/{irq label}/{vcpus}v` it is measured in.
+
+use irqbench_abi as abi;
+use toml::Spanned;
+
+use super::raw::{RawBench, RawIrq, SpannedList};
+use super::schema;
+use super::validate::{int_range_of, Checked, Ctx, RunValues};
+use super::{defaults, MAX_PHASES};
+use crate::plan::{InsnId, IrqSource, PhasePlan, StrategyId, Workload};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Strategy,
+    Insn,
+    Lock,
+    Mixed,
+}
+
+const KINDS: [(&str, Kind); 4] = [
+    ("strategy", Kind::Strategy),
+    ("insn", Kind::Insn),
+    ("lock", Kind::Lock),
+    ("mixed", Kind::Mixed),
+];
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Strategy => "strategy",
+            Kind::Insn => "insn",
+            Kind::Lock => "lock",
+            Kind::Mixed => "mixed",
+        }
+    }
+}
+
+/// An irq `source` before its parameter is read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum IrqKind {
+    None,
+    LapicTimer,
+    Inject,
+    PvEvent,
+}
+
+/// In the order of [`IrqSource::NAMES`] (a test checks they agree).
+const IRQ_KINDS: [(&str, IrqKind); 4] = [
+    ("none", IrqKind::None),
+    ("lapic-timer", IrqKind::LapicTimer),
+    ("inject", IrqKind::Inject),
+    ("pv-event", IrqKind::PvEvent),
+];
+
+impl IrqKind {
+    fn name(self) -> &'static str {
+        match self {
+            IrqKind::None => "none",
+            IrqKind::LapicTimer => "lapic-timer",
+            IrqKind::Inject => "inject",
+            IrqKind::PvEvent => "pv-event",
+        }
+    }
+
+    /// The key that holds this source's parameter, and its value in `raw`.
+    fn param(self, raw: &RawIrq) -> Option<(&'static str, Option<&Spanned<f64>>)> {
+        match self {
+            IrqKind::None => None,
+            IrqKind::LapicTimer => Some(("period_us", raw.period_us.as_ref())),
+            IrqKind::Inject | IrqKind::PvEvent => Some(("rate_hz", raw.rate_hz.as_ref())),
+        }
+    }
+
+    fn with(self, x: f64) -> IrqSource {
+        match self {
+            IrqKind::None => IrqSource::None,
+            IrqKind::LapicTimer => IrqSource::LapicTimer { period_us: x },
+            IrqKind::Inject => IrqSource::Inject { rate_hz: x },
+            IrqKind::PvEvent => IrqSource::PvEvent { rate_hz: x },
+        }
+    }
+}
+
+#[cfg(test)]
+pub(super) fn irq_kind_names() -> Vec<&'static str> {
+    IRQ_KINDS.iter().map(|(_, k)| k.name()).collect()
+}
+
+impl Ctx<'_> {
+    /// The rows of one `[[bench]]` (`key` = `bench[i]`).
+    pub(super) fn bench(
+        &self,
+        key: &str,
+        name: &str,
+        b: &RawBench,
+        run: &RunValues,
+    ) -> Checked<Vec<PhasePlan>> {
+        let kind = match &b.kind {
+            None => Kind::Strategy,
+            Some(k) => self.choice(k, &format!("{key}.kind"), "bench kind", &KINDS)?,
+        };
+        self.keys_of_other_kinds(key, kind, b)?;
+        let workloads = self.workloads(key, kind, b)?;
+        let nesting = match &b.nesting {
+            None => vec![defaults::NESTING],
+            Some(list) => self.unique_list(list, &format!("{key}.nesting"), |v, ek| {
+                // -0.0 → 0.0: one phase name per value.
+                let x = self.num(v, ek)? + 0.0;
+                Ok((x, x.to_string()))
+            })?,
+        };
+        let vcpus = match &b.vcpus {
+            None => vec![run.vcpus],
+            Some(list) => self.unique_list(list, &format!("{key}.vcpus"), |v, ek| {
+                let n = self.vcpus(v, ek)?;
+                Ok((n, n.to_string()))
+            })?,
+        };
+        let irqs = match &b.irq {
+            None => vec![IrqSource::None],
+            Some(list) => self.unique_list(list, &format!("{key}.irq"), |v, ek| {
+                let irq = self.irq(v, ek)?;
+                Ok((irq, irq.label()))
+            })?,
+        };
+        let body_ops = self.opt_int(&b.body_ops, &format!("{key}.body_ops"), defaults::BODY_OPS)?;
+        let seed = self.opt_int(&b.seed, &format!("{key}.seed"), defaults::SEED)?;
+        let block_ops = b
+            .block_ops
+            .as_ref()
+            .map(|v| self.int::<u64>(v, &format!("{key}.block_ops")))
+            .transpose()?;
+
+        let count = workloads.len() * nesting.len() * irqs.len() * vcpus.len();
+        if count > MAX_PHASES {
+            return Err(self.invalid(
+                b.name.span(),
+                key,
+                format!("expands to {count} phases, more than {MAX_PHASES}; shorten the lists"),
+            ));
+        }
+        if workloads.len() > self.max_group {
+            let (rows, max) = (workloads.len(), self.max_group);
+            return Err(self.invalid(
+                b.name.span(),
+                key,
+                format!("puts {rows} rows in each group, more than the {max} a group may hold (the rows of a group are measured interleaved in one round, with the `empty` baseline); split the {} across two benches", kind_list(kind)),
+            ));
+        }
+        let mut phases = Vec::with_capacity(count);
+        for workload in &workloads {
+            for &n in &nesting {
+                for irq in &irqs {
+                    for &v in &vcpus {
+                        phases.push(PhasePlan {
+                            name: format!("{name}/{}/n{n}/{}/{v}v", workload.label(), irq.label()),
+                            group: format!("{name}/n{n}/{}/{v}v", irq.label()),
+                            workload: workload.clone(),
+                            irq: *irq,
+                            nesting: n,
+                            body_ops,
+                            vcpus: v,
+                            seed,
+                            block_ops,
+                        });
+                    }
+                }
+            }
+        }
+        Ok(phases)
+    }
+
+    /// Refuses `strategies`, `insns` or `weights` on a bench of a kind that does not read it.
+    fn keys_of_other_kinds(&self, key: &str, kind: Kind, b: &RawBench) -> Checked<()> {
+        let kind_name = kind.name();
+        if let Some(s) = &b.strategies {
+            let instead = match kind {
+                Kind::Strategy | Kind::Lock => None,
+                Kind::Insn => Some("list instructions in `insns`"),
+                Kind::Mixed => Some("give strategies as `weights`"),
+            };
+            if let Some(instead) = instead {
+                return Err(self.invalid(
+                    s.span(),
+                    &format!("{key}.strategies"),
+                    format!("`strategies` applies to kinds \"strategy\" and \"lock\", not \"{kind_name}\"; {instead}"),
+                ));
+            }
+        }
+        let only = [
+            ("insns", b.insns.as_ref().map(Spanned::span), Kind::Insn),
+            (
+                "weights",
+                b.weights.as_ref().map(Spanned::span),
+                Kind::Mixed,
+            ),
+        ];
+        for (k, span, wanted) in only {
+            if let Some(span) = span.filter(|_| kind != wanted) {
+                let wanted = wanted.name();
+                return Err(self.invalid(
+                    span,
+                    &format!("{key}.{k}"),
+                    format!("`{k}` applies to kind \"{wanted}\" only, not \"{kind_name}\"; set kind = \"{wanted}\" or remove it"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn workloads(&self, key: &str, kind: Kind, b: &RawBench) -> Checked<Vec<Workload>> {
+        let strategies = |list: &Option<SpannedList<String>>| -> Checked<Vec<StrategyId>> {
+            Ok(match list {
+                None => StrategyId::all()
+                    .filter(|s| *s != StrategyId::EMPTY)
+                    .collect(),
+                Some(list) => self
+                    .names(
+                        list,
+                        &format!("{key}.strategies"),
+                        "strategy",
+                        &abi::strategy::NAMES,
+                    )?
+                    .into_iter()
+                    .map(StrategyId)
+                    .collect(),
+            })
+        };
+        Ok(match kind {
+            Kind::Strategy => strategies(&b.strategies)?
+                .into_iter()
+                .map(|strategy| Workload::Strategy { strategy })
+                .collect(),
+            Kind::Lock => strategies(&b.strategies)?
+                .into_iter()
+                .map(|strategy| Workload::Lock { strategy })
+                .collect(),
+            Kind::Insn => match &b.insns {
+                None => InsnId::all().filter(|i| *i != InsnId::EMPTY).collect(),
+                Some(list) => self
+                    .names(
+                        list,
+                        &format!("{key}.insns"),
+                        "instruction",
+                        &abi::insn::NAMES,
+                    )?
+                    .into_iter()
+                    .map(InsnId)
+                    .collect::<Vec<_>>(),
+            }
+            .into_iter()
+            .map(|insn| Workload::Insn { insn })
+            .collect(),
+            Kind::Mixed => vec![Workload::Mixed {
+                weights: self.weights(key, b)?,
+            }],
+        })
+    }
+
+    fn weights(&self, key: &str, b: &RawBench) -> Checked<Vec<(StrategyId, u16)>> {
+        let Some(map) = &b.weights else {
+            return Ok(StrategyId::all()
+                .filter(|s| *s != StrategyId::EMPTY)
+                .map(|s| (s, 1))
+                .collect());
+        };
+        let k = format!("{key}.weights");
+        if map.get_ref().is_empty() {
+            let expected = schema::expected("bench.weights").unwrap_or_default();
+            return Err(self.invalid(map.span(), &k, format!("empty table; expected {expected}")));
+        }
+        let mut out = Vec::new();
+        for (name, weight) in map.get_ref() {
+            let wk = format!("{k}.{}", name.get_ref());
+            let id = self.choice_index(name, &wk, "strategy", &abi::strategy::NAMES)?;
+            let why = "the strategy's relative weight";
+            let w: u16 = self.int_in(weight, &wk, int_range_of(schema::WEIGHT), why)?;
+            out.push((StrategyId(id as u32), w));
+        }
+        out.sort_by_key(|(s, _)| *s);
+        Ok(out)
+    }
+
+    /// Indices of the names in a non-empty, duplicate-free list.
+    fn names(
+        &self,
+        list: &SpannedList<String>,
+        key: &str,
+        what: &str,
+        candidates: &[&str],
+    ) -> Checked<Vec<u32>> {
+        self.unique_list(list, key, |v, ek| {
+            let id = self.choice_index(v, ek, what, candidates)? as u32;
+            Ok((id, format!("{:?}", v.get_ref())))
+        })
+    }
+
+    fn irq(&self, v: &Spanned<RawIrq>, key: &str) -> Checked<IrqSource> {
+        let raw = v.get_ref();
+        let kind = self.choice(
+            &raw.source,
+            &format!("{key}.source"),
+            "irq source",
+            &IRQ_KINDS,
+        )?;
+        let source_name = kind.name();
+        let wanted = kind.param(raw).map(|(name, _)| name);
+        for (name, value) in [("period_us", &raw.period_us), ("rate_hz", &raw.rate_hz)] {
+            let Some(value) = value else { continue };
+            if wanted == Some(name) {
+                continue;
+            }
+            let takes = wanted.map_or("no other key".to_string(), |w| format!("`{w}`"));
+            return Err(self.invalid(
+                value.span(),
+                &format!("{key}.{name}"),
+                format!("`{name}` does not apply to source \"{source_name}\", which takes {takes}"),
+            ));
+        }
+        let Some((param, value)) = kind.param(raw) else {
+            return Ok(kind.with(0.0));
+        };
+        let pk = format!("{key}.{param}");
+        let Some(value) = value else {
+            let expected = schema::expected(&format!("bench.irq.{param}")).unwrap_or_default();
+            return Err(self.invalid(
+                v.span(),
+                &pk,
+                format!("missing; source \"{source_name}\" needs `{param}`: {expected}"),
+            ));
+        };
+        Ok(kind.with(self.num(value, &pk)?))
+    }
+}
+
+/// What a bench lists its rows in, for "split the ... across two benches".
+fn kind_list(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Strategy | Kind::Lock => "`strategies`",
+        Kind::Insn => "`insns`",
+        // One row per group: the limit cannot be reached this way.
+        Kind::Mixed => "`weights`",
+    }
+}

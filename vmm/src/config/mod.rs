@@ -1,0 +1,214 @@
+//! The config loader: a TOML file → a validated [`Plan`].
+//!
+//! A config answers one question ("what does one save/disable/restore cost per strategy?"); it
+//! says so in a comment header. Every value is range-checked here, so nothing downstream sees
+//! unchecked input. An error names the file, the line and column, the key and what would be
+//! valid, e.g.
+//!
+//! ```text
+//! configs/x.toml:7:13: key `bench[0].nesting[1]`: 1.5 is outside 0.0..=1.0 (...)
+//! ```
+//!
+//! The keys, their ranges, defaults and meanings are one table, `schema::KEYS`; the key
+//! reference in `configs/README.md` is generated from it ([`key_reference`]; a test keeps the
+//! two equal, `IRQBENCH_BLESS=1` rewrites the README).
+//!
+//! The way through, one file each: `spans` turns byte offsets into `file:line:col` and key
+//! paths, `translate` turns toml's and serde's errors into ours (removed keys included), `raw`
+//! is the file as serde reads it, `validate` checks single values and `[run]`, `expand` turns
+//! each `[[bench]]` into rows and groups.
+
+mod expand;
+mod raw;
+mod schema;
+mod spans;
+mod translate;
+mod validate;
+
+#[cfg(test)]
+mod tests;
+
+use std::fmt;
+use std::path::Path;
+
+use irqbench_abi as abi;
+use toml::de::DeTable;
+
+use crate::bounded::{self, BoundedReadError};
+use crate::plan::Plan;
+
+/// The name of the built-in config ([`DEFAULT_CONFIG_TOML`]).
+pub const DEFAULT_CONFIG_NAME: &str = "quick";
+/// `configs/quick.toml`, compiled in: what runs when no config is given.
+pub const DEFAULT_CONFIG_TOML: &str = include_str!("../../../configs/quick.toml");
+/// [`Plan::source`] of [`default_plan`].
+pub const DEFAULT_SOURCE: &str = "<built-in default>";
+
+/// The smallest `run.memory_mib`.
+pub const MIN_MEMORY_MIB: u32 = 16;
+/// The largest `run.memory_mib`.
+pub const MAX_MEMORY_MIB: u32 = 1024;
+/// A plan with more phases than this is refused (it would run for days).
+pub const MAX_PHASES: usize = 10_000;
+
+const _: () = assert!(MIN_MEMORY_MIB as u64 * 1024 * 1024 >= abi::MIN_MEM_BYTES);
+
+/// Defaults of the optional keys that are not measurement knobs (those are in
+/// [`crate::plan::defaults`]).
+pub mod defaults {
+    pub const MEMORY_MIB: u32 = 32;
+    pub const VCPUS: u32 = 1;
+    pub const BODY_OPS: u32 = 4;
+    pub const SEED: u64 = 1;
+    pub const NESTING: f64 = 0.0;
+}
+
+/// What the host allows; the caller asks KVM.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// KVM_CAP_MAX_VCPUS of this host.
+    pub max_vcpus: u32,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_vcpus: abi::MAX_VCPUS,
+        }
+    }
+}
+
+/// Where in a config something is: `configs/x.toml:7:13` (1-based line and column, in characters).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Location {
+    pub file: String,
+    pub line: u32,
+    pub column: u32,
+}
+
+impl fmt::Display for Location {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}:{}", self.file, self.line, self.column)
+    }
+}
+
+/// Why a config was refused. Every variant but [`ConfigError::Read`] points into the file.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read, or is no regular file of bounded size (the source names it).
+    #[error(transparent)]
+    Read(#[from] BoundedReadError),
+    /// Not TOML at all (toml's parser message, translated to our location format).
+    #[error("{at}: invalid TOML{}: {message}", key_suffix(key))]
+    Syntax {
+        at: Location,
+        key: Option<String>,
+        message: String,
+    },
+    /// A key the schema does not have (`table` is `[run]`, `` `bench[0]` ``, or `the top level`).
+    #[error(
+        "{at}: unknown key `{key}` in {table}; valid keys: {}{}",
+        valid.join(", "),
+        did_you_mean(suggestion)
+    )]
+    UnknownKey {
+        at: Location,
+        key: String,
+        table: String,
+        valid: Vec<&'static str>,
+        suggestion: Option<&'static str>,
+    },
+    /// A key irqbench used to have; `instead` says what replaced it.
+    #[error("{at}: `{key}` was removed: {instead}")]
+    Removed {
+        at: Location,
+        key: String,
+        instead: String,
+    },
+    /// A key with a wrong type or value, or missing; `key` is the path (`bench[0].nesting[1]`).
+    #[error("{at}: key `{key}`: {message}")]
+    Invalid {
+        at: Location,
+        key: String,
+        message: String,
+    },
+}
+
+impl ConfigError {
+    /// Where in the file, if the error points into one.
+    pub fn location(&self) -> Option<&Location> {
+        match self {
+            ConfigError::Read(_) => None,
+            ConfigError::Syntax { at, .. }
+            | ConfigError::UnknownKey { at, .. }
+            | ConfigError::Removed { at, .. }
+            | ConfigError::Invalid { at, .. } => Some(at),
+        }
+    }
+}
+
+fn key_suffix(key: &Option<String>) -> String {
+    key.as_ref()
+        .map(|k| format!(" at key `{k}`"))
+        .unwrap_or_default()
+}
+
+fn did_you_mean(suggestion: &Option<&str>) -> String {
+    suggestion
+        .map(|s| format!("; did you mean `{s}`?"))
+        .unwrap_or_default()
+}
+
+/// Reads and validates the config at `path`; [`Plan::source`] is `path` as given. The read is
+/// bounded: `/dev/zero`, a FIFO or a huge file is refused before anything waits or fills memory.
+pub fn load_file(path: &Path, limits: &Limits) -> Result<Plan, ConfigError> {
+    let text = bounded::read_text_bounded(path, bounded::MAX_CONFIG_BYTES, "config")?;
+    load_str(&text, &path.display().to_string(), limits)
+}
+
+/// Validates a config held in memory; `source` names it in errors and in [`Plan::source`].
+pub fn load_str(text: &str, source: &str, limits: &Limits) -> Result<Plan, ConfigError> {
+    load_with(text, source, limits, crate::plan::MAX_GROUP_VARIANTS)
+}
+
+/// [`load_str`] with the group-size limit as a parameter, so tests can reach it with the
+/// names the ABI has today.
+fn load_with(
+    text: &str,
+    source: &str,
+    limits: &Limits,
+    max_group: usize,
+) -> Result<Plan, ConfigError> {
+    let src = spans::Source { file: source, text };
+    // The spanned document first: syntax errors, and key paths for serde's errors below.
+    let (tree, syntax_errors) = DeTable::parse_recoverable(text);
+    if let Some(err) = syntax_errors.first() {
+        return Err(translate::syntax_error(src, err, tree.get_ref()));
+    }
+    if let Some(err) = translate::first_removed_key(src, tree.get_ref()) {
+        return Err(err);
+    }
+    let raw: raw::RawConfig =
+        toml::from_str(text).map_err(|e| translate::serde_error(src, &e, tree.get_ref()))?;
+    let ctx = validate::Ctx {
+        src,
+        limits: *limits,
+        max_group,
+    };
+    ctx.plan(raw)
+}
+
+/// The key reference of `configs/README.md` in Markdown: every key with what it accepts, its
+/// default and meaning, and the removed keys with what replaced them.
+pub fn key_reference() -> String {
+    schema::markdown()
+}
+
+/// The plan of [`DEFAULT_CONFIG_TOML`] (a test proves it loads).
+pub fn default_plan(limits: &Limits) -> Plan {
+    let limits = Limits {
+        max_vcpus: limits.max_vcpus.max(1),
+    };
+    load_str(DEFAULT_CONFIG_TOML, DEFAULT_SOURCE, &limits)
+        .unwrap_or_else(|e| panic!("the built-in config is invalid: {e}"))
+}

@@ -1,0 +1,1210 @@
+use std::path::Path;
+
+use super::schema;
+use super::spans::{key_norm, Source};
+use super::validate::{closest, fmt_int};
+use super::*;
+use crate::plan::{HypercallTransport, InsnId, IrqSource, StrategyId, Workload};
+
+const CONFIG_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../configs");
+const FILE: &str = "configs/x.toml";
+/// A valid prefix: the bench's own keys start on line 4.
+const H: &str = "name = \"x\"\n[[bench]]\nname = \"b\"\n";
+
+fn limits() -> Limits {
+    Limits { max_vcpus: 8 }
+}
+
+fn ok(text: &str) -> Plan {
+    load_str(text, FILE, &limits()).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Asserts the error names the file at `line:col`, the key, and every word of `words`.
+#[track_caller]
+fn bad(text: &str, line_col: &str, key: &str, words: &[&str]) -> String {
+    let msg = match load_str(text, FILE, &limits()) {
+        Ok(plan) => panic!("accepted {text:?}: {} phases", plan.phases.len()),
+        Err(e) => e.to_string(),
+    };
+    let at = format!("{FILE}:{line_col}: ");
+    assert!(msg.starts_with(&at), "expected {at:?} in {msg:?}");
+    assert!(msg.contains(key), "expected key {key:?} in {msg:?}");
+    for w in words {
+        assert!(msg.contains(w), "expected {w:?} in {msg:?}");
+    }
+    assert!(!msg.contains('\n'), "one line: {msg:?}");
+    msg
+}
+
+fn bench(lines: &str) -> String {
+    format!("{H}{lines}\n")
+}
+
+// ---- bad configs ------------------------------------------------------------------------
+
+#[test]
+fn unknown_strategy_suggests_closest() {
+    bad(
+        &bench(r#"strategies = ["native-popf", "empty", "native-pop"]"#),
+        "4:39",
+        "`bench[0].strategies[2]`",
+        &[
+            "unknown strategy \"native-pop\"",
+            "valid: empty, native-popf",
+            "did you mean native-popf?",
+        ],
+    );
+}
+
+#[test]
+fn unknown_strategy_far_from_all_gets_no_suggestion() {
+    let msg = bad(
+        &bench(r#"strategies = ["frobnicate"]"#),
+        "4:15",
+        "`bench[0].strategies[0]`",
+        &["unknown strategy"],
+    );
+    assert!(!msg.contains("did you mean"), "{msg}");
+}
+
+#[test]
+fn zero_block_ops() {
+    bad(
+        &bench("block_ops = 0"),
+        "4:13",
+        "`bench[0].block_ops`",
+        &["0 is outside 1..=1_000_000_000"],
+    );
+}
+
+#[test]
+fn huge_block_ops() {
+    bad(
+        &bench("block_ops = 2_000_000_000"),
+        "4:13",
+        "`bench[0].block_ops`",
+        &["2_000_000_000 is outside 1..=1_000_000_000"],
+    );
+}
+
+#[test]
+fn nesting_outside_unit_interval() {
+    bad(
+        &bench("nesting = [0.0, 1.5]"),
+        "4:17",
+        "`bench[0].nesting[1]`",
+        &["1.5 is outside 0.0..=1.0", "interrupts already off"],
+    );
+    bad(
+        &bench("nesting = [-0.5]"),
+        "4:12",
+        "`bench[0].nesting[0]`",
+        &["-0.5 is outside 0.0..=1.0"],
+    );
+    bad(
+        &bench("nesting = [nan]"),
+        "4:12",
+        "`bench[0].nesting[0]`",
+        &["NaN is outside"],
+    );
+}
+
+#[test]
+fn vcpus_beyond_host_limit() {
+    bad(
+        &bench("vcpus = [1, 16]"),
+        "4:13",
+        "`bench[0].vcpus[1]`",
+        &["16 vCPUs", "this host's KVM limit of 8", "1..=8"],
+    );
+    bad(
+        &format!("{H}[run]\nvcpus = 9\n"),
+        "5:9",
+        "`run.vcpus`",
+        &["host's KVM limit of 8"],
+    );
+}
+
+#[test]
+fn vcpus_beyond_what_irqbench_supports() {
+    let text = bench("vcpus = [65]");
+    let msg = load_str(&text, FILE, &Limits { max_vcpus: 1024 })
+        .unwrap_err()
+        .to_string();
+    assert!(
+        msg.starts_with("configs/x.toml:4:10: key `bench[0].vcpus[0]`: 65 is outside 1..=64"),
+        "{msg}"
+    );
+    bad(
+        &bench("vcpus = [0]"),
+        "4:10",
+        "`bench[0].vcpus[0]`",
+        &["0 is outside 1..=8"],
+    );
+}
+
+#[test]
+fn memory_too_small() {
+    bad(
+        &format!("{H}[run]\nmemory_mib = 8\n"),
+        "5:14",
+        "`run.memory_mib`",
+        &["8 is outside 16..=1024", "at least 16"],
+    );
+}
+
+#[test]
+fn memory_too_large() {
+    bad(
+        &format!("{H}[run]\nmemory_mib = 4096\n"),
+        "5:14",
+        "`run.memory_mib`",
+        &["4096 is outside 16..=1024"],
+    );
+}
+
+#[test]
+fn unknown_irq_source_lists_valid_ones() {
+    bad(
+        &bench(r#"irq = [{ source = "none" }, { source = "injekt", rate_hz = 5 }]"#),
+        "4:40",
+        "`bench[0].irq[1].source`",
+        &[
+            "unknown irq source \"injekt\"",
+            "valid: none, lapic-timer, inject, pv-event",
+            "did you mean inject?",
+        ],
+    );
+}
+
+#[test]
+fn rate_zero() {
+    bad(
+        &bench(r#"irq = [{ source = "inject", rate_hz = 0 }]"#),
+        "4:39",
+        "`bench[0].irq[0].rate_hz`",
+        &["0 is outside >0..=1_000_000", "events per second"],
+    );
+    bad(
+        &bench(r#"irq = [{ source = "pv-event", rate_hz = 2e6 }]"#),
+        "4:41",
+        "`bench[0].irq[0].rate_hz`",
+        &["2000000 is outside"],
+    );
+}
+
+#[test]
+fn rate_missing() {
+    bad(
+        &bench(r#"irq = [{ source = "inject" }]"#),
+        "4:8",
+        "`bench[0].irq[0].rate_hz`",
+        &["missing", "source \"inject\" needs `rate_hz`"],
+    );
+}
+
+#[test]
+fn lapic_period_zero() {
+    bad(
+        &bench(r#"irq = [{ source = "lapic-timer", period_us = 0 }]"#),
+        "4:46",
+        "`bench[0].irq[0].period_us`",
+        &["0 is outside 1..=1_000_000", "microseconds"],
+    );
+}
+
+#[test]
+fn parameter_of_another_source() {
+    bad(
+        &bench(r#"irq = [{ source = "inject", period_us = 10 }]"#),
+        "4:41",
+        "`bench[0].irq[0].period_us`",
+        &["does not apply to source \"inject\"", "takes `rate_hz`"],
+    );
+    bad(
+        &bench(r#"irq = [{ source = "none", rate_hz = 10 }]"#),
+        "4:37",
+        "`bench[0].irq[0].rate_hz`",
+        &["does not apply to source \"none\""],
+    );
+}
+
+#[test]
+fn duplicate_bench_names() {
+    bad(
+        &format!("{H}[[bench]]\nname = \"b\"\n"),
+        "5:8",
+        "`bench[1].name`",
+        &["duplicate bench name \"b\"", "bench[0]", "unique"],
+    );
+}
+
+#[test]
+fn duplicate_list_values_would_duplicate_phase_names() {
+    bad(
+        &bench(r#"strategies = ["pvop-skip", "pvop-skip"]"#),
+        "4:28",
+        "`bench[0].strategies[1]`",
+        &[
+            "duplicate value \"pvop-skip\"",
+            "bench[0].strategies[0]",
+            "same phase names",
+        ],
+    );
+    bad(
+        &bench("nesting = [0.5, 0.5]"),
+        "4:17",
+        "`bench[0].nesting[1]`",
+        &["duplicate value 0.5"],
+    );
+    bad(
+        &bench("vcpus = [2, 2]"),
+        "4:13",
+        "`bench[0].vcpus[1]`",
+        &["duplicate value 2"],
+    );
+    bad(
+        &bench(
+            r#"irq = [{ source = "inject", rate_hz = 1e3 }, { source = "inject", rate_hz = 1000 }]"#,
+        ),
+        "4:46",
+        "`bench[0].irq[1]`",
+        &["duplicate value inject@1000Hz"],
+    );
+}
+
+#[test]
+fn wrong_type_string_where_number() {
+    bad(
+        &format!("{H}[run]\nmemory_mib = \"big\"\n"),
+        "5:14",
+        "`run.memory_mib`",
+        &[
+            "wrong type: found string \"big\"",
+            "expected an integer 16..=1024",
+        ],
+    );
+    bad(
+        &bench("body_ops = 1.5"),
+        "4:12",
+        "`bench[0].body_ops`",
+        &["wrong type: found floating point `1.5`", "0..=4096"],
+    );
+    bad(
+        &bench(r#"nesting = [0.0, "half"]"#),
+        "4:17",
+        "`bench[0].nesting[1]`",
+        &["wrong type: found string \"half\"", "0.0..=1.0"],
+    );
+}
+
+#[test]
+fn wrong_type_scalar_where_list() {
+    bad(
+        &bench("nesting = 0.5"),
+        "4:11",
+        "`bench[0].nesting`",
+        &["wrong type", "expected a non-empty list"],
+    );
+    bad(
+        &format!("{H}[run]\npin = 1\n"),
+        "5:7",
+        "`run.pin`",
+        &["wrong type: found integer `1`", "true or false"],
+    );
+}
+
+#[test]
+fn wrong_type_tables() {
+    bad(
+        "name = \"x\"\n[bench]\nname = \"b\"\n",
+        "2:1",
+        "key `bench`",
+        &["wrong type: found map", "[[bench]]"],
+    );
+    bad(
+        "name = \"x\"\nrun = 3\n[[bench]]\nname = \"b\"\n",
+        "2:7",
+        "key `run`",
+        &["wrong type", "a [run] table"],
+    );
+    bad(
+        &bench("[bench.irq]\nsource = \"none\""),
+        "4:1",
+        "`bench[0].irq`",
+        &["wrong type: found map", "list"],
+    );
+    bad(
+        &bench("irq = [{ source = 3 }]"),
+        "4:19",
+        "`bench[0].irq[0].source`",
+        &["wrong type", "\"lapic-timer\""],
+    );
+    bad(
+        &bench("irq = [{ rate_hz = 3 }]"),
+        "4:8",
+        "`bench[0].irq[0].source`",
+        &["missing", "\"pv-event\""],
+    );
+    bad(
+        &bench("seed = 99999999999999999999"),
+        "4:8",
+        "`bench[0].seed`",
+        &["does not fit in 64 bits"],
+    );
+}
+
+#[test]
+fn dotted_keys_are_located() {
+    bad(
+        "name = \"x\"\nrun.memory_mib = 8\n[[bench]]\nname = \"b\"\n",
+        "2:18",
+        "`run.memory_mib`",
+        &["8 is outside 16..=1024"],
+    );
+}
+
+#[test]
+fn unknown_top_level_key() {
+    bad(
+        &format!("repeats = 3\n{H}"),
+        "1:1",
+        "unknown key `repeats` in the top level",
+        &["valid keys: name, description, run, bench"],
+    );
+}
+
+#[test]
+fn unknown_run_key() {
+    bad(
+        &format!("{H}[run]\nprecison = 3\n"),
+        "5:1",
+        "unknown key `precison` in [run]",
+        &[
+            "valid keys: memory_mib, precision, max_seconds, min_rounds, block_us, pin,",
+            "did you mean `precision`?",
+        ],
+    );
+}
+
+#[test]
+fn unknown_run_key_far_from_all() {
+    let msg = bad(
+        &format!("{H}[run]\nbogus = 3\n"),
+        "5:1",
+        "unknown key `bogus` in [run]",
+        &["valid keys"],
+    );
+    assert!(!msg.contains("did you mean"), "{msg}");
+}
+
+#[test]
+fn unknown_bench_key() {
+    bad(
+        &bench("nestin = [0.5]"),
+        "4:1",
+        "unknown key `nestin` in `bench[0]`",
+        &[
+            "valid keys: name, kind, strategies, insns, weights, nesting,",
+            "did you mean `nesting`?",
+        ],
+    );
+}
+
+#[test]
+fn unknown_irq_key() {
+    bad(
+        &bench(r#"irq = [{ source = "inject", rate = 5 }]"#),
+        "4:29",
+        "unknown key `rate` in `bench[0].irq[0]`",
+        &[
+            "valid keys: source, period_us, rate_hz",
+            "did you mean `rate_hz`?",
+        ],
+    );
+}
+
+#[test]
+fn empty_lists() {
+    bad(
+        &bench("strategies = []"),
+        "4:14",
+        "`bench[0].strategies`",
+        &["empty list", "native-popf"],
+    );
+    bad(
+        &bench("nesting = []"),
+        "4:11",
+        "`bench[0].nesting`",
+        &["empty list"],
+    );
+    bad(
+        &bench("vcpus = []"),
+        "4:9",
+        "`bench[0].vcpus`",
+        &["empty list"],
+    );
+    bad(&bench("irq = []"), "4:7", "`bench[0].irq`", &["empty list"]);
+    bad(
+        &bench("kind = \"mixed\"\nweights = {}"),
+        "5:11",
+        "`bench[0].weights`",
+        &["empty table"],
+    );
+}
+
+#[test]
+fn weights_on_non_mixed() {
+    bad(
+        &bench("weights = { native-popf = 3 }"),
+        "4:11",
+        "`bench[0].weights`",
+        &["applies to kind \"mixed\" only, not \"strategy\""],
+    );
+}
+
+#[test]
+fn keys_of_another_kind() {
+    bad(
+        &bench("kind = \"lock\"\ninsns = [\"cli\"]"),
+        "5:9",
+        "`bench[0].insns`",
+        &["applies to kind \"insn\" only, not \"lock\""],
+    );
+    bad(
+        &bench("kind = \"insn\"\nstrategies = [\"native-popf\"]"),
+        "5:14",
+        "`bench[0].strategies`",
+        &["not \"insn\"", "`insns`"],
+    );
+    bad(
+        &bench("kind = \"mixed\"\nstrategies = [\"native-popf\"]"),
+        "5:14",
+        "`bench[0].strategies`",
+        &["`weights`"],
+    );
+}
+
+#[test]
+fn bad_weights() {
+    bad(
+        &bench("kind = \"mixed\"\nweights = { native-popf = 0 }"),
+        "5:27",
+        "`bench[0].weights.native-popf`",
+        &["0 is outside 1..=65_535"],
+    );
+    bad(
+        &bench("kind = \"mixed\"\nweights = { native-pop = 2 }"),
+        "5:13",
+        "`bench[0].weights.native-pop`",
+        &["unknown strategy", "did you mean native-popf?"],
+    );
+}
+
+#[test]
+fn negative_body_ops() {
+    bad(
+        &bench("body_ops = -1"),
+        "4:12",
+        "`bench[0].body_ops`",
+        &["-1 is outside 0..=4096"],
+    );
+}
+
+#[test]
+fn negative_seed() {
+    bad(
+        &bench("seed = -1"),
+        "4:8",
+        "`bench[0].seed`",
+        &["-1 is outside 0..="],
+    );
+}
+
+#[test]
+fn missing_name() {
+    bad(
+        "[[bench]]\nname = \"b\"\n",
+        "1:1",
+        "key `name`",
+        &["missing", "a-z, 0-9"],
+    );
+    bad(
+        &format!("{H}[[bench]]\nnesting = [0.5]\n"),
+        "4:1",
+        "key `bench[1].name`",
+        &["missing"],
+    );
+}
+
+#[test]
+fn invalid_hypercall() {
+    bad(
+        &format!("{H}[run]\nhypercall = \"vmcal\"\n"),
+        "5:13",
+        "`run.hypercall`",
+        &[
+            "unknown hypercall transport \"vmcal\"",
+            "valid: port, vmcall",
+            "did you mean vmcall?",
+        ],
+    );
+}
+
+#[test]
+fn unknown_kind() {
+    bad(
+        &bench("kind = \"locks\""),
+        "4:8",
+        "`bench[0].kind`",
+        &[
+            "unknown bench kind",
+            "strategy, insn, lock, mixed",
+            "did you mean lock?",
+        ],
+    );
+}
+
+#[test]
+fn invalid_name_characters() {
+    bad(
+        "name = \"Bad Name\"\n[[bench]]\nname = \"b\"\n",
+        "1:8",
+        "key `name`",
+        &["\"Bad Name\" contains 'B'", "a-z, 0-9"],
+    );
+    bad(
+        "name = \"x\"\n[[bench]]\nname = \"a/b\"\n",
+        "3:8",
+        "`bench[0].name`",
+        &["contains '/'"],
+    );
+    bad(
+        "name = \"\"\n[[bench]]\nname = \"b\"\n",
+        "1:8",
+        "key `name`",
+        &["an empty name"],
+    );
+}
+
+#[test]
+fn no_benches() {
+    bad(
+        "name = \"x\"\n[run]\npin = true\n",
+        "1:1",
+        "key `bench`",
+        &["no benches", "[[bench]]"],
+    );
+    bad(
+        "name = \"x\"\nbench = []\n",
+        "2:9",
+        "key `bench`",
+        &["no benches"],
+    );
+}
+
+#[test]
+fn unknown_insn() {
+    bad(
+        &bench("kind = \"insn\"\ninsns = [\"cli\", \"stii\"]"),
+        "5:17",
+        "`bench[0].insns[1]`",
+        &[
+            "unknown instruction \"stii\"",
+            "popf-set-if",
+            "did you mean sti?",
+        ],
+    );
+}
+
+#[test]
+fn toml_syntax_errors() {
+    bad(
+        &bench("nesting = [0.0,"),
+        "4:16",
+        "invalid TOML",
+        &["unclosed array"],
+    );
+    bad(
+        &bench("name = \"c\""),
+        "4:1",
+        "duplicate key `name`",
+        &["invalid TOML"],
+    );
+}
+
+#[test]
+fn too_many_phases() {
+    let nesting: Vec<String> = (0..=1000)
+        .map(|i| format!("{}", f64::from(i) / 1000.0))
+        .collect();
+    let irq = r#"irq = [{ source = "none" }, { source = "inject", rate_hz = 1 }]"#;
+    bad(
+        &bench(&format!("nesting = [{}]\n{irq}", nesting.join(", "))),
+        "3:8",
+        "`bench[0]`",
+        &["expands to 14014 phases, more than 10000"],
+    );
+}
+
+// ---- good configs -----------------------------------------------------------------------
+
+#[test]
+fn cross_product() {
+    let plan = ok(&bench(concat!(
+        "strategies = [\"native-popf\", \"pvop-skip\", \"vif-skip\"]\n",
+        "nesting = [0, 0.25]\n",
+        "irq = [{ source = \"none\" }, { source = \"lapic-timer\", period_us = 100 }]\n",
+        "vcpus = [1, 4]\n",
+    )));
+    assert_eq!(plan.phases.len(), 3 * 2 * 2 * 2);
+    let names: Vec<&str> = plan.phases.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(names[0], "b/native-popf/n0/none/1v");
+    assert_eq!(names[1], "b/native-popf/n0/none/4v");
+    assert_eq!(names[2], "b/native-popf/n0/lapic-timer@100us/1v");
+    assert_eq!(names[4], "b/native-popf/n0.25/none/1v");
+    assert_eq!(names[23], "b/vif-skip/n0.25/lapic-timer@100us/4v");
+    let mut unique = names.clone();
+    unique.sort_unstable();
+    unique.dedup();
+    assert_eq!(unique.len(), names.len());
+    assert_eq!(
+        plan.phases[2].irq,
+        IrqSource::LapicTimer { period_us: 100.0 }
+    );
+}
+
+#[test]
+fn kinds_map_to_workloads() {
+    let plan = ok(concat!(
+        "name = \"k\"\n",
+        "[[bench]]\nname = \"i\"\nkind = \"insn\"\n",
+        "[[bench]]\nname = \"l\"\nkind = \"lock\"\nstrategies = [\"native-popf\", \"native-cli-sti\"]\n",
+        "[[bench]]\nname = \"m\"\nkind = \"mixed\"\nweights = { vif-skip = 2, native-popf = 3 }\n",
+        "nesting = [0, 0.5]\nirq = [{ source = \"pv-event\", rate_hz = 10 }, { source = \"inject\", rate_hz = 10 }]\n",
+        "[[bench]]\nname = \"d\"\nkind = \"mixed\"\n",
+    ));
+    let kinds = |k: &str| {
+        plan.phases
+            .iter()
+            .filter(|p| p.workload.kind().name() == k)
+            .count()
+    };
+    assert_eq!(kinds("insn"), 10);
+    assert_eq!(kinds("lock"), 2);
+    assert_eq!(kinds("mixed"), 2 * 2 + 1);
+    assert_eq!(plan.phases[0].workload, Workload::Insn { insn: InsnId(1) });
+    assert_eq!(
+        plan.phases[10].workload,
+        Workload::Lock {
+            strategy: StrategyId(1)
+        }
+    );
+    let mixed = &plan.phases[12];
+    assert_eq!(mixed.name, "m/mixed/n0/pv-event@10Hz/1v");
+    assert_eq!(mixed.irq, IrqSource::PvEvent { rate_hz: 10.0 });
+    assert_eq!(
+        mixed.workload,
+        Workload::Mixed {
+            weights: vec![(StrategyId(1), 3), (StrategyId(7), 2)]
+        }
+    );
+    let default_mixed = plan.phases.last().expect("phases");
+    assert_eq!(
+        default_mixed.workload,
+        Workload::Mixed {
+            weights: (1..8).map(|i| (StrategyId(i), 1)).collect()
+        }
+    );
+}
+
+#[test]
+fn every_shipped_config_parses() {
+    let mut count = 0;
+    for entry in std::fs::read_dir(CONFIG_DIR).expect("configs/") {
+        let path = entry.expect("dir entry").path();
+        if path.extension().is_none_or(|e| e != "toml") {
+            continue;
+        }
+        let plan = load_file(&path, &Limits::default()).unwrap_or_else(|e| panic!("{e}"));
+        let stem = path
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .expect("utf-8 name");
+        assert_eq!(
+            plan.name,
+            stem,
+            "{}: `name` should match the file name",
+            path.display()
+        );
+        assert!(
+            !plan.description.is_empty(),
+            "{}: add a description",
+            path.display()
+        );
+        let text = std::fs::read_to_string(&path).expect("read");
+        assert!(
+            text.starts_with('#'),
+            "{}: start with a comment header",
+            path.display()
+        );
+        count += 1;
+    }
+    assert!(
+        count >= 6,
+        "expected the shipped configs in {CONFIG_DIR}, found {count}"
+    );
+}
+
+#[test]
+fn shipped_configs_are_sized_as_documented() {
+    let load =
+        |name: &str| load_file(&Path::new(CONFIG_DIR).join(name), &Limits::default()).expect(name);
+    assert_eq!(load("strategies.toml").phases.len(), 14);
+    assert_eq!(load("insn-cost.toml").phases.len(), 10);
+    assert_eq!(load("pv-restore-skip.toml").phases.len(), 36);
+    assert_eq!(load("epoll-irqsave-vs-irq.toml").phases.len(), 24);
+    let soak = load("soak.toml");
+    assert_eq!((soak.phases.len(), soak.max_vcpus()), (8, 4));
+}
+
+#[test]
+fn columns_count_characters() {
+    let ctx = Source {
+        file: "f",
+        text: "aé\nxéz",
+    };
+    let at = ctx.location("aé\nxé".len());
+    assert_eq!((at.line, at.column), (2, 3));
+    assert_eq!(ctx.location(0).to_string(), "f:1:1");
+}
+
+#[test]
+fn helpers() {
+    assert_eq!(fmt_int(1_000_000_000), "1_000_000_000");
+    assert_eq!(fmt_int(-12345), "-12_345");
+    assert_eq!(fmt_int(4096), "4096");
+    assert_eq!(schema::fmt_num(8.0), "8");
+    assert_eq!(schema::fmt_num(1e6), "1_000_000");
+    assert_eq!(schema::fmt_num(0.02), "0.02");
+    assert_eq!(
+        closest("native-pop", &irqbench_abi::strategy::NAMES),
+        Some("native-popf")
+    );
+    assert_eq!(closest("bogus", &["vcpus"]), None);
+    assert_eq!(key_norm("bench[0].irq[12].rate_hz"), "bench.irq.rate_hz");
+}
+
+// ---- plans ---------------------------------------------------------------------------------
+
+#[test]
+fn default_config_parses() {
+    let plan = default_plan(&Limits::default());
+    assert_eq!(plan.name, DEFAULT_CONFIG_NAME);
+    assert_eq!(plan.source, DEFAULT_SOURCE);
+    let names: Vec<&str> = plan.phases.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "quick/native-popf/n0/none/1v",
+            "quick/native-cli-sti/n0/none/1v",
+            "quick/native-skip/n0/none/1v",
+            "quick/pvop-popf/n0/none/1v",
+            "quick/pvop-skip/n0/none/1v",
+        ]
+    );
+    // One group: the five strategies are measured together against one baseline.
+    assert!(plan.phases.iter().all(|p| p.group == "quick/n0/none/1v"));
+    assert!(plan
+        .phases
+        .iter()
+        .all(|p| p.body_ops == 4 && p.irq == IrqSource::None && p.block_ops.is_none()));
+    // Sized to stay short on an emulating host: a small budget per group.
+    assert!(plan.max_seconds <= 5.0, "{}", plan.max_seconds);
+    // Even a host that reports no vCPU limit gets the default plan.
+    assert_eq!(default_plan(&Limits { max_vcpus: 0 }).phases.len(), 5);
+}
+
+#[test]
+fn defaults_applied() {
+    use crate::plan::defaults as plan_defaults;
+    let plan = ok("name = \"min\"\n[[bench]]\nname = \"b\"\n");
+    assert_eq!(plan.description, "");
+    assert_eq!(plan.source, FILE);
+    assert_eq!(plan.memory_mib, defaults::MEMORY_MIB);
+    assert_eq!(plan.precision, plan_defaults::PRECISION);
+    assert_eq!(plan.max_seconds, plan_defaults::MAX_SECONDS);
+    assert_eq!(plan.min_rounds, plan_defaults::MIN_ROUNDS);
+    assert_eq!(plan.block_us, plan_defaults::BLOCK_US);
+    assert!(!plan.pin_vcpus);
+    assert_eq!(plan.hypercall, HypercallTransport::Port);
+    assert_eq!(plan.phase_timeout_ms, None);
+    // The 7 non-empty strategies, in id order, in one group.
+    assert_eq!(plan.phases.len(), 7);
+    for (i, p) in plan.phases.iter().enumerate() {
+        assert_eq!(
+            p.workload,
+            Workload::Strategy {
+                strategy: StrategyId(i as u32 + 1)
+            }
+        );
+        assert_eq!((p.nesting, p.body_ops, p.vcpus, p.seed), (0.0, 4, 1, 1));
+        assert_eq!((p.irq, p.block_ops), (IrqSource::None, None));
+        assert_eq!(p.group, "b/n0/none/1v");
+    }
+}
+
+#[test]
+fn run_values_are_used() {
+    let plan = ok(concat!(
+        "name = \"r\"\ndescription = \"d\"\n[run]\nmemory_mib = 64\nprecision = 0.05\n",
+        "max_seconds = 2.5\nmin_rounds = 7\nblock_us = 250\npin = true\nhypercall = \"vmcall\"\n",
+        "phase_timeout_ms = 5000\nvcpus = 3\n[[bench]]\nname = \"b\"\n",
+        "strategies = [\"empty\"]\nblock_ops = 500\nseed = 42\n",
+    ));
+    assert_eq!(plan.description, "d");
+    assert_eq!(plan.memory_mib, 64);
+    assert_eq!((plan.precision, plan.max_seconds), (0.05, 2.5));
+    assert_eq!((plan.min_rounds, plan.block_us), (7, 250));
+    assert!(plan.pin_vcpus);
+    assert_eq!(plan.hypercall, HypercallTransport::Vmcall);
+    assert_eq!(plan.phase_timeout_ms, Some(5000));
+    let p = &plan.phases[0];
+    assert_eq!(p.name, "b/empty/n0/none/3v");
+    assert_eq!(p.group, "b/n0/none/3v");
+    assert_eq!((p.vcpus, p.seed, p.block_ops), (3, 42, Some(500)));
+    assert_eq!(plan.max_vcpus(), 3);
+}
+
+#[test]
+fn groups_share_everything_but_the_workload() {
+    let plan = ok(&bench(concat!(
+        "strategies = [\"empty\", \"native-popf\", \"vif-skip\"]\n",
+        "nesting = [0, 0.5]\nvcpus = [1, 2]\n",
+        "irq = [{ source = \"none\" }, { source = \"inject\", rate_hz = 1000 }]\n",
+    )));
+    let mut groups: Vec<&str> = plan.phases.iter().map(|p| p.group.as_str()).collect();
+    groups.sort_unstable();
+    groups.dedup();
+    assert_eq!(groups.len(), 2 * 2 * 2);
+    assert!(groups.contains(&"b/n0.5/inject@1000Hz/2v"));
+    for g in groups {
+        let rows: Vec<_> = plan.phases.iter().filter(|p| p.group == g).collect();
+        assert_eq!(rows.len(), 3, "{g}");
+        assert!(rows.iter().all(|p| (p.nesting, p.irq, p.vcpus, p.body_ops)
+            == (
+                rows[0].nesting,
+                rows[0].irq,
+                rows[0].vcpus,
+                rows[0].body_ops
+            )));
+    }
+    // A mixed bench: one row per group.
+    let mixed = ok(&bench("kind = \"mixed\"\nnesting = [0, 0.5]"));
+    assert_eq!(mixed.phases.len(), 2);
+    assert_ne!(mixed.phases[0].group, mixed.phases[1].group);
+}
+
+#[test]
+fn group_size_is_limited() {
+    let text = bench(r#"strategies = ["native-popf", "native-skip", "pvop-popf"]"#);
+    let msg = load_with(&text, FILE, &limits(), 2)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        msg.starts_with("configs/x.toml:3:8: key `bench[0]`: "),
+        "{msg}"
+    );
+    for w in [
+        "puts 3 rows in each group",
+        "more than the 2 a group may hold",
+        "`strategies`",
+    ] {
+        assert!(msg.contains(w), "expected {w:?} in {msg:?}");
+    }
+    assert!(load_with(&text, FILE, &limits(), 3).is_ok());
+    // The real limit holds every instruction of the ABI, the baseline included.
+    ok(&bench(&format!(
+        "kind = \"insn\"\ninsns = {:?}",
+        irqbench_abi::insn::NAMES
+    )));
+    assert!(irqbench_abi::insn::NAMES.len() <= crate::plan::MAX_GROUP_VARIANTS);
+}
+
+// ---- removed keys and the new keys' ranges ---------------------------------------------------
+
+/// Every removed key is refused at its own line:col with what replaced it.
+#[test]
+fn removed_keys_say_what_replaced_them() {
+    let cases: &[(&str, &str, &[&str])] = &[
+        (
+            "repeats = 5",
+            "run.repeats",
+            &[
+                "interleaved in rounds",
+                "95% CI",
+                "`run.precision` (default 0.02)",
+                "`run.max_seconds` (default 8)",
+                "delete `repeats`",
+            ],
+        ),
+        (
+            "warmup = 1",
+            "run.warmup",
+            &[
+                "interleaved in rounds",
+                "delete `warmup`",
+                "`min_rounds`, default 20",
+            ],
+        ),
+        (
+            "target_ms = 50",
+            "run.target_ms",
+            &["`run.block_us` (default 500)", "delete `target_ms`"],
+        ),
+        (
+            "min_iterations = 16",
+            "run.min_iterations",
+            &["calibrated", "delete `min_iterations`", "`block_ops`"],
+        ),
+        (
+            "max_iterations = 1000",
+            "run.max_iterations",
+            &["calibrated", "delete `max_iterations`"],
+        ),
+        (
+            "noisy_cv = 0.1",
+            "run.noisy_cv",
+            &[
+                "95% confidence interval",
+                "delete `noisy_cv`",
+                "`precision`",
+            ],
+        ),
+    ];
+    for (line, key, words) in cases {
+        // After a valid key, so the line and column are the removed key's own.
+        let text = format!("{H}[run]\npin = false\n{line}\n");
+        let msg = bad(&text, "6:1", &format!("`{key}` was removed: "), words);
+        assert!(!msg.contains("unknown key"), "{msg}");
+    }
+    bad(
+        &bench("nesting = [0.5]\niterations = 1000"),
+        "5:1",
+        "`bench[0].iterations` was removed: ",
+        &[
+            "`block_ops`",
+            "rename `iterations` to `block_ops`",
+            "delete it to calibrate",
+        ],
+    );
+    // Several: the first in the file is reported, whatever order serde reads tables in.
+    bad(
+        "name = \"o\"\n[run]\nwarmup = 1\nrepeats = 3\n[[bench]]\nname = \"b\"\niterations = 5\n",
+        "3:1",
+        "`run.warmup` was removed",
+        &[],
+    );
+    bad(
+        "name = \"o\"\n[[bench]]\nname = \"b\"\niterations = 5\n[run]\nrepeats = 3\n",
+        "4:1",
+        "`bench[0].iterations` was removed",
+        &[],
+    );
+    bad(
+        "name = \"o\"\nrun.noisy_cv = 0.1\n[[bench]]\nname = \"b\"\n",
+        "2:5",
+        "`run.noisy_cv` was removed",
+        &[],
+    );
+    // Elsewhere the same names are plain unknown keys.
+    bad(
+        &bench("repeats = 3"),
+        "4:1",
+        "unknown key `repeats` in `bench[0]`",
+        &["valid keys"],
+    );
+}
+
+#[test]
+fn new_run_keys_are_range_checked() {
+    let cases = [
+        (
+            "precision = 0",
+            "5:13",
+            "run.precision",
+            "0 is outside >0..=0.5",
+        ),
+        (
+            "precision = 0.6",
+            "5:13",
+            "run.precision",
+            "0.6 is outside >0..=0.5",
+        ),
+        (
+            "max_seconds = 0.05",
+            "5:15",
+            "run.max_seconds",
+            "0.05 is outside 0.1..=3600",
+        ),
+        (
+            "max_seconds = 4000",
+            "5:15",
+            "run.max_seconds",
+            "4000 is outside 0.1..=3600",
+        ),
+        (
+            "min_rounds = 2",
+            "5:14",
+            "run.min_rounds",
+            "2 is outside 3..=100_000",
+        ),
+        (
+            "min_rounds = 100001",
+            "5:14",
+            "run.min_rounds",
+            "100_001 is outside 3..=100_000",
+        ),
+        (
+            "block_us = 19",
+            "5:12",
+            "run.block_us",
+            "19 is outside 20..=100_000",
+        ),
+        (
+            "block_us = 100_001",
+            "5:12",
+            "run.block_us",
+            "100_001 is outside 20..=100_000",
+        ),
+        (
+            "phase_timeout_ms = 10",
+            "5:20",
+            "run.phase_timeout_ms",
+            "10 is outside 100..=3_600_000",
+        ),
+    ];
+    for (line, at, key, words) in cases {
+        bad(
+            &format!("{H}[run]\n{line}\n"),
+            at,
+            &format!("`{key}`"),
+            &[words],
+        );
+    }
+    // Integers are numbers too; edges are inclusive where the schema says so.
+    let plan = ok(&format!(
+        "{H}[run]\nprecision = 0.5\nmax_seconds = 3600\nmin_rounds = 3\nblock_us = 20\n"
+    ));
+    assert_eq!((plan.precision, plan.max_seconds), (0.5, 3600.0));
+    assert_eq!((plan.min_rounds, plan.block_us), (3, 20));
+    bad(
+        &format!("{H}[run]\nprecision = \"tight\"\n"),
+        "5:13",
+        "`run.precision`",
+        &[
+            "wrong type",
+            "expected a number >0..=0.5: the target half-width",
+        ],
+    );
+}
+
+// ---- files -----------------------------------------------------------------------------------
+
+#[test]
+fn unreadable_file_names_path_and_keeps_os_error() {
+    let path = Path::new("configs/does-not-exist.toml");
+    let err = load_file(path, &limits()).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "cannot read config configs/does-not-exist.toml"
+    );
+    let source = std::error::Error::source(&err).expect("io error as source");
+    let io = source
+        .downcast_ref::<std::io::Error>()
+        .expect("an io::Error");
+    assert_eq!(io.kind(), std::io::ErrorKind::NotFound);
+    assert!(err.location().is_none());
+}
+
+#[test]
+fn devices_fifos_and_huge_files_are_refused_at_once() {
+    let err = load_file(Path::new("/dev/zero"), &limits()).unwrap_err();
+    let msg = crate::error_chain(&err, ": ");
+    assert!(
+        msg.contains("/dev/zero") && msg.contains("character device"),
+        "{msg}"
+    );
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let fifo = dir.path().join("config.toml");
+    let c = std::ffi::CString::new(fifo.to_str().expect("utf-8")).expect("no NUL");
+    // SAFETY: mkfifo reads the NUL-terminated path, which `c` owns for the call.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    // No writer ever opens the FIFO: returning at all shows the load does not wait for one.
+    let msg = load_file(&fifo, &limits()).unwrap_err().to_string();
+    assert!(
+        msg.contains(&fifo.display().to_string()) && msg.contains("FIFO"),
+        "{msg}"
+    );
+
+    let huge = dir.path().join("huge.toml");
+    let file = std::fs::File::create(&huge).expect("create");
+    file.set_len(bounded::MAX_CONFIG_BYTES + 1)
+        .expect("sparse file");
+    let msg = load_file(&huge, &limits()).unwrap_err().to_string();
+    assert!(
+        msg.contains("huge.toml") && msg.contains("more than the"),
+        "{msg}"
+    );
+}
+
+// ---- the schema ------------------------------------------------------------------------------
+
+/// `configs/README.md`'s key reference is the schema's; `IRQBENCH_BLESS=1` rewrites it.
+#[test]
+fn readme_key_reference_is_the_schema() {
+    const BEGIN: &str = "<!-- keys:begin (generated from vmm/src/config/schema.rs) -->\n";
+    const END: &str = "<!-- keys:end -->";
+    let path = Path::new(CONFIG_DIR).join("README.md");
+    let readme = std::fs::read_to_string(&path).expect("configs/README.md");
+    let (head, rest) = readme.split_once(BEGIN).expect("the keys:begin marker");
+    let (current, tail) = rest.split_once(END).expect("the keys:end marker");
+    let generated = key_reference();
+    if current != generated {
+        if std::env::var_os("IRQBENCH_BLESS").is_some() {
+            std::fs::write(&path, format!("{head}{BEGIN}{generated}{END}{tail}")).expect("write");
+            return;
+        }
+        panic!(
+            "configs/README.md's key reference differs from the schema; rerun with \
+             IRQBENCH_BLESS=1 to regenerate it. Expected:\n{generated}"
+        );
+    }
+}
+
+#[test]
+fn schema_is_consistent() {
+    for k in schema::KEYS {
+        assert!(
+            schema::REMOVED
+                .iter()
+                .all(|r| (r.table, r.key) != (k.table, k.key)),
+            "{}.{} is both current and removed",
+            k.table,
+            k.key
+        );
+        assert!(!k.meaning.is_empty(), "{}: no meaning", k.key);
+    }
+    // Every key the raw structs read has a schema entry: a config with all of them loads.
+    let all = concat!(
+        "name = \"a\"\ndescription = \"d\"\n[run]\nmemory_mib = 32\nprecision = 0.1\n",
+        "max_seconds = 1\nmin_rounds = 5\nblock_us = 100\npin = false\nhypercall = \"port\"\n",
+        "phase_timeout_ms = 1000\nvcpus = 1\n[[bench]]\nname = \"b\"\nkind = \"strategy\"\n",
+        "strategies = [\"empty\"]\nnesting = [0.5]\nbody_ops = 1\nvcpus = [1]\nblock_ops = 10\n",
+        "seed = 2\nirq = [{ source = \"lapic-timer\", period_us = 10 }, ",
+        "{ source = \"pv-event\", rate_hz = 10 }]\n",
+    );
+    ok(all);
+    assert_eq!(expand::irq_kind_names(), IrqSource::NAMES);
+}

@@ -1,0 +1,347 @@
+//! Checks of single values against the schema, the `[run]` table, and the assembly of the plan.
+
+use std::collections::HashMap;
+use std::ops::Range;
+
+use toml::Spanned;
+
+use super::raw::{RawConfig, RawRun, SpannedList};
+use super::schema::{self, Key};
+use super::spans::{key_norm, Source};
+use super::{defaults, ConfigError, Limits, MAX_PHASES};
+use crate::plan::{HypercallTransport, Plan};
+
+/// A step of validation.
+pub(super) type Checked<T> = Result<T, ConfigError>;
+
+/// The closest of `candidates` to `word` within edit distance 3 (and at most half the candidate,
+/// so `bogus` does not suggest `vcpus`).
+pub(super) fn closest<'c>(word: &str, candidates: &[&'c str]) -> Option<&'c str> {
+    candidates
+        .iter()
+        .map(|c| (strsim::levenshtein(word, c), *c))
+        .filter(|(d, c)| *d <= 3 && *d * 2 <= c.chars().count())
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, c)| c)
+}
+
+/// `1000000000` → `1_000_000_000` (as a TOML integer may be written).
+pub(super) fn fmt_int(v: i64) -> String {
+    let digits = v.unsigned_abs().to_string();
+    if digits.len() <= 4 {
+        return v.to_string();
+    }
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push('_');
+        }
+        out.push(c);
+    }
+    if v < 0 {
+        out.insert(0, '-');
+    }
+    out
+}
+
+const HYPERCALLS: [(&str, HypercallTransport); 2] = [
+    ("port", HypercallTransport::Port),
+    ("vmcall", HypercallTransport::Vmcall),
+];
+
+/// The validated `[run]` values benches need.
+#[derive(Debug)]
+pub(super) struct RunValues {
+    pub vcpus: u32,
+}
+
+/// What validation needs besides the raw values.
+#[derive(Debug)]
+pub(super) struct Ctx<'a> {
+    pub src: Source<'a>,
+    pub limits: Limits,
+    /// Rows one group may hold ([`crate::plan::MAX_GROUP_VARIANTS`] outside tests).
+    pub max_group: usize,
+}
+
+impl Ctx<'_> {
+    pub(super) fn invalid(
+        &self,
+        span: Range<usize>,
+        key: &str,
+        message: impl Into<String>,
+    ) -> ConfigError {
+        ConfigError::Invalid {
+            at: self.src.location(span.start),
+            key: key.to_string(),
+            message: message.into(),
+        }
+    }
+
+    /// An integer in `lo..=hi`; `why` says what the key means.
+    pub(super) fn int_in<T>(
+        &self,
+        v: &Spanned<i64>,
+        key: &str,
+        (lo, hi): (i64, i64),
+        why: &str,
+    ) -> Checked<T>
+    where
+        T: TryFrom<i64>,
+    {
+        let x = *v.get_ref();
+        if x < lo || x > hi {
+            let (x, lo, hi) = (fmt_int(x), fmt_int(lo), fmt_int(hi));
+            let message = format!("{x} is outside {lo}..={hi} ({why})");
+            return Err(self.invalid(v.span(), key, message));
+        }
+        T::try_from(x).map_err(|_| self.invalid(v.span(), key, "out of range"))
+    }
+
+    /// An integer key checked against its schema entry; `key` is the path in the file.
+    pub(super) fn int<T>(&self, v: &Spanned<i64>, key: &str) -> Checked<T>
+    where
+        T: TryFrom<i64>,
+    {
+        let spec = schema::spec(&key_norm(key));
+        self.int_in(v, key, int_range(spec), spec.meaning)
+    }
+
+    /// An optional integer key, or `default`.
+    pub(super) fn opt_int<T>(&self, v: &Option<Spanned<i64>>, key: &str, default: T) -> Checked<T>
+    where
+        T: TryFrom<i64>,
+    {
+        v.as_ref().map_or(Ok(default), |v| self.int(v, key))
+    }
+
+    /// A number key checked against its schema entry.
+    pub(super) fn num(&self, v: &Spanned<f64>, key: &str) -> Checked<f64> {
+        let spec = schema::spec(&key_norm(key));
+        let x = *v.get_ref();
+        if !spec.range.contains(x) {
+            let message = format!("{x} is outside {} ({})", spec.range.render(), spec.meaning);
+            return Err(self.invalid(v.span(), key, message));
+        }
+        Ok(x)
+    }
+
+    fn opt_num(&self, v: &Option<Spanned<f64>>, key: &str, default: f64) -> Checked<f64> {
+        v.as_ref().map_or(Ok(default), |v| self.num(v, key))
+    }
+
+    /// A name: 1..=64 of a-z, 0-9, `_`, `-`.
+    pub(super) fn ident(&self, v: &Spanned<String>, key: &str) -> Checked<String> {
+        let s = v.get_ref();
+        let bad = s
+            .chars()
+            .find(|c| !(c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '_' || *c == '-'));
+        let problem = if s.is_empty() {
+            Some("an empty name".to_string())
+        } else if s.chars().count() > 64 {
+            Some(format!("{s:?} is longer than 64 characters"))
+        } else {
+            bad.map(|c| format!("{s:?} contains {c:?}"))
+        };
+        match problem {
+            Some(p) => Err(self.invalid(
+                v.span(),
+                key,
+                format!("{p}; a name is 1..=64 characters from a-z, 0-9, `_` and `-`"),
+            )),
+            None => Ok(s.clone()),
+        }
+    }
+
+    /// The index of `v` in `candidates`, or "unknown {what} ...; valid: ...; did you mean ...?".
+    pub(super) fn choice_index(
+        &self,
+        v: &Spanned<String>,
+        key: &str,
+        what: &str,
+        candidates: &[&str],
+    ) -> Checked<usize> {
+        let s = v.get_ref();
+        candidates.iter().position(|c| c == s).ok_or_else(|| {
+            let hint = closest(s, candidates)
+                .map(|c| format!("; did you mean {c}?"))
+                .unwrap_or_default();
+            let valid = candidates.join(", ");
+            self.invalid(
+                v.span(),
+                key,
+                format!("unknown {what} {s:?}; valid: {valid}{hint}"),
+            )
+        })
+    }
+
+    /// The value `v` names in `table`.
+    pub(super) fn choice<T: Copy>(
+        &self,
+        v: &Spanned<String>,
+        key: &str,
+        what: &str,
+        table: &[(&str, T)],
+    ) -> Checked<T> {
+        let names: Vec<&str> = table.iter().map(|(n, _)| *n).collect();
+        let i = self.choice_index(v, key, what, &names)?;
+        Ok(table[i].1)
+    }
+
+    /// The checked elements of a non-empty list whose elements must differ; `check` returns an
+    /// element's value and how messages show it (equal shows are duplicates).
+    pub(super) fn unique_list<T, U>(
+        &self,
+        list: &SpannedList<T>,
+        key: &str,
+        mut check: impl FnMut(&Spanned<T>, &str) -> Checked<(U, String)>,
+    ) -> Checked<Vec<U>> {
+        if list.get_ref().is_empty() {
+            let expected = schema::expected(&key_norm(key)).unwrap_or_default();
+            return Err(self.invalid(list.span(), key, format!("empty list; expected {expected}")));
+        }
+        let mut shown: Vec<String> = Vec::new();
+        let mut out = Vec::new();
+        for (j, v) in list.get_ref().iter().enumerate() {
+            let ek = format!("{key}[{j}]");
+            let (value, show) = check(v, &ek)?;
+            if let Some(first) = shown.iter().position(|s| *s == show) {
+                return Err(self.invalid(
+                    v.span(),
+                    &ek,
+                    format!("duplicate value {show} (also {key}[{first}]); it would yield the same phase names twice"),
+                ));
+            }
+            shown.push(show);
+            out.push(value);
+        }
+        Ok(out)
+    }
+
+    /// A vCPU count within the ABI's and the host's limits.
+    pub(super) fn vcpus(&self, v: &Spanned<i64>, key: &str) -> Checked<u32> {
+        let x = *v.get_ref();
+        let (lo, abi_max) = int_range(schema::spec("run.vcpus"));
+        let host_max = i64::from(self.limits.max_vcpus);
+        if (lo..=abi_max).contains(&x) && x > host_max {
+            return Err(self.invalid(
+                v.span(),
+                key,
+                format!(
+                    "{x} vCPUs is beyond this host's KVM limit of {host_max} vCPUs; valid: 1..={host_max}"
+                ),
+            ));
+        }
+        let why = format!("vCPUs; irqbench supports at most {abi_max}");
+        self.int_in(v, key, (lo, abi_max.min(host_max.max(1))), &why)
+    }
+
+    /// The whole plan.
+    pub(super) fn plan(&self, raw: RawConfig) -> Checked<Plan> {
+        let name = self.ident(&raw.name, "name")?;
+        let run = raw.run.unwrap_or_default();
+        let mut plan = self.run(&run)?;
+        plan.name = name;
+        plan.description = raw.description.unwrap_or_default();
+        let run_values = RunValues {
+            vcpus: match &run.vcpus {
+                None => defaults::VCPUS,
+                Some(v) => self.vcpus(v, "run.vcpus")?,
+            },
+        };
+
+        let benches = match &raw.bench {
+            Some(b) if !b.get_ref().is_empty() => b.get_ref(),
+            other => {
+                let span = other.as_ref().map_or(0..0, |b| b.span());
+                return Err(self.invalid(
+                    span,
+                    "bench",
+                    "no benches; a config needs at least one [[bench]] table with a `name`",
+                ));
+            }
+        };
+        let mut bench_names: HashMap<&str, usize> = HashMap::new();
+        let mut phase_names: HashMap<String, usize> = HashMap::new();
+        for (i, bench) in benches.iter().enumerate() {
+            let key = format!("bench[{i}]");
+            let bench_name = self.ident(&bench.name, &format!("{key}.name"))?;
+            if let Some(first) = bench_names.insert(bench.name.get_ref(), i) {
+                return Err(self.invalid(
+                    bench.name.span(),
+                    &format!("{key}.name"),
+                    format!("duplicate bench name {bench_name:?}: bench[{first}] has it already; bench names must be unique"),
+                ));
+            }
+            for phase in self.bench(&key, &bench_name, bench, &run_values)? {
+                // Bench names are unique and prefix every phase name; this guards that link.
+                if let Some(first) = phase_names.insert(phase.name.clone(), i) {
+                    return Err(self.invalid(
+                        bench.name.span(),
+                        &key,
+                        format!("duplicate phase name {:?} (bench[{first}] yields it too); phase names must be unique", phase.name),
+                    ));
+                }
+                plan.phases.push(phase);
+            }
+            if plan.phases.len() > MAX_PHASES {
+                return Err(self.invalid(
+                    bench.name.span(),
+                    &key,
+                    format!("the plan expands to more than {MAX_PHASES} phases; shorten the lists"),
+                ));
+            }
+        }
+        Ok(plan)
+    }
+
+    /// A plan with the `[run]` values and no name, description or phases yet.
+    fn run(&self, run: &RawRun) -> Checked<Plan> {
+        use crate::plan::defaults as plan_defaults;
+        let hypercall = match &run.hypercall {
+            None => HypercallTransport::Port,
+            Some(v) => self.choice(v, "run.hypercall", "hypercall transport", &HYPERCALLS)?,
+        };
+        let phase_timeout_ms = run
+            .phase_timeout_ms
+            .as_ref()
+            .map(|v| self.int(v, "run.phase_timeout_ms"))
+            .transpose()?;
+        Ok(Plan {
+            name: String::new(),
+            description: String::new(),
+            source: self.src.file.to_string(),
+            memory_mib: self.opt_int(&run.memory_mib, "run.memory_mib", defaults::MEMORY_MIB)?,
+            precision: self.opt_num(&run.precision, "run.precision", plan_defaults::PRECISION)?,
+            max_seconds: self.opt_num(
+                &run.max_seconds,
+                "run.max_seconds",
+                plan_defaults::MAX_SECONDS,
+            )?,
+            min_rounds: self.opt_int(
+                &run.min_rounds,
+                "run.min_rounds",
+                plan_defaults::MIN_ROUNDS,
+            )?,
+            block_us: self.opt_int(&run.block_us, "run.block_us", plan_defaults::BLOCK_US)?,
+            pin_vcpus: run.pin.unwrap_or(false),
+            hypercall,
+            phase_timeout_ms,
+            phases: Vec::new(),
+        })
+    }
+}
+
+/// The integer range of a schema key; the schema's own tests prove every key read here has one.
+pub(super) fn int_range(spec: &Key) -> (i64, i64) {
+    int_range_of(spec.range)
+}
+
+pub(super) fn int_range_of(range: schema::Range) -> (i64, i64) {
+    match range {
+        schema::Range::Int(lo, hi) => (lo, hi),
+        schema::Range::Num { .. } | schema::Range::Fraction | schema::Range::Text(_) => {
+            panic!("{range:?} is no integer range: schema::KEYS and its reader disagree")
+        }
+    }
+}
