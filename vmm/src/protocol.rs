@@ -391,6 +391,9 @@ mod tests {
             workload: workload::STRATEGY,
             strategy: abi::strategy::NATIVE_POPF,
             iterations: 100,
+            rounds: 1,
+            variant_count: 1,
+            variants: [abi::strategy::NATIVE_POPF; abi::MAX_VARIANTS],
             ..Default::default()
         }
     }
@@ -516,6 +519,33 @@ mod tests {
         ) {
             let _ = parse_doorbell(0, &data, open);
             let _ = validate_fault(0, &FaultRecord { vector, rip, ..Default::default() });
+        }
+
+        /// Random block records never panic; whatever passes matches its descriptor.
+        #[test]
+        fn random_block_records_never_panic(
+            seq in prop_oneof![Just(7u32), any::<u32>()],
+            round in 0u32..4,
+            variant in 0u32..20,
+            announced in 0u32..20,
+            position in 0u32..20,
+            a in any::<u64>(),
+            b in any::<u64>(),
+            ops in prop_oneof![Just(100u64), any::<u64>()],
+            count in 0u32..17,
+            rounds in 0u32..4,
+            events in any::<[u64; 4]>(),
+        ) {
+            let d = PhaseDescriptor { variant_count: count, rounds, ..desc() };
+            let rec = abi::BlockRecord {
+                seq, round, variant, position, tsc_start: a, tsc_end: b, ops,
+                interrupts: events[0], hypercalls: events[1], if_violations: events[2],
+                lock_acquisitions: events[3], lock_spins: 0,
+            };
+            if let Ok(v) = validate_block(0, &d, announced, &rec) {
+                prop_assert!(b >= a && v.variant < count as usize && v.variant as u32 == announced);
+                prop_assert!(round < rounds && v.ops == 100 && v.if_violations <= v.ops);
+            }
         }
 
         /// Random and adversarial records never panic; whatever passes is self-consistent.

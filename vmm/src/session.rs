@@ -498,3 +498,234 @@ pub fn run_raw(
     Ok((session, d))
 }
 
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::host;
+    use crate::plan::{InsnId, Plan, StrategyId, Workload};
+    use crate::vcpu::ExitReason;
+
+    const TIMEOUT: Duration = Duration::from_secs(60);
+
+    fn image() -> Arc<GuestImage> {
+        Arc::new(GuestImage::embedded().expect("embedded guest"))
+    }
+
+    fn phase(workload: Workload, vcpus: u32, iterations: u64) -> PhasePlan {
+        let mut p = Plan::single(workload, vcpus, iterations).phases.remove(0);
+        p.body_ops = 2;
+        p
+    }
+
+    fn raw(workload: Workload, vcpus: u32, iterations: u64) -> Option<(Session, Dispatch)> {
+        let kvm = host::test_kvm()?;
+        let p = phase(workload, vcpus, iterations);
+        Some(
+            run_raw(&kvm, &image(), &p, IrqchipMode::Userspace, TIMEOUT)
+                .unwrap_or_else(|e| panic!("phase failed: {e}")),
+        )
+    }
+
+    #[test]
+    fn a_phase_that_rings_k_doorbells_yields_exactly_k_doorbell_exits() {
+        for k in [0u64, 1, 37] {
+            let Some((session, d)) = raw(Workload::Doorbells, 1, k) else {
+                return;
+            };
+            assert_eq!(d.samples[0].pings, k, "pings for k={k}");
+            assert_eq!(d.records[0].ops, k);
+            // Doorbells are markers, not measured exits.
+            assert!(d.samples[0].exits.is_empty(), "{:?}", d.samples[0].exits);
+            session.shutdown();
+        }
+    }
+
+    #[test]
+    fn stats_deltas_are_non_negative_and_exits_grow() {
+        let Some((session, d)) = raw(
+            Workload::Insn {
+                insn: InsnId::from_name("pio-exit").expect("insn"),
+            },
+            1,
+            25,
+        ) else {
+            return;
+        };
+        let stats = d.samples[0]
+            .stats
+            .as_ref()
+            .expect("binary stats on this host");
+        assert!(
+            stats.backwards.is_empty(),
+            "counters went backwards: {:?}",
+            stats.backwards
+        );
+        let exits = stats.get("exits").expect("an `exits` stat");
+        // 25 port-I/O exits to the VMM plus the END doorbell: KVM counts each.
+        assert!(exits >= 26, "exits delta {exits}");
+        assert_eq!(d.samples[0].exits.get(&ExitReason::PioProbe), Some(&25));
+        session.shutdown();
+    }
+
+    #[test]
+    fn each_exit_probe_exits_to_the_vmm_exactly_once_per_iteration() {
+        for (insn, reason) in [
+            ("pio-exit", ExitReason::PioProbe),
+            ("mmio-exit", ExitReason::MmioProbe),
+            ("hlt-exit", ExitReason::Hlt),
+        ] {
+            let Some((session, d)) = raw(
+                Workload::Insn {
+                    insn: InsnId::from_name(insn).expect("insn"),
+                },
+                1,
+                13,
+            ) else {
+                return;
+            };
+            let exits = &d.samples[0].exits;
+            assert_eq!(exits.get(&reason), Some(&13), "{insn}: {exits:?}");
+            assert_eq!(exits.len(), 1, "{insn}: other exits {exits:?}");
+            session.shutdown();
+        }
+    }
+
+    #[test]
+    fn two_and_four_vcpus_complete_their_phases_with_their_own_records() {
+        for vcpus in [2u32, 4] {
+            let Some((session, d)) = raw(
+                Workload::Strategy {
+                    strategy: StrategyId::from_name("native-skip").expect("strategy"),
+                },
+                vcpus,
+                64,
+            ) else {
+                return;
+            };
+            assert_eq!(d.samples.len(), vcpus as usize);
+            let mut indices: Vec<u32> = d.samples.iter().map(|s| s.index).collect();
+            indices.sort_unstable();
+            assert_eq!(indices, (0..vcpus).collect::<Vec<_>>());
+            for r in &d.records {
+                assert_eq!(r.ops, 64);
+                assert!(r.tsc_cycles > 0);
+            }
+            session.shutdown();
+        }
+    }
+
+    #[test]
+    fn a_faulting_phase_is_reported_with_the_decoded_instruction() {
+        let Some(kvm) = host::test_kvm() else {
+            return;
+        };
+        let p = phase(Workload::FaultUd2, 1, 1);
+        let err = run_raw(&kvm, &image(), &p, IrqchipMode::Userspace, TIMEOUT)
+            .expect_err("ud2 faults")
+            .to_string();
+        assert!(
+            err.contains("guest exception 6 (#UD invalid opcode)"),
+            "{err}"
+        );
+        assert!(err.contains(": ud2"), "decoded instruction missing: {err}");
+        assert!(err.contains("<guest_main"), "symbol missing: {err}");
+        assert!(err.contains("rax "), "registers missing: {err}");
+    }
+
+    #[test]
+    fn garbage_records_are_a_protocol_violation_not_a_panic() {
+        let Some(kvm) = host::test_kvm() else {
+            return;
+        };
+        let p = phase(Workload::GarbageRecord, 1, 1);
+        let err = run_raw(&kvm, &image(), &p, IrqchipMode::Userspace, TIMEOUT)
+            .expect_err("garbage")
+            .to_string();
+        assert!(err.contains("guest protocol violation"), "{err}");
+        assert!(err.contains("record.seq"), "{err}");
+    }
+
+    fn strategy(name: &str) -> StrategyId {
+        StrategyId::from_name(name).unwrap_or_else(|| panic!("strategy {name}"))
+    }
+
+    #[test]
+    fn nested_restores_leave_if_clear_except_cli_sti() {
+        for s in StrategyId::all() {
+            let mut p = phase(Workload::Strategy { strategy: s }, 1, 64);
+            p.nesting = 0.5;
+            let Some(kvm) = host::test_kvm() else {
+                return;
+            };
+            let (session, d) = run_raw(&kvm, &image(), &p, IrqchipMode::Userspace, TIMEOUT)
+                .unwrap_or_else(|e| panic!("{}: {e}", s.name()));
+            let violations = d.records[0].if_violations;
+            if s.name() == "native-cli-sti" {
+                // Half of 64 operations run nested; each re-enables interrupts too early.
+                assert_eq!(violations, 32, "{}", s.name());
+            } else {
+                assert_eq!(violations, 0, "{}", s.name());
+            }
+            session.shutdown();
+        }
+    }
+
+    #[test]
+    fn lapic_timer_ticks_grow_with_phase_length() {
+        let Some(kvm) = host::test_kvm() else {
+            return;
+        };
+        let mut ticks = Vec::new();
+        for iterations in [20_000u64, 160_000] {
+            let mut p = phase(Workload::Idle, 1, iterations);
+            p.irq = IrqSource::LapicTimer { period_us: 200.0 };
+            let (session, d) = run_raw(&kvm, &image(), &p, IrqchipMode::InKernel, TIMEOUT)
+                .expect("lapic-timer phase");
+            ticks.push((d.records[0].interrupts, d.records[0].tsc_cycles));
+            session.shutdown();
+        }
+        let (short, long) = (ticks[0], ticks[1]);
+        assert!(short.0 > 0, "no timer tick in {} cycles", short.1);
+        assert!(
+            long.1 > short.1 * 2,
+            "the long phase was not longer: {ticks:?}"
+        );
+        assert!(
+            long.0 > short.0,
+            "ticks did not grow with phase length: {ticks:?}"
+        );
+    }
+
+    #[test]
+    fn the_lock_excludes_and_contention_is_counted() {
+        for vcpus in [2u32, 4] {
+            let Some((session, d)) = raw(
+                Workload::Lock {
+                    strategy: strategy("native-popf"),
+                },
+                vcpus,
+                300,
+            ) else {
+                return;
+            };
+            let total: u64 = d.records.iter().map(|r| r.ops).sum();
+            assert_eq!(
+                total,
+                300 * u64::from(vcpus),
+                "each vCPU's ops sum to the total"
+            );
+            assert_eq!(
+                d.lock_counter,
+                2 * total,
+                "the counter incremented inside the lock lost updates"
+            );
+            let acquisitions: u64 = d.records.iter().map(|r| r.lock_acquisitions).sum();
+            assert_eq!(acquisitions, 2 * total);
+            if vcpus == 4 {
+                let spins: u64 = d.records.iter().map(|r| r.lock_spins).sum();
+                assert!(spins > 0, "4 vCPUs on this host never contended");
+            }
+            session.shutdown();
+        }
+    }
+}

@@ -98,8 +98,37 @@ impl GroupRun<'_> {
         Ok((n, round_per_iteration * n as f64))
     }
 
+    /// Test and diagnostic rows (doorbells, faults, spinning …) are not measured in rounds:
+    /// each runs once and reports what it did.
+    fn run_diagnostic(&mut self) -> Result<GroupOutcome, PhaseError> {
+        let mut results = Vec::new();
+        for row in self.rows.clone() {
+            let desc = descriptor::diagnostic(row, row.block_ops.unwrap_or(1));
+            let d = self.dispatch(desc, Duration::from_secs(1))?;
+            results.push(PhaseResult {
+                name: row.name.clone(),
+                group: row.group.clone(),
+                kind: row.workload.kind(),
+                strategy: row.workload.label(),
+                irq_source: row.irq.label(),
+                vcpus: row.vcpus,
+                ops: d.total_ops(),
+                rounds: 1,
+                interrupts: d.records.iter().map(|r| r.interrupts).sum(),
+                ..Default::default()
+            });
+        }
+        Ok(GroupOutcome {
+            results,
+            ..Default::default()
+        })
+    }
+
     /// Runs the group; see the module doc.
     pub fn run(&mut self, step: &mut dyn FnMut(&str)) -> Result<GroupOutcome, PhaseError> {
+        if self.rows[0].workload.kind() == crate::results::ResultKind::Diagnostic {
+            return self.run_diagnostic();
+        }
         let variants = self.variants();
         // Warm-up first: a fresh VM's first blocks pay for page-table and code first touches,
         // which would make the calibration pick blocks far too short.
