@@ -337,14 +337,19 @@ fn fmt_change(pct: f64) -> String {
     }
 }
 
-fn verdict(r: &CompareRow) -> &'static str {
+fn verdict(r: &CompareRow) -> String {
+    let without = if r.old_ci95.is_none() {
+        "no CI in old file"
+    } else {
+        "no CI in new file"
+    };
     match (r.beyond_noise, r.basis) {
-        (true, NoiseBasis::Welch) => "beyond noise (no CI in old file: Welch)",
-        (true, NoiseBasis::Poisson) => "beyond noise (no CI: Poisson)",
-        (true, _) => "beyond noise",
-        (false, NoiseBasis::Welch) => "(within noise; no CI in old file: Welch)",
-        (false, NoiseBasis::Unknown) => "(no CI in old file, too few samples to judge)",
-        (false, _) => "(within noise)",
+        (true, NoiseBasis::Welch) => format!("beyond noise ({without}: Welch)"),
+        (true, NoiseBasis::Poisson) => "beyond noise (no CI: Poisson)".into(),
+        (true, _) => "beyond noise".into(),
+        (false, NoiseBasis::Welch) => format!("(within noise; {without}: Welch)"),
+        (false, NoiseBasis::Unknown) => format!("({without}, too few samples to judge)"),
+        (false, _) => "(within noise)".into(),
     }
 }
 
@@ -385,7 +390,7 @@ fn rows_markdown(out: &mut String, c: &Comparison) {
                 if r.beyond_noise {
                     format!("**{v}**")
                 } else {
-                    v.trim_matches(['(', ')']).into()
+                    v.trim_matches(['(', ')']).to_string()
                 },
             ]
         })
@@ -419,7 +424,7 @@ fn rows_text(out: &mut String, c: &Comparison) {
             "-->".into(),
             fmt_value(&r.metric, r.new, r.new_ci95),
             fmt_change(r.change_pct),
-            verdict(r).into(),
+            verdict(r),
         ]);
     }
     // No header row in this style: drop the blank header and its rule.

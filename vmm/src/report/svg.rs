@@ -15,6 +15,7 @@ use super::table::kvm_text;
 const ROW_PX: u32 = 22;
 const PANEL_EXTRA_PX: u32 = 110;
 const LABEL_FONT_PX: u32 = 13;
+const LEGEND_ROW_PX: u32 = 18;
 /// sans-serif at 13 px averages well under this per character; long names must not clip.
 const LABEL_CHAR_PX: u32 = 8;
 const PALETTE: [RGBColor; 8] = [
@@ -36,6 +37,17 @@ fn variant(r: &PhaseResult) -> String {
         format!("nesting {}, ", fmt_fraction(r.nesting))
     };
     format!("{nest}irq {}, {} vCPU", r.irq_source, r.vcpus)
+}
+
+/// The variants of a panel in order of first appearance: one colour each.
+fn variants(rows: &[&PhaseResult]) -> Vec<String> {
+    let mut seen: Vec<String> = Vec::new();
+    for r in rows {
+        if !seen.contains(&variant(r)) {
+            seen.push(variant(r));
+        }
+    }
+    seen
 }
 
 /// A panel's rows: grouped by strategy in order of first appearance, config order within.
@@ -86,13 +98,15 @@ fn draw_panel<DB: DrawingBackend>(
     let mut chart = ChartBuilder::on(area)
         .caption(format!("cycles/{unit}"), ("sans-serif", 18))
         .margin(12)
-        .x_label_area_size(40)
+        // Room under the axis for one legend line per colour.
+        .x_label_area_size(48 + LEGEND_ROW_PX * variants.len() as u32)
         .y_label_area_size(label_px(rows))
         .build_cartesian_2d(x_min..x_max, 0f64..n as f64)
         .map_err(|e| e.to_string())?;
     chart
         .configure_mesh()
         .disable_y_mesh()
+        .light_line_style(TRANSPARENT)
         .y_labels(0)
         .x_desc(axis)
         .x_label_formatter(&|v| fmt_si(*v))
@@ -110,7 +124,8 @@ fn draw_panel<DB: DrawingBackend>(
     for (i, (r, e)) in rows.iter().zip(&est).enumerate() {
         // Top to bottom in config order.
         let y = (n - 1 - i) as f64;
-        let colour = PALETTE[variants.iter().position(|v| *v == variant(r)).unwrap_or(0) % 8];
+        let colour =
+            PALETTE[variants.iter().position(|v| *v == variant(r)).unwrap_or(0) % PALETTE.len()];
         chart
             .draw_series([Rectangle::new(
                 [(0.0, y + 0.15), (e.median.max(0.0), y + 0.85)],
@@ -143,22 +158,24 @@ fn draw_panel<DB: DrawingBackend>(
             )])
             .map_err(|e| e.to_string())?;
     }
+    // The legend goes below the axis, where no bar can hide it.
+    let (_, height) = area.dim_in_pixel();
+    let x0 = label_px(rows) as i32 + 12;
     for (i, v) in variants.iter().enumerate() {
-        chart
-            .draw_series(std::iter::empty::<Rectangle<(f64, f64)>>())
-            .map_err(|e| e.to_string())?
-            .label(v.clone())
-            .legend(move |(x, y)| {
-                Rectangle::new([(x, y - 5), (x + 12, y + 5)], PALETTE[i % 8].filled())
-            });
+        let y = height as i32 - 12 - (variants.len() - 1 - i) as i32 * LEGEND_ROW_PX as i32;
+        area.draw(&Rectangle::new(
+            [(x0, y - 5), (x0 + 12, y + 5)],
+            PALETTE[i % PALETTE.len()].filled(),
+        ))
+        .map_err(|e| e.to_string())?;
+        let style = ("sans-serif", LABEL_FONT_PX)
+            .into_font()
+            .color(&BLACK)
+            .pos(Pos::new(HPos::Left, VPos::Center));
+        area.draw(&Text::new(v.clone(), (x0 + 18, y), style))
+            .map_err(|e| e.to_string())?;
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()
-        .map_err(|e| e.to_string())
+    Ok(())
 }
 
 /// The chart as SVG text: one panel per unit (op, insn).
@@ -177,7 +194,11 @@ pub fn render_svg(report: &RunReport) -> Result<String, String> {
         .collect();
     let heights: Vec<u32> = panels
         .iter()
-        .map(|(_, rows)| rows.len() as u32 * ROW_PX + PANEL_EXTRA_PX)
+        .map(|(_, rows)| {
+            rows.len() as u32 * ROW_PX
+                + PANEL_EXTRA_PX
+                + LEGEND_ROW_PX * variants(rows).len() as u32
+        })
         .collect();
     let widest = panels.iter().map(|(_, r)| label_px(r)).max().unwrap_or(100);
     let width = (widest + 760).max(1000);
@@ -201,13 +222,7 @@ pub fn render_svg(report: &RunReport) -> Result<String, String> {
             .map_err(|e| e.to_string())?;
         for ((unit, rows), px) in panels.iter().zip(heights) {
             let (panel, below) = rest.split_vertically(px);
-            let mut variants: Vec<String> = Vec::new();
-            for r in rows {
-                if !variants.contains(&variant(r)) {
-                    variants.push(variant(r));
-                }
-            }
-            draw_panel(&panel, unit, rows, &variants)?;
+            draw_panel(&panel, unit, rows, &variants(rows))?;
             rest = below;
         }
         root.present().map_err(|e| e.to_string())?;
