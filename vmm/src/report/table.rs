@@ -372,6 +372,9 @@ pub(crate) fn legend(report: &RunReport) -> Vec<String> {
                 .into(),
         );
     }
+    if !report.ci_method.is_empty() {
+        lines.push(format!("CI: {}", report.ci_method));
+    }
     if !report.disturbance.sources.is_empty() {
         lines.push(format!(
             "disturbance sources: {}",

@@ -415,6 +415,7 @@ fn imprecise_and_disturbed_rows_are_flagged_with_a_legend() {
     assert!(table.contains("warning: pv/native-skip/n0/none/1v had 12.0% of its blocks disturbed"));
     assert!(!table_row(&table, "pvop-popf").contains('~'));
     assert!(table.contains("disturbance sources: vcpu-thread-off-cpu, block-time-outlier"));
+    assert!(table.contains("CI: distribution-free 95% CI of the median"));
 }
 
 #[test]
