@@ -338,8 +338,9 @@ fn render_group(out: &mut String, report: &RunReport, group: &Group) {
 /// What the columns mean, and warnings about rows a reader should not trust as much.
 pub(crate) fn legend(report: &RunReport) -> Vec<String> {
     let mut lines = vec![
-        "cycles/op (cycles/insn for insn rows), ns/op: median over rounds of the paired net \
-         (block - empty baseline) / ops; ±h: the 95% CI of that median reaches h from it \
+        // scripts/update-readme-tables.py ends the README's table at the line "cycles/op:".
+        "cycles/op: median over rounds of the paired net (block - empty baseline) / ops \
+         (cycles/insn for insn rows; ns/op the same in ns); ±h: the 95% CI of that median reaches h from it \
          (farther end); digits beyond the CI's resolution are not printed."
             .to_string(),
         "≈0 (±h): the CI includes 0, the cost cannot be told from the baseline; <0: the whole \
