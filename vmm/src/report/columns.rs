@@ -1,0 +1,436 @@
+//! The one column spec behind the text table, Markdown and CSV: a column's header, how a row
+//! shows in a table cell, and the raw CSV fields it stands for. A figure added here appears in
+//! all three, with the same rounding rules.
+
+use crate::results::{PhaseResult, ResultKind};
+
+use super::format::{
+    fmt_cost, fmt_count, fmt_fraction, fmt_pct, fmt_rate, fmt_si, raw_number, Estimate,
+};
+
+/// The KVM per-vCPU stat that counts every VM exit.
+pub(crate) const EXITS_STAT: &str = "exits";
+
+/// Above this fraction of disturbed blocks a row is flagged: its rounds were not the quiet
+/// ones the CI assumes to be typical.
+pub(crate) const DISTURBED_WARN: f64 = 0.05;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Align {
+    Left,
+    Right,
+}
+
+/// Which tables show a column (CSV has every column for every row).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Scope {
+    /// Not in the text table or Markdown.
+    CsvOnly,
+    All,
+    Insn,
+    NotInsn,
+    /// Tables with at least one spinlock row.
+    Lock,
+}
+
+/// When a table leaves a column out although it is in scope.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Omit {
+    Never,
+    /// Every cell is 0 or `-`: one note line says it for all of them.
+    IfAllZero,
+    /// Every cell is equal: the table's heading (its group) already says it.
+    IfUniform,
+}
+
+pub(crate) type Cell = fn(&PhaseResult) -> String;
+
+#[derive(Debug)]
+pub(crate) struct Column {
+    /// `{u}` stands for the unit of the table's kind ([`ResultKind::unit`]).
+    pub header: &'static str,
+    pub align: Align,
+    pub scope: Scope,
+    pub omit: Omit,
+    pub cell: Cell,
+    /// (CSV header, raw value): numbers as Rust prints them, never rounded.
+    pub csv: &'static [(&'static str, Cell)],
+}
+
+impl Column {
+    pub fn header_for(&self, kind: ResultKind) -> String {
+        self.header.replace("{u}", kind.unit())
+    }
+
+    pub fn shown(&self, kind: ResultKind, has_lock: bool) -> bool {
+        match self.scope {
+            Scope::CsvOnly => false,
+            Scope::All => true,
+            Scope::Insn => kind == ResultKind::Insn,
+            Scope::NotInsn => kind != ResultKind::Insn,
+            Scope::Lock => has_lock,
+        }
+    }
+}
+
+/// The `exits` stat per op, if the kernel reported it.
+pub(crate) fn exits_stat(r: &PhaseResult) -> Option<f64> {
+    r.exits_per_op.get(EXITS_STAT).copied()
+}
+
+/// All userspace exits per op, whatever the reason.
+pub(crate) fn userspace_exits(r: &PhaseResult) -> f64 {
+    r.userspace_exits_per_op.values().sum()
+}
+
+/// Exits per op with the CI of the per-round samples.
+pub(crate) fn exits_estimate(r: &PhaseResult) -> Option<Estimate> {
+    let median = exits_stat(r)?;
+    let rounds = r.exits_per_round.samples.len().max(r.rounds as usize);
+    Some(Estimate::with_ci(median, r.exits_per_op_ci95, rounds))
+}
+
+/// What an instruction-suite probe executes per measured operation: the name says what is
+/// measured, this says what runs.
+pub(crate) fn insn_measures(insn: &str) -> &'static str {
+    match insn {
+        "empty" => "(loop only)",
+        "cli" => "cli",
+        "sti" => "sti",
+        "popf-set-if" => "cli; push; popf",
+        "popf-clear-if" => "sti; push; popf",
+        "popf-same-if" => "push; popf",
+        "pushf" => "pushf; pop",
+        "pio-exit" => "out (exit to VMM)",
+        "mmio-exit" => "mmio store (exit)",
+        "cpuid" => "cpuid",
+        "hlt-exit" => "hlt (exit)",
+        _ => "",
+    }
+}
+
+/// The cycles cell carries `~` when the run ran out of time before its CI reached the plan's
+/// precision; others get a space so the digits of both line up.
+fn cycles_cell(r: &PhaseResult) -> String {
+    let marker = if r.precision_reached { ' ' } else { '~' };
+    format!("{}{marker}", fmt_cost(Estimate::of(&r.cycles_per_op)))
+}
+
+fn exits_cell(r: &PhaseResult) -> String {
+    exits_estimate(r).map_or_else(|| "-".into(), fmt_cost)
+}
+
+fn disturbed_cell(r: &PhaseResult) -> String {
+    let flag = if r.disturbed_fraction > DISTURBED_WARN {
+        "!"
+    } else {
+        ""
+    };
+    format!("{}{flag}", fmt_pct(r.disturbed_fraction))
+}
+
+fn lock_spins(r: &PhaseResult) -> String {
+    r.lock
+        .as_ref()
+        .map_or_else(|| "-".into(), |l| fmt_rate(l.spins_per_op))
+}
+
+fn opt_raw(v: Option<f64>) -> String {
+    v.map_or_else(String::new, raw_number)
+}
+
+/// How evenly the vCPUs progressed: (max - min) / mean of their own ops/s.
+pub fn vcpu_spread(per_vcpu_ops_per_sec: &[f64]) -> f64 {
+    let Some((mean, _)) = crate::stats::mean_sd(per_vcpu_ops_per_sec)
+        .or_else(|| per_vcpu_ops_per_sec.first().map(|v| (*v, 0.0)))
+    else {
+        return 0.0;
+    };
+    let max = per_vcpu_ops_per_sec
+        .iter()
+        .copied()
+        .fold(f64::MIN, f64::max);
+    let min = per_vcpu_ops_per_sec
+        .iter()
+        .copied()
+        .fold(f64::MAX, f64::min);
+    if mean == 0.0 {
+        0.0
+    } else {
+        (max - min) / mean
+    }
+}
+
+/// Every column, in table order.
+pub(crate) const COLUMNS: &[Column] = &[
+    Column {
+        header: "phase",
+        align: Align::Left,
+        scope: Scope::CsvOnly,
+        omit: Omit::Never,
+        cell: |r| r.name.clone(),
+        csv: &[
+            ("name", |r| r.name.clone()),
+            ("kind", |r| r.kind.name().into()),
+            ("group", |r| r.group.clone()),
+        ],
+    },
+    Column {
+        header: "strategy",
+        align: Align::Left,
+        scope: Scope::NotInsn,
+        omit: Omit::Never,
+        cell: |r| r.strategy.clone(),
+        csv: &[("strategy", |r| r.strategy.clone())],
+    },
+    Column {
+        header: "instruction",
+        align: Align::Left,
+        scope: Scope::Insn,
+        omit: Omit::Never,
+        cell: |r| r.strategy.clone(),
+        csv: &[],
+    },
+    Column {
+        header: "measures",
+        align: Align::Left,
+        scope: Scope::Insn,
+        omit: Omit::Never,
+        cell: |r| insn_measures(&r.strategy).into(),
+        csv: &[("measures", |r| {
+            if r.kind == ResultKind::Insn {
+                insn_measures(&r.strategy).into()
+            } else {
+                String::new()
+            }
+        })],
+    },
+    Column {
+        header: "irq",
+        align: Align::Left,
+        scope: Scope::All,
+        omit: Omit::IfUniform,
+        cell: |r| r.irq_source.clone(),
+        csv: &[("irq_source", |r| r.irq_source.clone())],
+    },
+    Column {
+        header: "nest",
+        align: Align::Right,
+        scope: Scope::NotInsn,
+        omit: Omit::IfUniform,
+        cell: |r| fmt_fraction(r.nesting),
+        csv: &[("nesting", |r| raw_number(r.nesting))],
+    },
+    Column {
+        header: "vCPUs",
+        align: Align::Right,
+        scope: Scope::All,
+        omit: Omit::IfUniform,
+        cell: |r| r.vcpus.to_string(),
+        csv: &[
+            ("vcpus", |r| r.vcpus.to_string()),
+            ("body_ops", |r| r.body_ops.to_string()),
+            ("block_ops", |r| r.block_ops.to_string()),
+            ("ops", |r| r.ops.to_string()),
+        ],
+    },
+    Column {
+        header: "cycles/{u}",
+        align: Align::Right,
+        scope: Scope::All,
+        omit: Omit::Never,
+        cell: cycles_cell,
+        csv: &[
+            ("cycles_median", |r| raw_number(r.cycles_per_op.median)),
+            ("cycles_ci_lo", |r| raw_number(r.cycles_per_op.ci95[0])),
+            ("cycles_ci_hi", |r| raw_number(r.cycles_per_op.ci95[1])),
+            ("cycles_min", |r| raw_number(r.cycles_per_op.min)),
+            ("cycles_p5", |r| raw_number(r.cycles_per_op.p5)),
+            ("cycles_p95", |r| raw_number(r.cycles_per_op.p95)),
+            ("cycles_cv", |r| raw_number(r.cycles_per_op.cv)),
+        ],
+    },
+    Column {
+        header: "ns/{u}",
+        align: Align::Right,
+        scope: Scope::All,
+        omit: Omit::Never,
+        cell: |r| fmt_cost(Estimate::of(&r.ns_per_op)),
+        csv: &[
+            ("ns_median", |r| raw_number(r.ns_per_op.median)),
+            ("ns_ci_lo", |r| raw_number(r.ns_per_op.ci95[0])),
+            ("ns_ci_hi", |r| raw_number(r.ns_per_op.ci95[1])),
+        ],
+    },
+    Column {
+        header: "exits/{u}",
+        align: Align::Right,
+        scope: Scope::All,
+        omit: Omit::Never,
+        cell: exits_cell,
+        csv: &[
+            ("exits_per_op", |r| opt_raw(exits_stat(r))),
+            ("exits_ci_lo", |r| raw_number(r.exits_per_op_ci95[0])),
+            ("exits_ci_hi", |r| raw_number(r.exits_per_op_ci95[1])),
+        ],
+    },
+    Column {
+        header: "uexits/{u}",
+        align: Align::Right,
+        scope: Scope::All,
+        omit: Omit::IfAllZero,
+        cell: |r| fmt_rate(userspace_exits(r)),
+        csv: &[("userspace_exits_per_op", |r| raw_number(userspace_exits(r)))],
+    },
+    Column {
+        header: "rounds",
+        align: Align::Right,
+        scope: Scope::All,
+        omit: Omit::Never,
+        cell: |r| r.rounds.to_string(),
+        csv: &[("rounds", |r| r.rounds.to_string())],
+    },
+    Column {
+        header: "disturbed",
+        align: Align::Right,
+        scope: Scope::All,
+        omit: Omit::Never,
+        cell: disturbed_cell,
+        csv: &[
+            ("disturbed_fraction", |r| raw_number(r.disturbed_fraction)),
+            ("precision_reached", |r| r.precision_reached.to_string()),
+        ],
+    },
+    Column {
+        header: "IRQs",
+        align: Align::Right,
+        scope: Scope::All,
+        omit: Omit::IfAllZero,
+        cell: |r| fmt_count(r.interrupts),
+        csv: &[
+            ("interrupts", |r| r.interrupts.to_string()),
+            ("irqs_raised", |r| r.irqs_raised.to_string()),
+        ],
+    },
+    Column {
+        header: "hcalls",
+        align: Align::Right,
+        scope: Scope::NotInsn,
+        omit: Omit::IfAllZero,
+        cell: |r| fmt_count(r.hypercalls),
+        csv: &[
+            ("hypercalls", |r| r.hypercalls.to_string()),
+            ("hypercalls_seen_by_vmm", |r| {
+                r.hypercalls_seen_by_vmm.to_string()
+            }),
+        ],
+    },
+    Column {
+        header: "IF viol",
+        align: Align::Right,
+        scope: Scope::NotInsn,
+        omit: Omit::IfAllZero,
+        cell: |r| r.if_violations.to_string(),
+        csv: &[("if_violations", |r| r.if_violations.to_string())],
+    },
+    Column {
+        header: "spins/op",
+        align: Align::Right,
+        scope: Scope::Lock,
+        omit: Omit::Never,
+        cell: lock_spins,
+        csv: &[
+            ("lock_spins_per_op", |r| {
+                opt_raw(r.lock.as_ref().map(|l| l.spins_per_op))
+            }),
+            ("lock_mutual_exclusion_held", |r| {
+                r.lock
+                    .as_ref()
+                    .map_or_else(String::new, |l| l.mutual_exclusion_held.to_string())
+            }),
+        ],
+    },
+    Column {
+        header: "ops/s",
+        align: Align::Right,
+        scope: Scope::Lock,
+        omit: Omit::Never,
+        cell: |r| fmt_si(r.ops_per_sec.median),
+        csv: &[
+            ("ops_per_sec_median", |r| raw_number(r.ops_per_sec.median)),
+            ("ops_per_sec_ci_lo", |r| raw_number(r.ops_per_sec.ci95[0])),
+            ("ops_per_sec_ci_hi", |r| raw_number(r.ops_per_sec.ci95[1])),
+        ],
+    },
+    Column {
+        header: "spread",
+        align: Align::Right,
+        scope: Scope::Lock,
+        omit: Omit::Never,
+        cell: |r| fmt_pct(vcpu_spread(&r.per_vcpu_ops_per_sec)),
+        csv: &[("vcpu_spread", |r| {
+            raw_number(vcpu_spread(&r.per_vcpu_ops_per_sec))
+        })],
+    },
+    Column {
+        header: "",
+        align: Align::Right,
+        scope: Scope::CsvOnly,
+        omit: Omit::Never,
+        cell: |_| String::new(),
+        csv: &[
+            ("baseline_cycles_median", |r| {
+                raw_number(r.baseline_cycles.median)
+            }),
+            ("raw_cycles_median", |r| {
+                raw_number(r.raw_cycles_per_op.median)
+            }),
+            ("wall_ms", |r| raw_number(r.wall_ms)),
+        ],
+    },
+];
+
+/// A table's columns for rows of one kind: headers, alignment and cells, without the columns
+/// [`Omit`] allows left out.
+#[derive(Debug)]
+pub(crate) struct Grid {
+    pub headers: Vec<(String, Align)>,
+    pub rows: Vec<Vec<String>>,
+    /// Headers of the columns left out because every cell was 0.
+    pub all_zero: Vec<String>,
+    /// (header, value) of the columns left out because every row had that value.
+    pub uniform: Vec<(String, String)>,
+}
+
+pub(crate) fn grid(kind: ResultKind, rows: &[&PhaseResult]) -> Grid {
+    let has_lock = kind == ResultKind::Lock || rows.iter().any(|r| r.lock.is_some());
+    let mut g = Grid {
+        headers: Vec::new(),
+        rows: vec![Vec::new(); rows.len()],
+        all_zero: Vec::new(),
+        uniform: Vec::new(),
+    };
+    for col in COLUMNS.iter().filter(|c| c.shown(kind, has_lock)) {
+        let cells: Vec<String> = rows.iter().map(|r| (col.cell)(r)).collect();
+        let header = col.header_for(kind);
+        match col.omit {
+            Omit::IfAllZero
+                if !cells.is_empty()
+                    && cells.iter().all(|c| matches!(c.as_str(), "0" | "-" | "")) =>
+            {
+                g.all_zero.push(header);
+                continue;
+            }
+            Omit::IfUniform if !cells.is_empty() && cells.iter().all(|c| *c == cells[0]) => {
+                g.uniform.push((header, cells[0].clone()));
+                continue;
+            }
+            _ => {}
+        }
+        g.headers.push((header, col.align));
+        for (row, cell) in g.rows.iter_mut().zip(cells) {
+            row.push(cell);
+        }
+    }
+    g
+}

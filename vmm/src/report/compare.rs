@@ -1,0 +1,475 @@
+//! Two runs side by side, matched by result name. The runs were not measured together, so
+//! nothing is paired: a change is beyond noise when the two 95% CIs of the medians do not
+//! overlap and it is at least a relative floor that covers drift between runs.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use crate::results::{PhaseResult, RunReport, Summary};
+
+use super::columns::{exits_estimate, exits_stat, Align};
+use super::format::{fmt_cost, fmt_rate, fmt_si, fmt_sig, human_timestamp, Estimate};
+use super::markdown::md_table;
+use super::table::{push_wrapped, TextTable};
+
+/// Back-to-back runs of one config on one host drift by a few percent (a new VM, other load):
+/// below this relative change nothing is called beyond noise, whatever the CIs say.
+pub const DEFAULT_MIN_CHANGE_PCT: f64 = 5.0;
+
+/// How a row's verdict was reached.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum NoiseBasis {
+    /// Both runs have a 95% CI: beyond noise iff the CIs do not overlap.
+    #[default]
+    Ci,
+    /// A run (an `irqbench-results/1` file) has no CI: Welch's t-test at 99% on the medians.
+    Welch,
+    /// Exit rates without a CI: Poisson counts.
+    Poisson,
+    /// Too few samples in a run to say anything.
+    Unknown,
+}
+
+/// One run as the comparison header names it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RunLabel {
+    pub config_name: String,
+    pub started_unix: u64,
+    pub host: String,
+    pub schema: String,
+}
+
+/// Two runs side by side, matched by result name.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Comparison {
+    /// The old (`a`) and new (`b`) run.
+    pub runs: [RunLabel; 2],
+    pub rows: Vec<CompareRow>,
+    /// Result names only the old run (`a`) has.
+    pub only_in_a: Vec<String>,
+    pub only_in_b: Vec<String>,
+    /// `field: old --> new` for host manifest fields that differ: the numbers may not be
+    /// comparable at all then.
+    pub host_differs: Vec<String>,
+    /// Partial runs, duplicate result names.
+    pub warnings: Vec<String>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct CompareRow {
+    pub name: String,
+    /// `cycles/op`, `ops/s` or `exits/op`.
+    pub metric: String,
+    pub old: f64,
+    pub new: f64,
+    pub old_ci95: Option<[f64; 2]>,
+    pub new_ci95: Option<[f64; 2]>,
+    /// (new - old) / old × 100; ±inf when old is 0 and new is not.
+    pub change_pct: f64,
+    /// See [`NoiseBasis`] for the rule.
+    pub beyond_noise: bool,
+    pub basis: NoiseBasis,
+}
+
+const METRIC_CYCLES: &str = "cycles/op";
+const METRIC_OPS: &str = "ops/s";
+const METRIC_EXITS: &str = "exits/op";
+
+fn change_pct(old: f64, new: f64) -> f64 {
+    if old == new {
+        0.0
+    } else if old == 0.0 {
+        f64::INFINITY.copysign(new)
+    } else {
+        (new - old) / old.abs() * 100.0
+    }
+}
+
+/// Two-sided 99 % critical values of Student's t by degrees of freedom (1..=30, then the normal
+/// quantile): with three repeats a v1 run knows its own spread only roughly.
+fn t_critical_99(df: f64) -> f64 {
+    const TABLE: [f64; 30] = [
+        63.657, 9.925, 5.841, 4.604, 4.032, 3.707, 3.499, 3.355, 3.250, 3.169, 3.106, 3.055, 3.012,
+        2.977, 2.947, 2.921, 2.898, 2.878, 2.861, 2.845, 2.831, 2.819, 2.807, 2.797, 2.787, 2.779,
+        2.771, 2.763, 2.756, 2.750,
+    ];
+    if !df.is_finite() || df >= 30.0 {
+        return if df.is_finite() { 2.576 } else { TABLE[0] };
+    }
+    TABLE[(df.floor().max(1.0) as usize) - 1]
+}
+
+/// The squared standard error of a median (1.2533 σ/√n, the large-sample efficiency of the
+/// median) and the samples behind it; `None` with fewer than two.
+fn median_error(s: &Summary) -> Option<(f64, usize)> {
+    let finite = crate::stats::sorted_finite(&s.samples);
+    let (_, sd) = crate::stats::mean_sd(&finite)?;
+    let n = finite.len();
+    Some((1.2533f64.powi(2) * sd * sd / n as f64, n))
+}
+
+/// The fallback for files without CIs: Welch's t-test on the medians at 99%
+/// (Welch–Satterthwaite degrees of freedom) and the relative floor.
+fn welch_beyond(a: &Summary, b: &Summary, min_change_pct: f64) -> Option<bool> {
+    let terms = [median_error(a)?, median_error(b)?];
+    let var: f64 = terms.iter().map(|(v, _)| v).sum();
+    let df_den: f64 = terms.iter().map(|(v, n)| v * v / (*n as f64 - 1.0)).sum();
+    let df = if df_den > 0.0 {
+        var * var / df_den
+    } else {
+        f64::INFINITY
+    };
+    let diff = (b.median - a.median).abs();
+    Some(
+        diff > 0.0
+            && diff > t_critical_99(df) * var.sqrt()
+            && change_pct(a.median, b.median).abs() >= min_change_pct,
+    )
+}
+
+fn disjoint(a: [f64; 2], b: [f64; 2]) -> bool {
+    a[1] < b[0] || b[1] < a[0]
+}
+
+/// A row of a per-round summary: by the CIs when both runs have one, else Welch.
+pub(crate) fn summary_row(
+    name: &str,
+    metric: &str,
+    a: &Summary,
+    b: &Summary,
+    min_change_pct: f64,
+) -> CompareRow {
+    let change = change_pct(a.median, b.median);
+    let (ea, eb) = (Estimate::of(a), Estimate::of(b));
+    let (beyond_noise, basis) = match (ea.ci, eb.ci) {
+        (Some(ca), Some(cb)) => (
+            disjoint(ca, cb) && change.abs() >= min_change_pct,
+            NoiseBasis::Ci,
+        ),
+        _ => match welch_beyond(a, b, min_change_pct) {
+            Some(beyond) => (beyond, NoiseBasis::Welch),
+            None => (false, NoiseBasis::Unknown),
+        },
+    };
+    CompareRow {
+        name: name.into(),
+        metric: metric.into(),
+        old: a.median,
+        new: b.median,
+        old_ci95: ea.ci,
+        new_ci95: eb.ci,
+        change_pct: change,
+        beyond_noise,
+        basis,
+    }
+}
+
+/// Exits per op: by the CIs of the per-round samples when both runs have them; otherwise the
+/// rates are treated as Poisson counts (variance of a rate = count / ops²).
+fn exits_row(name: &str, ra: &PhaseResult, rb: &PhaseResult, min_change_pct: f64) -> CompareRow {
+    let old = exits_stat(ra).unwrap_or(0.0);
+    let new = exits_stat(rb).unwrap_or(0.0);
+    let change = change_pct(old, new);
+    let cis = (
+        exits_estimate(ra).and_then(|e| e.ci),
+        exits_estimate(rb).and_then(|e| e.ci),
+    );
+    let (beyond_noise, basis) = if let (Some(ca), Some(cb)) = cis {
+        (
+            disjoint(ca, cb) && change.abs() >= min_change_pct,
+            NoiseBasis::Ci,
+        )
+    } else {
+        let var = |rate: f64, ops: u64| {
+            let ops = ops.max(1) as f64;
+            (rate.abs() * ops).max(1.0) / (ops * ops)
+        };
+        let se = (var(old, ra.ops) + var(new, rb.ops)).sqrt();
+        // 2.576: the two-sided 99% normal quantile, as in the Welch fallback.
+        let beyond = (new - old).abs() > 2.576 * se && change.abs() >= min_change_pct;
+        (beyond, NoiseBasis::Poisson)
+    };
+    CompareRow {
+        name: name.into(),
+        metric: METRIC_EXITS.into(),
+        old,
+        new,
+        old_ci95: cis.0,
+        new_ci95: cis.1,
+        change_pct: change,
+        beyond_noise,
+        basis,
+    }
+}
+
+/// Compares run `a` (old) with run `b` (new) with [`DEFAULT_MIN_CHANGE_PCT`].
+pub fn compare(a: &RunReport, b: &RunReport) -> Comparison {
+    compare_with(a, b, DEFAULT_MIN_CHANGE_PCT)
+}
+
+fn label(r: &RunReport) -> RunLabel {
+    RunLabel {
+        config_name: r.config_name.clone(),
+        started_unix: r.started_unix,
+        host: format!("{}, kernel {}", r.host.cpu_model, r.host.kernel_release),
+        schema: r.schema.clone(),
+    }
+}
+
+/// Each name's first result; later ones with the same name are reported, not compared.
+fn by_name<'a>(
+    run: &'a RunReport,
+    which: &str,
+    warnings: &mut Vec<String>,
+) -> BTreeMap<&'a str, &'a PhaseResult> {
+    let mut map: BTreeMap<&str, &PhaseResult> = BTreeMap::new();
+    let mut dups: Vec<&str> = Vec::new();
+    for r in &run.results {
+        if map.contains_key(r.name.as_str()) {
+            if !dups.contains(&r.name.as_str()) {
+                dups.push(&r.name);
+            }
+        } else {
+            map.insert(&r.name, r);
+        }
+    }
+    for d in dups {
+        warnings.push(format!(
+            "the {which} run has more than one result named {d}: comparing the first"
+        ));
+    }
+    map
+}
+
+fn run_warnings(which: &str, r: &RunReport, warnings: &mut Vec<String>) {
+    if r.partial {
+        let reason = r.partial_reason.as_deref().unwrap_or("reason unknown");
+        warnings.push(format!(
+            "the {which} run is partial ({reason}): results it lacks are listed as missing"
+        ));
+    }
+}
+
+/// [`compare`] with the relative-change floor chosen by the caller (`--min-change`).
+pub fn compare_with(a: &RunReport, b: &RunReport, min_change_pct: f64) -> Comparison {
+    let mut c = Comparison {
+        runs: [label(a), label(b)],
+        ..Comparison::default()
+    };
+    run_warnings("old", a, &mut c.warnings);
+    run_warnings("new", b, &mut c.warnings);
+    let a_by_name = by_name(a, "old", &mut c.warnings);
+    let b_by_name = by_name(b, "new", &mut c.warnings);
+
+    for ra in a
+        .results
+        .iter()
+        .filter(|r| std::ptr::eq(a_by_name[r.name.as_str()], *r))
+    {
+        let Some(rb) = b_by_name.get(ra.name.as_str()) else {
+            c.only_in_a.push(ra.name.clone());
+            continue;
+        };
+        let (ca, cb) = (&ra.cycles_per_op, &rb.cycles_per_op);
+        c.rows
+            .push(summary_row(&ra.name, METRIC_CYCLES, ca, cb, min_change_pct));
+        let (oa, ob) = (&ra.ops_per_sec, &rb.ops_per_sec);
+        c.rows
+            .push(summary_row(&ra.name, METRIC_OPS, oa, ob, min_change_pct));
+        if exits_stat(ra).is_some() || exits_stat(rb).is_some() {
+            c.rows.push(exits_row(&ra.name, ra, rb, min_change_pct));
+        }
+    }
+    c.only_in_b = b
+        .results
+        .iter()
+        .filter(|r| !a_by_name.contains_key(r.name.as_str()))
+        .map(|r| r.name.clone())
+        .collect();
+    c.only_in_b.dedup();
+    c.host_differs = host_differences(a, b);
+    c
+}
+
+fn host_differences(a: &RunReport, b: &RunReport) -> Vec<String> {
+    let (ha, hb) = (&a.host, &b.host);
+    let fields = [
+        ("cpu_model", ha.cpu_model.clone(), hb.cpu_model.clone()),
+        (
+            "kvm_flavour",
+            ha.kvm_flavour.clone(),
+            hb.kvm_flavour.clone(),
+        ),
+        (
+            "kernel_release",
+            ha.kernel_release.clone(),
+            hb.kernel_release.clone(),
+        ),
+        ("tsc_khz", ha.tsc_khz.to_string(), hb.tsc_khz.to_string()),
+        ("nested", ha.nested.to_string(), hb.nested.to_string()),
+    ];
+    fields
+        .into_iter()
+        .filter(|(_, old, new)| old != new)
+        .map(|(field, old, new)| format!("{field}: {old} --> {new}"))
+        .collect()
+}
+
+/// A compared value at the resolution of its CI (cycles and exits follow the table's `≈0`
+/// rule); without a CI, 4 significant digits.
+fn fmt_value(metric: &str, v: f64, ci: Option<[f64; 2]>) -> String {
+    match (metric, ci) {
+        (METRIC_OPS, _) => fmt_si(v),
+        (_, Some(ci)) => fmt_cost(Estimate {
+            median: v,
+            ci: Some(ci),
+        }),
+        (METRIC_EXITS, None) => fmt_rate(v),
+        (_, None) => fmt_sig(v, 4),
+    }
+}
+
+fn fmt_change(pct: f64) -> String {
+    if pct.is_infinite() {
+        if pct > 0.0 { "(new)" } else { "(gone)" }.into()
+    } else {
+        format!("({pct:+.1}%)")
+    }
+}
+
+fn verdict(r: &CompareRow) -> String {
+    let without = if r.old_ci95.is_none() {
+        "no CI in old file"
+    } else {
+        "no CI in new file"
+    };
+    match (r.beyond_noise, r.basis) {
+        (true, NoiseBasis::Welch) => format!("beyond noise ({without}: Welch)"),
+        (true, NoiseBasis::Poisson) => "beyond noise (no CI: Poisson)".into(),
+        (true, _) => "beyond noise".into(),
+        (false, NoiseBasis::Welch) => format!("(within noise; {without}: Welch)"),
+        (false, NoiseBasis::Unknown) => format!("({without}, too few samples to judge)"),
+        (false, _) => "(within noise)".into(),
+    }
+}
+
+fn header(c: &Comparison) -> String {
+    let mut out = String::new();
+    for (which, r) in ["old", "new"].iter().zip(&c.runs) {
+        let _ = writeln!(
+            out,
+            "{which}: {}, {}, {} ({})",
+            r.config_name,
+            human_timestamp(r.started_unix),
+            r.host,
+            r.schema
+        );
+    }
+    for w in &c.warnings {
+        let _ = writeln!(out, "warning: {w}");
+    }
+    for d in &c.host_differs {
+        let _ = writeln!(out, "host differs: {d}");
+    }
+    out.push('\n');
+    out
+}
+
+fn rows_markdown(out: &mut String, c: &Comparison) {
+    let rows: Vec<Vec<String>> = c
+        .rows
+        .iter()
+        .map(|r| {
+            let v = verdict(r);
+            vec![
+                format!("`{}`", r.name),
+                r.metric.clone(),
+                fmt_value(&r.metric, r.old, r.old_ci95),
+                fmt_value(&r.metric, r.new, r.new_ci95),
+                fmt_change(r.change_pct).trim_matches(['(', ')']).into(),
+                if r.beyond_noise {
+                    format!("**{v}**")
+                } else {
+                    v.trim_matches(['(', ')']).to_string()
+                },
+            ]
+        })
+        .collect();
+    if !rows.is_empty() {
+        md_table(
+            out,
+            &["phase", "metric", "old", "new", "change", "verdict"],
+            &[false, false, true, true, true, false],
+            &rows,
+        );
+    }
+}
+
+fn rows_text(out: &mut String, c: &Comparison) {
+    use Align::{Left, Right};
+    let mut t = TextTable::new(&[
+        ("", Left),
+        ("", Left),
+        ("", Right),
+        ("", Left),
+        ("", Right),
+        ("", Right),
+        ("", Left),
+    ]);
+    for r in &c.rows {
+        t.rows.push(vec![
+            r.name.clone(),
+            r.metric.clone(),
+            fmt_value(&r.metric, r.old, r.old_ci95),
+            "-->".into(),
+            fmt_value(&r.metric, r.new, r.new_ci95),
+            fmt_change(r.change_pct),
+            verdict(r),
+        ]);
+    }
+    // No header row in this style: drop the blank header and its rule.
+    let text = t.render("", usize::MAX);
+    for line in text.lines().skip(2) {
+        let _ = writeln!(out, "{line}");
+    }
+}
+
+/// The comparison as aligned plain-text lines (the style of a kernel patch's cover letter), or
+/// as a Markdown table.
+pub fn render_compare(c: &Comparison, markdown: bool) -> String {
+    let mut out = header(c);
+    if markdown {
+        rows_markdown(&mut out, c);
+    } else {
+        rows_text(&mut out, c);
+    }
+    let lists = [
+        ("only in the old run", &c.only_in_a),
+        ("only in the new run", &c.only_in_b),
+    ];
+    for (what, names) in lists {
+        if !names.is_empty() {
+            let items: Vec<String> = names
+                .iter()
+                .map(|n| {
+                    if markdown {
+                        format!("`{n}`")
+                    } else {
+                        n.clone()
+                    }
+                })
+                .collect();
+            out.push('\n');
+            push_wrapped(&mut out, &format!("{what}: "), "  ", &items);
+        }
+    }
+    if c.rows.is_empty() && c.only_in_a.is_empty() && c.only_in_b.is_empty() {
+        out.push_str("no results to compare\n");
+    }
+    let _ = writeln!(
+        out,
+        "\nvalues: median ±h (95% CI); beyond noise = the two runs' CIs do not overlap and the \
+         change is at least the floor"
+    );
+    out
+}

@@ -1,0 +1,277 @@
+//! Number, time and interval formatting shared by every renderer.
+
+use crate::results::Summary;
+
+/// Rounds that a distribution-free 95% CI of a median needs before it says anything
+/// ([`crate::stats::median_ci_ranks`] has no interval below this).
+pub(crate) const MIN_CI_SAMPLES: usize = 6;
+
+/// A per-operation rate with 4 significant digits; tiny or huge ones in exponent form so the
+/// column stays narrow.
+pub(crate) fn fmt_rate(v: f64) -> String {
+    if v == 0.0 || !v.is_finite() {
+        return if v == 0.0 { "0".into() } else { format!("{v}") };
+    }
+    let mag = v.abs().log10().floor() as i32;
+    if !(-3..5).contains(&mag) {
+        return format!("{v:.3e}");
+    }
+    let mut decimals = (3 - mag).max(0) as usize;
+    let mut s = format!("{v:.decimals$}");
+    // 9.99996 rounds up to "10.0000": one digit too many.
+    let rounded_up = s
+        .parse::<f64>()
+        .is_ok_and(|r| r.abs() >= 10f64.powi(mag + 1));
+    if rounded_up && decimals > 0 {
+        decimals -= 1;
+        s = format!("{v:.decimals$}");
+    }
+    s
+}
+
+/// A big number with a k/M/G/T suffix and 3 significant digits; small ones exactly.
+pub(crate) fn fmt_si(v: f64) -> String {
+    if !v.is_finite() {
+        return format!("{v}");
+    }
+    if v.abs() < 10_000.0 {
+        return if v.fract() == 0.0 {
+            format!("{v:.0}")
+        } else {
+            format!("{v:.1}")
+        };
+    }
+    let mut scaled = v;
+    let mut suffix = "";
+    for s in ["k", "M", "G", "T"] {
+        if scaled.abs() < 1000.0 {
+            break;
+        }
+        scaled /= 1000.0;
+        suffix = s;
+    }
+    let digits = if scaled.abs() < 10.0 {
+        2
+    } else if scaled.abs() < 100.0 {
+        1
+    } else {
+        0
+    };
+    format!("{scaled:.digits$}{suffix}")
+}
+
+pub(crate) fn fmt_count(v: u64) -> String {
+    fmt_si(v as f64)
+}
+
+pub(crate) fn fmt_pct(fraction: f64) -> String {
+    format!("{:.1}%", fraction * 100.0)
+}
+
+/// Nesting fractions are short decimals (0, 0.5, 0.25): no trailing zeros.
+pub(crate) fn fmt_fraction(v: f64) -> String {
+    let s = format!("{v:.3}");
+    let s = s.trim_end_matches('0').trim_end_matches('.');
+    if s.is_empty() || s == "-" {
+        "0".into()
+    } else {
+        s.into()
+    }
+}
+
+/// `-0` reads as a sign error in a spreadsheet; every other value prints as Rust prints it.
+pub(crate) fn raw_number(v: f64) -> String {
+    if v == 0.0 {
+        "0".into()
+    } else {
+        v.to_string()
+    }
+}
+
+/// Shortens `s` to `max` characters by cutting out its middle: phase names differ at both ends.
+pub(crate) fn ellipsize(s: &str, max: usize) -> String {
+    let n = s.chars().count();
+    if n <= max || max < 3 {
+        return s.into();
+    }
+    let keep = max - 1;
+    let head = keep.div_ceil(2);
+    let tail = keep - head;
+    let mut out: String = s.chars().take(head).collect();
+    out.push('…');
+    out.extend(s.chars().skip(n - tail));
+    out
+}
+
+/// A median with the 95% CI that bounds it, `None` when too few rounds gave one.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct Estimate {
+    pub median: f64,
+    pub ci: Option<[f64; 2]>,
+}
+
+impl Estimate {
+    /// The CI of a summary of per-round samples; v1 files and short runs have none.
+    pub fn of(s: &Summary) -> Estimate {
+        let usable = s.samples.len() >= MIN_CI_SAMPLES && s.ci95[0] <= s.ci95[1];
+        Estimate {
+            median: s.median,
+            ci: usable.then_some(s.ci95),
+        }
+    }
+
+    pub fn with_ci(median: f64, ci: [f64; 2], rounds: usize) -> Estimate {
+        Estimate {
+            median,
+            ci: (rounds >= MIN_CI_SAMPLES && ci[0] <= ci[1]).then_some(ci),
+        }
+    }
+}
+
+/// The power of ten the last printed digit stands for: two significant digits of the
+/// half-width, so a value is never shown finer than its interval resolves.
+fn resolution_exponent(half: f64) -> i32 {
+    half.abs().log10().floor() as i32 - 1
+}
+
+/// `v` rounded to 10^`exp`, without decimals when `exp` ≥ 0.
+fn fmt_at(v: f64, exp: i32) -> String {
+    let v = if exp >= 0 {
+        let unit = 10f64.powi(exp);
+        (v / unit).round() * unit
+    } else {
+        v
+    };
+    let decimals = (-exp).clamp(0, 9) as usize;
+    let s = format!("{v:.decimals$}");
+    // Rounding may leave "-0" or "-0.00": a sign with nothing behind it.
+    if s.trim_start_matches('-')
+        .chars()
+        .all(|c| c == '0' || c == '.')
+    {
+        s.trim_start_matches('-').to_string()
+    } else {
+        s
+    }
+}
+
+/// A non-negative spread with two significant digits.
+pub(crate) fn fmt_spread(half: f64) -> String {
+    if half <= 0.0 || !half.is_finite() {
+        return "0".into();
+    }
+    fmt_at(half, resolution_exponent(half))
+}
+
+/// A cost as `median ±h`, where h is the distance from the median to the farther end of the
+/// 95% CI, and the median has only the digits that h supports. A net whose CI includes 0
+/// is `≈0 (±h)` and one wholly below 0 is `<0 (±h)`: subtracting the baseline can leave a
+/// negative number that is noise, never a negative cost. Without a CI: 3 significant digits
+/// and `±?`.
+pub(crate) fn fmt_cost(e: Estimate) -> String {
+    let Some(ci) = e.ci else {
+        if e.median < 0.0 {
+            return "<0 (±?)".into();
+        }
+        return format!("{} ±?", fmt_sig(e.median, 3));
+    };
+    let half = crate::stats::half_width(e.median, ci);
+    if ci == [0.0, 0.0] && e.median == 0.0 {
+        return "0".into();
+    }
+    if ci[0] <= 0.0 && ci[1] >= 0.0 {
+        return format!("≈0 (±{})", fmt_spread(half));
+    }
+    if ci[1] < 0.0 {
+        return format!("<0 (±{})", fmt_spread(half));
+    }
+    if half == 0.0 {
+        return fmt_sig(e.median, 4);
+    }
+    let exp = resolution_exponent(half);
+    format!("{} ±{}", fmt_at(e.median, exp), fmt_at(half, exp))
+}
+
+/// A value with its CI bounds, `5650 [5600, 5700]`, all at the resolution of the CI; for
+/// figures that may be negative (paired differences).
+pub(crate) fn fmt_interval(median: f64, ci: [f64; 2]) -> String {
+    let half = crate::stats::half_width(median, ci);
+    if half == 0.0 {
+        return format!("{} [no CI]", fmt_sig(median, 4));
+    }
+    let exp = resolution_exponent(half);
+    format!(
+        "{} [{}, {}]",
+        fmt_at(median, exp),
+        fmt_at(ci[0], exp),
+        fmt_at(ci[1], exp)
+    )
+}
+
+/// `v` with `digits` significant digits (whole numbers stay whole).
+pub(crate) fn fmt_sig(v: f64, digits: i32) -> String {
+    if v == 0.0 || !v.is_finite() {
+        return if v == 0.0 { "0".into() } else { v.to_string() };
+    }
+    let exp = v.abs().log10().floor() as i32 - (digits - 1);
+    fmt_at(v, exp)
+}
+
+/// A ratio − 1 as a signed percentage with its CI: `−9.1% [−10.0, −8.2]` (U+2212 minus, as in
+/// print). One decimal; the CI rarely resolves finer, and never coarser matters here.
+pub(crate) fn fmt_ratio_change(median: f64, ci: [f64; 2]) -> String {
+    let pct = |r: f64| {
+        let s = format!("{:+.1}", (r - 1.0) * 100.0);
+        if s == "-0.0" || s == "+0.0" {
+            "0.0".to_string()
+        } else {
+            s.replace('-', "−")
+        }
+    };
+    format!("{}% [{}, {}]", pct(median), pct(ci[0]), pct(ci[1]))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Time
+
+/// Days since 1970-01-01 to (year, month, day) in the proleptic Gregorian calendar
+/// (Howard Hinnant's `civil_from_days`), so no date crate is needed for folder names.
+pub(crate) fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    (year, month, day)
+}
+
+/// (year, month, day, hour, minute, second) in UTC.
+fn utc_fields(unix: u64) -> (i64, u32, u32, u32, u32, u32) {
+    let secs = unix as i64;
+    let (y, mo, d) = civil_from_days(secs.div_euclid(86_400));
+    let rem = secs.rem_euclid(86_400) as u32;
+    (y, mo, d, rem / 3600, rem / 60 % 60, rem % 60)
+}
+
+/// `20260321-142501`: sorts chronologically in a directory listing.
+pub(crate) fn compact_timestamp(unix: u64) -> String {
+    let (y, mo, d, h, mi, s) = utc_fields(unix);
+    format!("{y:04}{mo:02}{d:02}-{h:02}{mi:02}{s:02}")
+}
+
+pub(crate) fn human_timestamp(unix: u64) -> String {
+    let (y, mo, d, h, mi, s) = utc_fields(unix);
+    format!("{y:04}-{mo:02}-{d:02} {h:02}:{mi:02}:{s:02} UTC")
+}
+
+pub(crate) fn tsc_ghz(khz: u64) -> String {
+    if khz == 0 {
+        "unknown".into()
+    } else {
+        format!("{:.2} GHz", khz as f64 / 1e6)
+    }
+}

@@ -1,0 +1,230 @@
+//! A Markdown report to paste into an issue or a mail: the same groups, columns, comparisons
+//! and derived costs as the terminal table.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use crate::results::RunReport;
+
+use super::columns::{grid, Align};
+use super::csv::union_keys;
+use super::format::{fmt_rate, human_timestamp, tsc_ghz};
+use super::table::{
+    comparison_lines, difference_lines, disturbed_warnings, group_heading, groups, irqchip_text,
+    legend,
+};
+
+/// A table cell: pipes would split the cell, newlines would end the table.
+pub(crate) fn md_cell(s: &str) -> String {
+    s.replace('|', "\\|").replace(['\n', '\r'], " ")
+}
+
+pub(crate) fn md_table(out: &mut String, headers: &[&str], right: &[bool], rows: &[Vec<String>]) {
+    let _ = writeln!(out, "| {} |", headers.join(" | "));
+    let rule: Vec<&str> = right
+        .iter()
+        .map(|r| if *r { "---:" } else { "---" })
+        .collect();
+    let _ = writeln!(out, "|{}|", rule.join("|"));
+    for row in rows {
+        let cells: Vec<String> = row.iter().map(|c| md_cell(c)).collect();
+        let _ = writeln!(out, "| {} |", cells.join(" | "));
+    }
+}
+
+fn md_map(map: &BTreeMap<String, impl std::fmt::Display>) -> String {
+    if map.is_empty() {
+        return "none".into();
+    }
+    map.iter()
+        .map(|(k, v)| format!("`{k}`={v}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn header(out: &mut String, report: &RunReport) {
+    let h = &report.host;
+    let _ = writeln!(
+        out,
+        "# irqbench results: {}\n",
+        md_cell(&report.config_name)
+    );
+    if report.partial {
+        let reason = report.partial_reason.as_deref().unwrap_or("reason unknown");
+        let _ = writeln!(out, "> **PARTIAL run:** {}\n", md_cell(reason));
+    }
+    if !report.description.is_empty() {
+        let _ = writeln!(out, "{}\n", report.description.trim_end());
+    }
+    let kvm = format!(
+        "{}{}, API {}, max vCPUs {} (recommended {})",
+        h.kvm_flavour,
+        if h.nested { " (nested)" } else { "" },
+        h.kvm_api_version,
+        h.max_vcpus,
+        h.recommended_vcpus
+    );
+    let run = format!(
+        "irqbench {}, config `{}` ({}), started {}, {:.1} s",
+        report.irqbench_version,
+        report.config_name,
+        report.config_source,
+        human_timestamp(report.started_unix),
+        report.wall_seconds
+    );
+    let bullets = [
+        ("CPU", format!("{} ({} CPUs)", h.cpu_model, h.host_cpus)),
+        ("kernel", h.kernel_release.clone()),
+        ("KVM", kvm),
+        ("TSC", tsc_ghz(h.tsc_khz)),
+        ("irqchip", irqchip_text(report)),
+        (
+            "vCPU pinning",
+            if h.vcpu_pinning { "yes" } else { "no" }.into(),
+        ),
+        ("module parameters", md_map(&h.module_params)),
+        ("capabilities", md_map(&h.capabilities)),
+        ("run", run),
+        ("CI", report.ci_method.clone()),
+    ];
+    for (k, v) in bullets.iter().filter(|(_, v)| !v.is_empty()) {
+        let _ = writeln!(out, "- **{k}:** {v}");
+    }
+    for w in &h.warnings {
+        let _ = writeln!(out, "- **warning:** {w}");
+    }
+}
+
+fn results(out: &mut String, report: &RunReport) {
+    out.push_str("\n## Results\n");
+    if report.results.is_empty() {
+        out.push_str("\nNo results.\n");
+        return;
+    }
+    for group in groups(report) {
+        let g = grid(group.kind, &group.rows);
+        let _ = writeln!(
+            out,
+            "\n### {}\n",
+            md_cell(&group_heading(&group, &g.uniform))
+        );
+        let mut headers = vec!["phase"];
+        headers.extend(g.headers.iter().map(|(h, _)| h.as_str()));
+        let mut right = vec![false];
+        right.extend(g.headers.iter().map(|(_, a)| *a == Align::Right));
+        let rows: Vec<Vec<String>> = group
+            .rows
+            .iter()
+            .zip(&g.rows)
+            .map(|(r, cells)| {
+                let mut row = vec![format!("`{}`", r.name)];
+                row.extend(cells.iter().map(|c| c.trim_end().to_string()));
+                row
+            })
+            .collect();
+        md_table(out, &headers, &right, &rows);
+        if !g.all_zero.is_empty() {
+            let _ = writeln!(out, "\n0 in every row: {}.", g.all_zero.join(", "));
+        }
+        let comparisons = comparison_lines(report, &group);
+        if !comparisons.is_empty() {
+            out.push('\n');
+        }
+        for line in comparisons {
+            let _ = writeln!(out, "- {}", md_cell(&line));
+        }
+        let diffs = difference_lines(report, &group);
+        if !diffs.is_empty() {
+            out.push_str("\nDerived from paired differences per round:\n\n");
+        }
+        for line in diffs {
+            let _ = writeln!(out, "- {}", md_cell(&line));
+        }
+    }
+    out.push('\n');
+    for line in legend(report).iter().chain(&disturbed_warnings(report)) {
+        let _ = writeln!(out, "{}  ", md_cell(line));
+    }
+}
+
+fn exits_by_stat(out: &mut String, report: &RunReport) {
+    let stats = union_keys(report, |r| &r.exits_per_op);
+    if stats.is_empty() {
+        return;
+    }
+    out.push_str("\n## Exits per op by KVM stat\n\n");
+    let mut headers = vec!["phase"];
+    headers.extend(stats.iter().copied());
+    let mut right = vec![false];
+    right.extend(vec![true; stats.len()]);
+    let rows: Vec<Vec<String>> = report
+        .results
+        .iter()
+        .map(|r| {
+            let mut row = vec![format!("`{}`", r.name)];
+            row.extend(stats.iter().map(|s| {
+                r.exits_per_op
+                    .get(*s)
+                    .map_or_else(|| "0".into(), |v| fmt_rate(*v))
+            }));
+            row
+        })
+        .collect();
+    md_table(out, &headers, &right, &rows);
+}
+
+fn exit_sites(out: &mut String, report: &RunReport) {
+    let sites: Vec<Vec<String>> = report
+        .results
+        .iter()
+        .flat_map(|r| {
+            r.exit_sites.iter().map(|s| {
+                vec![
+                    format!("`{}`", r.name),
+                    s.strategy.clone(),
+                    s.site.clone(),
+                    s.reason.clone(),
+                    s.count.to_string(),
+                    format!("`{}`", s.instruction),
+                ]
+            })
+        })
+        .collect();
+    if sites.is_empty() {
+        return;
+    }
+    out.push_str("\n## Exit sites\n\n");
+    md_table(
+        out,
+        &[
+            "phase",
+            "strategy",
+            "site",
+            "reason",
+            "count",
+            "instruction",
+        ],
+        &[false, false, false, false, true, false],
+        &sites,
+    );
+}
+
+/// A Markdown report to paste into an issue or a mail.
+pub fn render_markdown(report: &RunReport) -> String {
+    let mut out = String::new();
+    header(&mut out, report);
+    results(&mut out, report);
+    exits_by_stat(&mut out, report);
+    exit_sites(&mut out, report);
+    let scaling = super::scaling::render_scaling(report);
+    if !scaling.is_empty() {
+        let _ = writeln!(out, "\n## Scaling\n\n```{scaling}```");
+    }
+    if !report.failures.is_empty() {
+        out.push_str("\n## Failures\n\n");
+        for f in &report.failures {
+            let _ = writeln!(out, "- `{}`: {}", f.name, md_cell(&f.error));
+        }
+    }
+    out
+}

@@ -1,0 +1,79 @@
+//! Everything a [`RunReport`](crate::results::RunReport) turns into: the terminal table, JSON,
+//! CSV, Markdown, an SVG chart, the per-run output folder, the comparison of two runs and the
+//! scaling table.
+//!
+//! Renderers are pure (`render_* -> String`); only [`output`] touches the filesystem, so the
+//! way files are written can change in one place.
+
+mod columns;
+mod compare;
+mod csv;
+mod format;
+mod json;
+mod markdown;
+mod output;
+mod scaling;
+mod svg;
+mod table;
+
+#[cfg(test)]
+mod tests;
+
+use std::io;
+use std::path::PathBuf;
+
+use thiserror::Error;
+
+pub use compare::{
+    compare, compare_with, render_compare, CompareRow, Comparison, NoiseBasis, RunLabel,
+    DEFAULT_MIN_CHANGE_PCT,
+};
+pub use csv::render_csv;
+pub use json::{read_json, to_json};
+pub use markdown::render_markdown;
+pub use output::{new_results_dir, write_csv, write_json, write_markdown, write_svg, OutputDir};
+pub use scaling::{render_scaling, scaling_rows, ScalingRow};
+pub use svg::render_svg;
+pub use table::{host_header, render_mixed, render_table, vcpu_spread};
+
+#[derive(Debug, Error)]
+pub enum ReportError {
+    /// The bounded reader's message already names the file.
+    #[error(transparent)]
+    Read(#[from] crate::bounded::BoundedReadError),
+    #[error("cannot write {path}")]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    /// Malformed JSON, or JSON that is not a results file; line and column are serde_json's.
+    #[error("{path}:{line}:{column}: not a valid irqbench results file")]
+    Parse {
+        path: PathBuf,
+        line: usize,
+        column: usize,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error(
+        "{path} has schema {found:?}, but this irqbench reads only {}",
+        crate::results::SCHEMAS_READ.join(", ")
+    )]
+    Schema { path: PathBuf, found: String },
+    #[error("cannot encode the results for {path}")]
+    Encode {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+    /// plotters' error type is generic over the backend, so only its text is kept.
+    #[error("cannot draw the chart for {path}: {message}")]
+    Chart { path: PathBuf, message: String },
+    #[error("cannot create the results folder {path}")]
+    CreateDir {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+}

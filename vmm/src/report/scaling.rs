@@ -1,0 +1,176 @@
+//! Scaling (the 2018 epoll mail): strategy A against strategy B in the lock groups, one line
+//! per vCPU count, from the paired ops/s comparisons the run measured.
+
+use std::fmt::Write as _;
+
+use crate::results::{ComparedMetric, PhaseResult, ResultKind, RunReport};
+
+use super::format::{fmt_ratio_change, fmt_si};
+
+/// One line of the scaling table: `vCPUs  A ops/s  B ops/s  change [CI]  verdict`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ScalingRow {
+    /// The groups' common name without the vCPU count (`epoll/n0/none`).
+    pub group: String,
+    /// Strategies.
+    pub a: String,
+    pub b: String,
+    pub vcpus: u32,
+    /// Medians of ops/s over the rounds (all vCPUs together).
+    pub a_ops_per_sec: f64,
+    pub b_ops_per_sec: f64,
+    /// Median of the per-round paired ratios b/a, minus 1, in percent.
+    pub change_pct: f64,
+    /// 95% CI of the ratio b/a; `None` for runs without paired comparisons.
+    pub ratio_ci95: Option<[f64; 2]>,
+    /// The ratio's CI excludes 1.
+    pub beyond_noise: bool,
+}
+
+/// `epoll/n0/none/4v` → `epoll/n0/none`: the groups a scaling table joins differ only there.
+fn family(group: &str) -> &str {
+    match group.rsplit_once('/') {
+        Some((head, last))
+            if last.ends_with('v') && last[..last.len() - 1].parse::<u32>().is_ok() =>
+        {
+            head
+        }
+        _ => group,
+    }
+}
+
+fn find<'a>(report: &'a RunReport, name: &str) -> Option<&'a PhaseResult> {
+    report.results.iter().find(|r| r.name == name)
+}
+
+/// Rows from the paired ops/s comparisons of each lock group against its first row.
+pub fn scaling_rows(report: &RunReport) -> Vec<ScalingRow> {
+    let mut rows: Vec<ScalingRow> = Vec::new();
+    for c in report
+        .comparisons
+        .iter()
+        .filter(|c| c.metric == ComparedMetric::OpsPerSec && c.a != c.b)
+    {
+        let (Some(ra), Some(rb)) = (find(report, &c.a), find(report, &c.b)) else {
+            continue;
+        };
+        let first = report.results.iter().find(|r| r.group == c.group);
+        if first.is_some_and(|f| f.name != ra.name) {
+            continue;
+        }
+        rows.push(ScalingRow {
+            group: family(&c.group).to_string(),
+            a: ra.strategy.clone(),
+            b: rb.strategy.clone(),
+            vcpus: ra.vcpus,
+            a_ops_per_sec: ra.ops_per_sec.median,
+            b_ops_per_sec: rb.ops_per_sec.median,
+            change_pct: (c.ratio.median - 1.0) * 100.0,
+            ratio_ci95: Some(c.ratio.ci95),
+            beyond_noise: c.ratio.excludes(1.0),
+        });
+    }
+    if rows.is_empty() {
+        rows = unpaired_rows(report);
+    }
+    // Stable: families and pairs keep the config's order, vCPU counts ascend within them.
+    let order: Vec<(String, String, String)> = rows.iter().fold(Vec::new(), |mut v, r| {
+        let key = (r.group.clone(), r.a.clone(), r.b.clone());
+        if !v.contains(&key) {
+            v.push(key);
+        }
+        v
+    });
+    rows.sort_by_key(|r| {
+        let key = (r.group.clone(), r.a.clone(), r.b.clone());
+        (order.iter().position(|k| *k == key), r.vcpus)
+    });
+    rows
+}
+
+/// Runs without paired comparisons (older files): strategies two by two from the medians,
+/// with no verdict, since unpaired medians carry no CI of their ratio.
+fn unpaired_rows(report: &RunReport) -> Vec<ScalingRow> {
+    let locks: Vec<&PhaseResult> = report
+        .results
+        .iter()
+        .filter(|r| r.kind == ResultKind::Lock)
+        .collect();
+    let mut strategies: Vec<&str> = Vec::new();
+    for r in &locks {
+        if !strategies.contains(&r.strategy.as_str()) {
+            strategies.push(&r.strategy);
+        }
+    }
+    let mut rows = Vec::new();
+    for pair in strategies.chunks(2) {
+        let [a, b] = pair else { continue };
+        for ra in locks.iter().filter(|r| r.strategy == *a) {
+            let fam = family(&ra.group);
+            let Some(rb) = locks
+                .iter()
+                .find(|r| r.strategy == *b && r.vcpus == ra.vcpus && family(&r.group) == fam)
+            else {
+                continue;
+            };
+            let (x, y) = (ra.ops_per_sec.median, rb.ops_per_sec.median);
+            rows.push(ScalingRow {
+                group: fam.to_string(),
+                a: a.to_string(),
+                b: b.to_string(),
+                vcpus: ra.vcpus,
+                a_ops_per_sec: x,
+                b_ops_per_sec: y,
+                change_pct: if x == 0.0 { 0.0 } else { (y - x) / x * 100.0 },
+                ratio_ci95: None,
+                beyond_noise: false,
+            });
+        }
+    }
+    rows
+}
+
+/// The table as the 2018 mail showed it, per pair, with the CI of the change and its verdict.
+pub fn render_scaling(report: &RunReport) -> String {
+    let rows = scaling_rows(report);
+    let mut out = String::new();
+    let mut last = String::new();
+    for r in &rows {
+        let header = format!("{}: {} (A) vs {} (B)", r.group, r.a, r.b);
+        if header != last {
+            let _ = writeln!(out, "\n{header}");
+            let _ = writeln!(
+                out,
+                "  {:>5}  {:>9}  {:>9}  {:<26}  verdict",
+                "vCPUs", "A ops/s", "B ops/s", "change [95% CI]"
+            );
+            last = header;
+        }
+        let (change, verdict) = match r.ratio_ci95 {
+            Some(ci) => (
+                fmt_ratio_change(1.0 + r.change_pct / 100.0, ci),
+                if r.beyond_noise {
+                    "beyond noise"
+                } else {
+                    "no difference beyond noise"
+                },
+            ),
+            None => (format!("{:+.1}%", r.change_pct), "no CI (unpaired)"),
+        };
+        let _ = writeln!(
+            out,
+            "  {:>5}  {:>9}  {:>9}  {change:<26}  {verdict}",
+            r.vcpus,
+            fmt_si(r.a_ops_per_sec),
+            fmt_si(r.b_ops_per_sec),
+        );
+    }
+    if !out.is_empty() {
+        out.insert_str(
+            0,
+            "\nscaling: total ops/s over all vCPUs (median of rounds); change = median of \
+             per-round B/A - 1",
+        );
+    }
+    out
+}

@@ -1,0 +1,574 @@
+//! The terminal report: host header, one table per measurement group with its paired
+//! comparisons and derived costs, the legend, exits by KVM stat, exit sites, mixed phases,
+//! scaling and failures.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use crate::results::{
+    ComparedMetric, PairedComparison, PairedDifference, PhaseResult, ResultKind, RunReport,
+};
+
+use super::columns::{grid, Align, DISTURBED_WARN};
+use super::format::{
+    ellipsize, fmt_count, fmt_interval, fmt_rate, fmt_ratio_change, fmt_spread, tsc_ghz,
+};
+
+pub use super::columns::vcpu_spread;
+
+/// The terminal width the table is laid out for.
+pub(crate) const TABLE_WIDTH: usize = 120;
+/// Exit sites per result in the terminal table.
+const EXIT_SITES_SHOWN: usize = 6;
+
+/// A text table whose text columns shrink (middle ellipsis) to fit the terminal.
+#[derive(Debug)]
+pub(crate) struct TextTable {
+    pub headers: Vec<(String, Align)>,
+    pub rows: Vec<Vec<String>>,
+    /// Columns that may be shortened, by header, in order of preference, each down to a floor.
+    pub shrinkable: Vec<(&'static str, usize)>,
+}
+
+impl TextTable {
+    pub fn new(headers: &[(&str, Align)]) -> TextTable {
+        TextTable {
+            headers: headers.iter().map(|(h, a)| (h.to_string(), *a)).collect(),
+            rows: Vec::new(),
+            shrinkable: Vec::new(),
+        }
+    }
+
+    /// Two spaces before a text column; one between right-aligned numbers, whose
+    /// alignment already separates them.
+    fn separator(&self, col: usize) -> &'static str {
+        if col == 0 {
+            ""
+        } else if self.headers[col - 1].1 == Align::Right && self.headers[col].1 == Align::Right {
+            " "
+        } else {
+            "  "
+        }
+    }
+
+    fn widths(&self, indent: &str, max_width: usize) -> Vec<usize> {
+        let mut widths: Vec<usize> = self
+            .headers
+            .iter()
+            .enumerate()
+            .map(|(i, (h, _))| {
+                self.rows
+                    .iter()
+                    .map(|r| r.get(i).map_or(0, |c| c.chars().count()))
+                    .chain([h.chars().count()])
+                    .max()
+                    .unwrap_or(0)
+            })
+            .collect();
+        let total = |w: &[usize]| {
+            indent.len()
+                + w.iter().sum::<usize>()
+                + (0..w.len()).map(|i| self.separator(i).len()).sum::<usize>()
+        };
+        for &(name, floor) in &self.shrinkable {
+            let excess = total(&widths).saturating_sub(max_width);
+            if excess == 0 {
+                break;
+            }
+            if let Some(col) = self.headers.iter().position(|(h, _)| h == name) {
+                let floor = floor.max(self.headers[col].0.chars().count());
+                widths[col] = widths[col]
+                    .saturating_sub(excess)
+                    .max(floor)
+                    .min(widths[col]);
+            }
+        }
+        widths
+    }
+
+    pub fn render(&self, indent: &str, max_width: usize) -> String {
+        let widths = self.widths(indent, max_width);
+        let mut out = String::new();
+        let headers: Vec<String> = self.headers.iter().map(|(h, _)| h.clone()).collect();
+        let rule: Vec<String> = widths.iter().map(|w| "-".repeat(*w)).collect();
+        for row in [&headers, &rule].into_iter().chain(self.rows.iter()) {
+            let mut line = String::from(indent);
+            for (i, (_, align)) in self.headers.iter().enumerate() {
+                let cell = ellipsize(row.get(i).map_or("", String::as_str), widths[i]);
+                let pad = widths[i].saturating_sub(cell.chars().count());
+                line.push_str(self.separator(i));
+                match align {
+                    Align::Left => {
+                        line.push_str(&cell);
+                        line.extend(std::iter::repeat_n(' ', pad));
+                    }
+                    Align::Right => {
+                        line.extend(std::iter::repeat_n(' ', pad));
+                        line.push_str(&cell);
+                    }
+                }
+            }
+            out.push_str(line.trim_end());
+            out.push('\n');
+        }
+        out
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Host header
+
+pub(crate) fn kvm_text(report: &RunReport) -> String {
+    let nested = if report.host.nested { " (nested)" } else { "" };
+    format!("KVM {}{nested}", report.host.kvm_flavour)
+}
+
+pub(crate) fn irqchip_text(report: &RunReport) -> String {
+    if report.host.irqchip_modes.is_empty() {
+        "-".into()
+    } else {
+        report.host.irqchip_modes.join("+")
+    }
+}
+
+/// The lines that say where and how the numbers were measured, for the top of every report.
+pub fn host_header(report: &RunReport) -> String {
+    let h = &report.host;
+    let host = format!(
+        "host: {} ({} CPUs), kernel {}, {}, TSC {}, irqchip: {}{}",
+        h.cpu_model,
+        h.host_cpus,
+        h.kernel_release,
+        kvm_text(report),
+        tsc_ghz(h.tsc_khz),
+        irqchip_text(report),
+        if h.vcpu_pinning { ", vCPUs pinned" } else { "" },
+    );
+    let run = format!(
+        "irqbench {}, config {} ({})",
+        report.irqbench_version, report.config_name, report.config_source
+    );
+    let mut out = String::new();
+    if host.chars().count() + 2 + run.chars().count() <= TABLE_WIDTH {
+        let _ = writeln!(out, "{host}; {run}");
+    } else {
+        let _ = writeln!(out, "{host}");
+        let _ = writeln!(out, "{run}");
+    }
+    if !report.description.is_empty() {
+        let _ = writeln!(out, "{}", report.description.trim_end());
+    }
+    for w in &h.warnings {
+        let _ = writeln!(out, "warning: {w}");
+    }
+    if report.partial {
+        let reason = report.partial_reason.as_deref().unwrap_or("reason unknown");
+        let _ = writeln!(out, "PARTIAL: {reason}");
+    }
+    out
+}
+
+// ---------------------------------------------------------------------------------------------
+// Groups, comparisons and differences (shared with Markdown)
+
+/// One measurement group: rows that shared rounds and a baseline, in config order.
+#[derive(Debug)]
+pub(crate) struct Group<'a> {
+    /// `results[].group`, or the kind's name for files that predate groups.
+    pub name: String,
+    pub kind: ResultKind,
+    pub rows: Vec<&'a PhaseResult>,
+}
+
+pub(crate) fn groups(report: &RunReport) -> Vec<Group<'_>> {
+    let mut out: Vec<Group> = Vec::new();
+    for r in &report.results {
+        let name = if r.group.is_empty() {
+            r.kind.name().to_string()
+        } else {
+            r.group.clone()
+        };
+        match out.iter_mut().find(|g| g.name == name) {
+            Some(g) => g.rows.push(r),
+            None => out.push(Group {
+                name,
+                kind: r.kind,
+                rows: vec![r],
+            }),
+        }
+    }
+    out
+}
+
+/// What a row is called in a comparison line: its strategy or instruction, the part that
+/// differs inside a group.
+fn short_name(report: &RunReport, name: &str) -> String {
+    report
+        .results
+        .iter()
+        .find(|r| r.name == name)
+        .map_or_else(|| name.to_string(), |r| r.strategy.clone())
+}
+
+fn metric_label(metric: ComparedMetric, kind: ResultKind) -> String {
+    match metric {
+        ComparedMetric::CyclesPerOp => format!("cycles/{}", kind.unit()),
+        ComparedMetric::OpsPerSec => "ops/s".into(),
+    }
+}
+
+/// `pvop-skip vs pvop-popf  cycles/op −9.1% [−10.0, −8.2]` for each comparison against the
+/// group's first row.
+pub(crate) fn comparison_lines(report: &RunReport, group: &Group) -> Vec<String> {
+    let Some(first) = group.rows.first() else {
+        return Vec::new();
+    };
+    let picked: Vec<&PairedComparison> = report
+        .comparisons
+        .iter()
+        .filter(|c| c.a == first.name && c.b != first.name)
+        .filter(|c| c.group == group.name || c.group.is_empty())
+        .collect();
+    picked
+        .iter()
+        .map(|c| {
+            let verdict = if c.ratio.excludes(1.0) {
+                String::new()
+            } else {
+                "  no difference beyond noise".into()
+            };
+            format!(
+                "{} vs {}  {} {} ({} rounds){verdict}",
+                short_name(report, &c.b),
+                short_name(report, &c.a),
+                metric_label(c.metric, group.kind),
+                fmt_ratio_change(c.ratio.median, c.ratio.ci95),
+                c.rounds,
+            )
+        })
+        .collect()
+}
+
+/// A derived cost with its CI; like every net cost, one whose CI includes 0 is `≈0`.
+pub(crate) fn fmt_derived(d: &PairedDifference) -> String {
+    let [lo, hi] = d.cycles.ci95;
+    let half = crate::stats::half_width(d.cycles.median, d.cycles.ci95);
+    if lo <= 0.0 && hi >= 0.0 {
+        format!("≈0 (±{})", fmt_spread(half))
+    } else if hi < 0.0 {
+        format!("<0 (±{})", fmt_spread(half))
+    } else {
+        fmt_interval(d.cycles.median, d.cycles.ci95)
+    }
+}
+
+pub(crate) fn difference_lines(report: &RunReport, group: &Group) -> Vec<String> {
+    report
+        .differences
+        .iter()
+        .filter(|d| d.group == group.name)
+        .map(|d| {
+            format!(
+                "{} = {} − {}: {} cycles ({} rounds)",
+                d.name,
+                short_name(report, &d.minuend),
+                short_name(report, &d.subtrahend),
+                fmt_derived(d),
+                d.rounds
+            )
+        })
+        .collect()
+}
+
+/// Differences whose group has no rows in this report (they would be lost otherwise).
+fn orphan_differences(report: &RunReport) -> Vec<&PairedDifference> {
+    let names: Vec<String> = groups(report).into_iter().map(|g| g.name).collect();
+    report
+        .differences
+        .iter()
+        .filter(|d| !names.contains(&d.group))
+        .collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// The report
+
+/// The heading of a group's table: the group, and what every row of it shares.
+pub(crate) fn group_heading(group: &Group, uniform: &[(String, String)]) -> String {
+    let plural = if group.rows.len() == 1 { "" } else { "s" };
+    let shared: Vec<String> = uniform.iter().map(|(h, v)| format!("{h} {v}")).collect();
+    let mut s = format!(
+        "{} ({}, {} row{plural}",
+        group.name,
+        group.kind.name(),
+        group.rows.len()
+    );
+    if !shared.is_empty() {
+        let _ = write!(s, "; {}", shared.join(", "));
+    }
+    s.push(')');
+    s
+}
+
+fn render_group(out: &mut String, report: &RunReport, group: &Group) {
+    let g = grid(group.kind, &group.rows);
+    let _ = writeln!(out, "\n{}", group_heading(group, &g.uniform));
+    let mut t = TextTable {
+        headers: g.headers,
+        rows: g.rows,
+        shrinkable: vec![("strategy", 14), ("instruction", 12), ("irq", 10)],
+    };
+    t.shrinkable.push(("measures", 12));
+    out.push_str(&t.render("  ", TABLE_WIDTH));
+    if !g.all_zero.is_empty() {
+        let _ = writeln!(out, "  (0 in every row: {})", g.all_zero.join(", "));
+    }
+    for line in comparison_lines(report, group) {
+        let _ = writeln!(out, "  {line}");
+    }
+    let diffs = difference_lines(report, group);
+    if !diffs.is_empty() {
+        out.push_str("  derived from paired differences per round:\n");
+        for line in diffs {
+            let _ = writeln!(out, "    {line}");
+        }
+    }
+}
+
+/// What the columns mean, and warnings about rows a reader should not trust as much.
+pub(crate) fn legend(report: &RunReport) -> Vec<String> {
+    let mut lines = vec![
+        // scripts/update-readme-tables.py ends the README's table at the line "cycles/op:".
+        "cycles/op: median over rounds of the paired net (block - empty baseline) / ops \
+         (cycles/insn for insn rows; ns/op the same in ns); ±h: the 95% CI of that median reaches h from it \
+         (farther end); digits beyond the CI's resolution are not printed."
+            .to_string(),
+        "≈0 (±h): the CI includes 0, the cost cannot be told from the baseline; <0: the whole \
+         CI is below the baseline; ±?: too few rounds for a CI. JSON and CSV keep the raw numbers."
+            .to_string(),
+        "exits/op: the KVM `exits` stat, same rule; uexits/op: exits handled by irqbench in \
+         userspace; disturbed: fraction of blocks left out as disturbed."
+            .to_string(),
+        "comparisons: median of per-round paired ratios (b/a - 1) with its 95% CI.".to_string(),
+    ];
+    if report.results.iter().any(|r| r.kind == ResultKind::Insn) {
+        lines.push(
+            "insn rows: `measures` is what each probe executes per op (popf-set-if is \
+             cli; push; popf, popf-clear-if is sti; push; popf, popf-same-if is push; popf, \
+             pushf is pushf; pop)."
+                .into(),
+        );
+    }
+    if report.results.iter().any(|r| !r.precision_reached) {
+        lines.push(
+            "~ precision not reached: the time budget ran out before the CI was as narrow as \
+             the plan asked; re-run longer or on a quieter host."
+                .into(),
+        );
+    }
+    if report.results.iter().any(|r| r.lock.is_some()) {
+        lines.push(
+            "spins/op: spins while another vCPU held the lock; ops/s: all vCPUs together; \
+             spread: (max - min) / mean of the vCPUs' own ops/s."
+                .into(),
+        );
+    }
+    if !report.ci_method.is_empty() {
+        lines.push(format!("CI: {}", report.ci_method));
+    }
+    if !report.disturbance.sources.is_empty() {
+        lines.push(format!(
+            "disturbance sources: {}",
+            report.disturbance.sources.join(", ")
+        ));
+    }
+    for n in &report.disturbance.not_used {
+        lines.push(format!("not used: {n}"));
+    }
+    lines
+}
+
+/// Rows whose disturbed fraction is high enough to doubt that the kept rounds are typical.
+pub(crate) fn disturbed_warnings(report: &RunReport) -> Vec<String> {
+    report
+        .results
+        .iter()
+        .filter(|r| r.disturbed_fraction > DISTURBED_WARN)
+        .map(|r| {
+            format!(
+                "warning: {} had {:.1}% of its blocks disturbed (more than {:.0}%): the host \
+                 was busy, treat its CI with care",
+                r.name,
+                r.disturbed_fraction * 100.0,
+                DISTURBED_WARN * 100.0
+            )
+        })
+        .collect()
+}
+
+/// The terminal report: host header, one table per group, then the per-stat exits,
+/// exit sites and failures.
+pub fn render_table(report: &RunReport) -> String {
+    let mut out = host_header(report);
+    for group in groups(report) {
+        render_group(&mut out, report, &group);
+    }
+    let orphans = orphan_differences(report);
+    if !orphans.is_empty() {
+        out.push_str("\nderived from paired differences per round:\n");
+        for d in orphans {
+            let _ = writeln!(out, "  {}: {} cycles", d.name, fmt_derived(d));
+        }
+    }
+    if report.results.is_empty() {
+        out.push_str("\nno results\n");
+    } else {
+        out.push('\n');
+        for line in legend(report).iter().chain(&disturbed_warnings(report)) {
+            push_words(&mut out, line);
+        }
+        render_stats(&mut out, report);
+    }
+    render_exit_sites(&mut out, report);
+    out.push_str(&render_mixed(report));
+    out.push_str(&super::scaling::render_scaling(report));
+    if !report.failures.is_empty() {
+        let _ = writeln!(out, "\nfailures ({})", report.failures.len());
+        for f in &report.failures {
+            let _ = writeln!(out, "  {}: {}", f.name, f.error);
+        }
+    }
+    out
+}
+
+/// Appends `text` wrapped at word boundaries to [`TABLE_WIDTH`], continuation lines indented.
+fn push_words(out: &mut String, text: &str) {
+    let mut line = String::new();
+    for word in text.split(' ') {
+        if !line.is_empty() && line.chars().count() + 1 + word.chars().count() > TABLE_WIDTH {
+            out.push_str(&line);
+            out.push('\n');
+            line = "  ".into();
+        } else if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    out.push_str(&line);
+    out.push('\n');
+}
+
+/// Appends `items` as a comma-separated list wrapped at [`TABLE_WIDTH`].
+pub(crate) fn push_wrapped(out: &mut String, first_prefix: &str, indent: &str, items: &[String]) {
+    let mut line = String::from(first_prefix);
+    let mut empty = true;
+    for item in items {
+        let add = if empty {
+            item.clone()
+        } else {
+            format!(", {item}")
+        };
+        if !empty && line.chars().count() + add.chars().count() > TABLE_WIDTH {
+            line.push(',');
+            out.push_str(&line);
+            out.push('\n');
+            line = format!("{indent}{item}");
+        } else {
+            line.push_str(&add);
+        }
+        empty = false;
+    }
+    out.push_str(&line);
+    out.push('\n');
+}
+
+fn nonzero_entries(map: &BTreeMap<String, f64>, prefix: &str) -> Vec<String> {
+    map.iter()
+        .filter(|(_, v)| **v != 0.0)
+        .map(|(k, v)| format!("{prefix}{k}={}", fmt_rate(*v)))
+        .collect()
+}
+
+fn render_stats(out: &mut String, report: &RunReport) {
+    // Every result, with its full name: the tables above show only its strategy.
+    out.push_str("\nexits per op by KVM stat (non-zero only; vm.* are VM-wide stats)\n");
+    for r in &report.results {
+        let mut items = nonzero_entries(&r.exits_per_op, "");
+        items.extend(nonzero_entries(&r.vm_stats_per_op, "vm."));
+        if items.is_empty() {
+            items.push("-".into());
+        }
+        push_wrapped(out, &format!("  {}: ", r.name), "      ", &items);
+    }
+}
+
+fn render_exit_sites(out: &mut String, report: &RunReport) {
+    if report.results.iter().all(|r| r.exit_sites.is_empty()) {
+        return;
+    }
+    use Align::{Left, Right};
+    out.push_str("\nexit sites (userspace exits by guest code site)\n");
+    let mut t = TextTable::new(&[
+        ("phase", Left),
+        ("strategy", Left),
+        ("site", Left),
+        ("reason", Left),
+        ("count", Right),
+        ("rip", Right),
+        ("instruction", Left),
+    ]);
+    t.shrinkable = vec![("phase", 16), ("instruction", 16), ("site", 12)];
+    for r in &report.results {
+        // The busiest sites; the JSON has all of them.
+        for s in r.exit_sites.iter().take(EXIT_SITES_SHOWN) {
+            let site = if s.symbol.is_empty() || s.symbol == s.site {
+                s.site.clone()
+            } else {
+                format!("{} ({})", s.site, s.symbol)
+            };
+            t.rows.push(vec![
+                r.name.clone(),
+                s.strategy.clone(),
+                site,
+                s.reason.clone(),
+                fmt_count(s.count),
+                format!("{:#x}", s.rip),
+                s.instruction.clone(),
+            ]);
+        }
+    }
+    out.push_str(&t.render("  ", TABLE_WIDTH));
+}
+
+/// Mixed phases: overall throughput, and per strategy the operations the guest counted and the
+/// userspace exits attributed to that strategy's code.
+pub fn render_mixed(report: &RunReport) -> String {
+    let mut out = String::new();
+    for r in report.results.iter().filter(|r| !r.strategy_ops.is_empty()) {
+        if out.is_empty() {
+            out.push_str("\nmixed phases (per strategy: guest-counted ops, attributed exits)\n");
+        }
+        let total: u64 = r.strategy_ops.values().sum();
+        let _ = writeln!(
+            out,
+            "  {}: {} ops/s overall (median)",
+            r.name,
+            fmt_count(r.ops_per_sec.median as u64)
+        );
+        for (strategy, ops) in &r.strategy_ops {
+            let exits: u64 = r
+                .exit_sites
+                .iter()
+                .filter(|s| s.strategy == *strategy)
+                .map(|s| s.count)
+                .sum();
+            let _ = writeln!(
+                out,
+                "    {strategy:<16} {:>8} ops ({:>5.1}%)  {exits} exits",
+                ops,
+                *ops as f64 * 100.0 / total.max(1) as f64
+            );
+        }
+    }
+    out
+}

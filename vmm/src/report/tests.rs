@@ -1,0 +1,812 @@
+//! Report tests on realistic synthetic runs: groups measured in rounds, per-round samples with
+//! CIs, paired comparisons and differences. No KVM needed.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::format::{
+    civil_from_days, compact_timestamp, ellipsize, fmt_cost, fmt_count, fmt_fraction, fmt_interval,
+    fmt_rate, fmt_ratio_change, Estimate,
+};
+use super::*;
+use crate::results::{
+    ComparedMetric, DisturbanceInfo, ExitSite, HostManifest, Interval, LockStats, PairedComparison,
+    PairedDifference, PhaseFailure, PhaseResult, ResultKind, RunReport, Summary, SCHEMA,
+};
+
+static SCRATCH_SEQ: AtomicU64 = AtomicU64::new(0);
+
+/// A fresh empty folder under the system temp dir, unique per test.
+fn scratch_dir(test: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "irqbench-report-{}-{test}-{}",
+        std::process::id(),
+        SCRATCH_SEQ.fetch_add(1, Ordering::Relaxed)
+    ));
+    let _ = fs::remove_dir_all(&dir);
+    fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// `n` per-round samples spread evenly over median ± spread, in a scrambled order (rounds are
+/// not sorted), so `Summary::from_samples` computes a real order-statistics CI.
+fn rounds(median: f64, spread: f64, n: usize) -> Summary {
+    let samples: Vec<f64> = (0..n)
+        .map(|i| {
+            let k = (i * 7) % n;
+            median + spread * (2.0 * k as f64 / (n - 1) as f64 - 1.0)
+        })
+        .collect();
+    Summary::from_samples(&samples)
+}
+
+const TSC_GHZ: f64 = 2.45;
+const ROUNDS: usize = 25;
+
+/// One row, named like the plan names it: `{bench}/{variant}/n{nest}/{irq}/{vcpus}v`.
+fn row(bench: &str, kind: ResultKind, variant: &str, cycles: f64, spread: f64) -> PhaseResult {
+    let group = format!("{bench}/n0/none/1v");
+    let cycles_per_op = rounds(cycles, spread, ROUNDS);
+    let ns: Vec<f64> = cycles_per_op.samples.iter().map(|c| c / TSC_GHZ).collect();
+    PhaseResult {
+        name: format!("{bench}/{variant}/n0/none/1v"),
+        group,
+        kind,
+        strategy: variant.into(),
+        irq_source: "none".into(),
+        nesting: 0.0,
+        vcpus: 1,
+        body_ops: 4,
+        block_ops: 20_000,
+        ops: 20_000 * ROUNDS as u64,
+        rounds: ROUNDS as u32,
+        disturbed_fraction: 0.02,
+        precision_reached: true,
+        ns_per_op: Summary::from_samples(&ns),
+        baseline_cycles: rounds(11.0, 0.5, ROUNDS),
+        raw_cycles_per_op: rounds(cycles + 11.0, spread, ROUNDS),
+        ops_per_sec: {
+            let ops = (TSC_GHZ * 1e9 / cycles.abs().max(1.0)).round();
+            rounds(ops, ops * 0.01, ROUNDS)
+        },
+        cycles_per_op,
+        per_vcpu_ops: vec![20_000 * ROUNDS as u64],
+        wall_ms: 812.0,
+        ..PhaseResult::default()
+    }
+}
+
+fn with_exits(mut r: PhaseResult, exits: f64, spread: f64) -> PhaseResult {
+    r.exits_per_round = rounds(exits, spread, ROUNDS);
+    r.exits_per_op_ci95 = r.exits_per_round.ci95;
+    r.exits_per_op.insert("exits".into(), exits);
+    r.exits_per_op.insert("io_exits".into(), exits * 0.75);
+    r.exits_per_op
+        .insert("irq_window_exits".into(), exits * 0.25);
+    r.userspace_exits_per_op
+        .insert("io-out".into(), exits * 0.75);
+    r
+}
+
+fn comparison(a: &PhaseResult, b: &PhaseResult, ratio: f64, ci: [f64; 2]) -> PairedComparison {
+    PairedComparison {
+        a: a.name.clone(),
+        b: b.name.clone(),
+        group: a.group.clone(),
+        metric: ComparedMetric::CyclesPerOp,
+        ratio: Interval {
+            median: ratio,
+            ci95: ci,
+        },
+        rounds: ROUNDS as u32,
+    }
+}
+
+fn strategy_rows() -> Vec<PhaseResult> {
+    let s = ResultKind::Strategy;
+    let mut popf = with_exits(row("pv", s, "pvop-popf", 12_371.4, 60.0), 2.0, 0.01);
+    popf.exit_sites.push(ExitSite {
+        strategy: "pvop-popf".into(),
+        site: "restore".into(),
+        symbol: "irqbench_op_pvop_popf".into(),
+        reason: "io-out".into(),
+        count: 3_750_000,
+        rip: 0x20_1a3c,
+        instruction: "popfq".into(),
+    });
+    popf.interrupts = 12_345;
+    let skip = with_exits(row("pv", s, "pvop-skip", 11_245.2, 50.0), 0.0004, 0.003);
+    let mut native = row("pv", s, "native-skip", 0.8, 4.0);
+    native.precision_reached = false;
+    native.disturbed_fraction = 0.12;
+    vec![popf, skip, native]
+}
+
+fn insn_rows() -> Vec<PhaseResult> {
+    let i = ResultKind::Insn;
+    vec![
+        row("insn", i, "cli", 7_020.0, 30.0),
+        row("insn", i, "popf-set-if", 12_672.0, 40.0),
+        row("insn", i, "popf-same-if", 41.3, 0.4),
+        row("insn", i, "pushf", 3.1, 0.2),
+    ]
+}
+
+fn lock_rows() -> (Vec<PhaseResult>, Vec<PairedComparison>) {
+    let mut rows = Vec::new();
+    let mut comparisons = Vec::new();
+    for (vcpus, ratio, ci) in [(1, 1.02, [0.99, 1.05]), (2, 1.17, [1.12, 1.21])] {
+        let mut pair = Vec::new();
+        for (strategy, cycles) in [("native-popf", 1234.5), ("native-cli-sti", 1100.0)] {
+            let mut r = row("epoll", ResultKind::Lock, strategy, cycles, 20.0);
+            r.name = format!("epoll/{strategy}/n0/none/{vcpus}v");
+            r.group = format!("epoll/n0/none/{vcpus}v");
+            r.vcpus = vcpus;
+            r.lock = Some(LockStats {
+                acquisitions: 10_000_000,
+                spins: 2_500_000,
+                spins_per_op: 0.25,
+                counter: 10_000_000,
+                mutual_exclusion_held: true,
+            });
+            pair.push(r);
+        }
+        let mut c = comparison(&pair[0], &pair[1], ratio, ci);
+        c.metric = ComparedMetric::OpsPerSec;
+        comparisons.push(c);
+        rows.extend(pair);
+    }
+    (rows, comparisons)
+}
+
+fn host() -> HostManifest {
+    HostManifest {
+        cpu_model: "AMD EPYC 9B14".into(),
+        host_cpus: 2,
+        kernel_release: "6.18.0".into(),
+        kvm_flavour: "pvm".into(),
+        nested: true,
+        module_params: BTreeMap::from([("kvm.halt_poll_ns".into(), "0".into())]),
+        tsc_khz: 2_450_000,
+        kvm_api_version: 12,
+        capabilities: BTreeMap::from([("KVM_CAP_BINARY_STATS_FD".into(), 1)]),
+        max_vcpus: 1024,
+        recommended_vcpus: 2,
+        irqchip_modes: vec!["userspace".into()],
+        vcpu_pinning: true,
+        warnings: vec!["host has 2 CPUs: 4-vCPU phases are oversubscribed".into()],
+    }
+}
+
+fn sample_report() -> RunReport {
+    let strategies = strategy_rows();
+    let insns = insn_rows();
+    let (locks, lock_cmp) = lock_rows();
+    let mut comparisons = vec![
+        comparison(&strategies[0], &strategies[1], 0.909, [0.900, 0.918]),
+        comparison(&strategies[0], &strategies[2], 0.0001, [-0.0003, 0.0004]),
+        comparison(&insns[0], &insns[1], 1.0, [0.99, 1.01]),
+    ];
+    comparisons.extend(lock_cmp);
+    let differences = vec![PairedDifference {
+        name: "push; popf that sets IF".into(),
+        minuend: insns[1].name.clone(),
+        subtrahend: insns[0].name.clone(),
+        group: insns[0].group.clone(),
+        cycles: Interval {
+            median: 5_652.0,
+            ci95: [5_601.0, 5_703.0],
+        },
+        rounds: ROUNDS as u32,
+    }];
+    let mut odd = row("mix", ResultKind::Mixed, "mixed", 99.0, 2.0);
+    odd.name = "odd, name \"quoted\"".into();
+    odd.strategy_ops.insert("native-popf".into(), 10);
+    let mut results = strategies;
+    results.extend(insns);
+    results.extend(locks);
+    results.push(odd);
+    RunReport {
+        schema: SCHEMA.into(),
+        irqbench_version: "0.2.0".into(),
+        config_name: "quick".into(),
+        config_source: "<built-in default>".into(),
+        started_unix: 1_774_000_000,
+        wall_seconds: 42.5,
+        partial: false,
+        partial_reason: None,
+        host: host(),
+        results,
+        failures: vec![PhaseFailure {
+            name: "pv/sti-hlt/n0/none/1v".into(),
+            error: "guest triple fault".into(),
+        }],
+        comparisons,
+        differences,
+        disturbance: DisturbanceInfo {
+            sources: vec!["vcpu-thread-off-cpu".into(), "block-time-outlier".into()],
+            not_used: vec!["steal time: not reported by this host".into()],
+        },
+        ci_method: crate::results::CI_METHOD.into(),
+        description: "Paravirt flag save/restore against native, quick settings.".into(),
+    }
+}
+
+/// The cells of the table line that shows `name`'s row (`strategy` column first).
+fn table_row<'a>(table: &'a str, strategy: &str) -> &'a str {
+    table
+        .lines()
+        .find(|l| l.trim_start().starts_with(&format!("{strategy} ")))
+        .unwrap_or_else(|| panic!("no row {strategy}:\n{table}"))
+}
+
+#[test]
+fn table_has_every_group_unit_and_section() {
+    let report = sample_report();
+    let table = render_table(&report);
+    for r in &report.results {
+        assert!(
+            table.contains(&r.strategy),
+            "{} missing:\n{table}",
+            r.strategy
+        );
+        // Full names appear in the per-stat section.
+        assert!(table.contains(&r.name), "{} missing:\n{table}", r.name);
+    }
+    for unit in [
+        "cycles/op",
+        "ns/op",
+        "exits/op",
+        "cycles/insn",
+        "ns/insn",
+        "rounds",
+    ] {
+        assert!(table.contains(unit), "{unit} missing:\n{table}");
+    }
+    assert!(table.contains("pv/n0/none/1v (strategy, 3 rows"), "{table}");
+    assert!(table.contains("spins/op") && table.contains("ops/s"));
+    assert!(table.contains("io_exits=1.500"));
+    assert!(table.contains("exit sites") && table.contains("popfq"));
+    assert!(table.contains("failures (1)") && table.contains("guest triple fault"));
+    assert!(table.starts_with("host: AMD EPYC 9B14 (2 CPUs), kernel 6.18.0, KVM pvm (nested)"));
+    assert!(table.contains("\nParavirt flag save/restore against native, quick settings.\n"));
+    assert!(table.contains("warning: host has 2 CPUs"));
+    for line in table.lines() {
+        assert!(line.chars().count() <= 120, "too wide: {line}");
+    }
+}
+
+#[test]
+fn a_net_whose_ci_spans_zero_prints_approximately_zero() {
+    let e = |m, lo, hi| Estimate {
+        median: m,
+        ci: Some([lo, hi]),
+    };
+    assert_eq!(fmt_cost(e(0.8, -3.1, 4.2)), "≈0 (±3.9)");
+    assert_eq!(fmt_cost(e(-1.5, -3.0, 0.5)), "≈0 (±2.0)");
+    assert_eq!(fmt_cost(e(-5.0, -7.0, -3.0)), "<0 (±2.0)");
+    assert_eq!(fmt_cost(e(0.0, 0.0, 0.0)), "0");
+    let table = render_table(&sample_report());
+    let native = table_row(&table, "native-skip");
+    assert!(native.contains("≈0 (±"), "{native}");
+    // Its exits CI spans zero too.
+    let skip = table_row(&table, "pvop-skip");
+    assert!(skip.contains("≈0 (±0.0"), "{skip}");
+}
+
+#[test]
+fn no_cost_is_printed_with_a_minus_sign() {
+    let mut report = sample_report();
+    // A net that subtracting the baseline pushed below zero in most rounds.
+    report.results[2].cycles_per_op = rounds(-2.0, 3.0, ROUNDS);
+    report.results[2].ns_per_op = rounds(-0.8, 1.2, ROUNDS);
+    let (table, md) = (render_table(&report), render_markdown(&report));
+    // The results sections: tables, comparisons, derived costs, legend.
+    let sections = [
+        &table[table.find("\npv/n0").unwrap()..table.find("exits per op by").unwrap()],
+        &md[md.find("## Results").unwrap()..md.find("## Exits per op").unwrap()],
+    ];
+    for text in sections {
+        assert!(text.contains("≈0 (±"), "{text}");
+        let bytes = text.as_bytes();
+        for (i, w) in bytes.windows(2).enumerate() {
+            assert!(
+                // `1.2e-4` is an exponent, not a sign.
+                !(w[0] == b'-' && w[1].is_ascii_digit() && (i == 0 || bytes[i - 1] != b'e')),
+                "minus before a number at {i}: {}",
+                &text[i.saturating_sub(40)..(i + 20).min(text.len())]
+            );
+        }
+    }
+}
+
+#[test]
+fn digits_follow_the_ci() {
+    let e = |m, lo, hi| Estimate {
+        median: m,
+        ci: Some([lo, hi]),
+    };
+    assert_eq!(fmt_cost(e(33_958.0, 33_658.0, 34_258.0)), "33960 ±300");
+    assert_eq!(fmt_cost(e(33_958.0, 33_000.0, 35_100.0)), "34000 ±1100");
+    assert_eq!(fmt_cost(e(12_371.0, 12_320.0, 12_410.0)), "12371 ±51");
+    assert_eq!(fmt_cost(e(21.374, 20.95, 21.80)), "21.37 ±0.43");
+    assert_eq!(fmt_cost(e(7.0, 7.0, 7.0)), "7.000");
+    assert_eq!(
+        fmt_cost(Estimate {
+            median: 123.456,
+            ci: None
+        }),
+        "123 ±?"
+    );
+    assert_eq!(
+        fmt_interval(5_652.0, [5_601.0, 5_703.0]),
+        "5652 [5601, 5703]"
+    );
+    assert_eq!(
+        fmt_interval(5_652.0, [5_400.0, 5_904.0]),
+        "5650 [5400, 5900]"
+    );
+    assert_eq!(
+        fmt_ratio_change(0.909, [0.900, 0.918]),
+        "−9.1% [−10.0, −8.2]"
+    );
+    // A table never shows a median finer than its CI.
+    let table = render_table(&sample_report());
+    assert!(!table.contains("12371.4"), "{table}");
+    assert!(
+        table_row(&table, "pvop-popf").contains("12371 ±"),
+        "{table}"
+    );
+}
+
+#[test]
+fn comparisons_and_differences_follow_their_group() {
+    let table = render_table(&sample_report());
+    let line = table
+        .lines()
+        .find(|l| l.contains("pvop-skip vs pvop-popf"))
+        .expect("comparison line");
+    assert!(line.contains("cycles/op −9.1% [−10.0, −8.2]"), "{line}");
+    assert!(!line.contains("no difference"), "{line}");
+    let native = table
+        .lines()
+        .find(|l| l.contains("native-skip vs pvop-popf"))
+        .unwrap();
+    assert!(!native.contains("no difference beyond noise"), "{native}");
+    let same = table
+        .lines()
+        .find(|l| l.contains("popf-set-if vs cli"))
+        .unwrap();
+    assert!(same.contains("no difference beyond noise"), "{same}");
+    assert!(table.contains("derived from paired differences per round:"));
+    assert!(
+        table.contains("push; popf that sets IF = popf-set-if − cli: 5652 [5601, 5703] cycles"),
+        "{table}"
+    );
+    // The comparison follows the group's table, before the next group's heading.
+    let cmp = table.find("pvop-skip vs pvop-popf").unwrap();
+    let next = table.find("insn/n0/none/1v (insn").unwrap();
+    assert!(cmp < next);
+}
+
+#[test]
+fn insn_rows_say_what_they_measure() {
+    let table = render_table(&sample_report());
+    assert!(
+        table_row(&table, "popf-set-if").contains("cli; push; popf"),
+        "{table}"
+    );
+    assert!(table_row(&table, "popf-same-if").contains("push; popf"));
+    assert!(table_row(&table, "pushf").contains("pushf; pop"));
+    assert!(table.contains("measures"));
+    let csv = render_csv(&sample_report());
+    assert!(csv.contains(",popf-set-if,cli; push; popf,"), "{csv}");
+}
+
+#[test]
+fn imprecise_and_disturbed_rows_are_flagged_with_a_legend() {
+    let table = render_table(&sample_report());
+    let row = table_row(&table, "native-skip");
+    assert!(row.contains(")~"), "{row}");
+    assert!(row.contains("12.0%!"), "{row}");
+    assert!(table.contains("~ precision not reached"));
+    assert!(table.contains("warning: pv/native-skip/n0/none/1v had 12.0% of its blocks disturbed"));
+    assert!(!table_row(&table, "pvop-popf").contains('~'));
+    assert!(table.contains("disturbance sources: vcpu-thread-off-cpu, block-time-outlier"));
+    assert!(table.contains("CI: distribution-free 95% CI of the median"));
+}
+
+#[test]
+fn partial_runs_say_so() {
+    let mut report = sample_report();
+    report.partial = true;
+    report.partial_reason = Some("SIGINT".into());
+    assert!(host_header(&report).contains("PARTIAL: SIGINT"));
+}
+
+#[test]
+fn number_formats() {
+    assert_eq!(fmt_rate(0.0), "0");
+    assert_eq!(fmt_rate(2.0), "2.000");
+    assert_eq!(fmt_rate(0.012_345), "0.01235");
+    assert_eq!(fmt_rate(1234.5), "1234");
+    assert_eq!(fmt_rate(9.99996), "10.00");
+    assert_eq!(fmt_rate(0.000_123_4), "1.234e-4");
+    assert_eq!(fmt_count(999), "999");
+    assert_eq!(fmt_count(12_345), "12.3k");
+    assert_eq!(fmt_count(5_000_000), "5.00M");
+    assert_eq!(fmt_fraction(0.5), "0.5");
+    assert_eq!(fmt_fraction(0.0), "0");
+    assert_eq!(ellipsize("abcdefghij", 7), "abc…hij");
+    assert_eq!(vcpu_spread(&[90.0, 110.0]), 0.2);
+    assert_eq!(vcpu_spread(&[]), 0.0);
+}
+
+#[test]
+fn civil_dates() {
+    assert_eq!(civil_from_days(0), (1970, 1, 1));
+    assert_eq!(civil_from_days(11_016), (2000, 2, 29));
+    assert_eq!(civil_from_days(-1), (1969, 12, 31));
+    assert_eq!(compact_timestamp(1_700_000_000), "20231114-221320");
+}
+
+#[test]
+fn csv_has_ci_columns_quoting_and_no_negative_zero() {
+    let mut report = sample_report();
+    report.results[0].cycles_per_op.ci95[0] = -0.0;
+    report.results[0].nesting = -0.0;
+    report.results[1].exits_per_op.insert("exits".into(), -0.0);
+    let text = render_csv(&report);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 1 + report.results.len());
+    assert!(lines[0].starts_with("name,kind,group,strategy,measures,irq_source,nesting,vcpus,"));
+    for col in [
+        "cycles_median",
+        "cycles_ci_lo",
+        "cycles_ci_hi",
+        "cycles_min",
+        "rounds",
+        "disturbed_fraction",
+        "precision_reached",
+        "exits_ci_lo",
+        "ns_median",
+    ] {
+        assert!(lines[0].split(',').any(|h| h == col), "{col} missing");
+    }
+    assert!(lines[0].contains(",stat:exits,") && lines[0].contains("uexit:io-out"));
+    assert!(text.contains("\"odd, name \"\"quoted\"\"\",mixed,"));
+    let columns = lines[0].split(',').count();
+    assert_eq!(lines[1].split(',').count(), columns);
+    for line in &lines {
+        assert!(!line.split(',').any(|f| f == "-0" || f == "-0.0"), "{line}");
+    }
+}
+
+/// Equal JSON values, numbers to the last few bits: serde_json without `float_roundtrip` may
+/// misread the last bit of a 17-digit float.
+fn assert_json_close(a: &serde_json::Value, b: &serde_json::Value) {
+    use serde_json::Value;
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => {
+            let (x, y) = (x.as_f64().unwrap(), y.as_f64().unwrap());
+            assert!((x - y).abs() <= 1e-12 * x.abs().max(y.abs()), "{x} != {y}");
+        }
+        (Value::Array(x), Value::Array(y)) => {
+            assert_eq!(x.len(), y.len());
+            x.iter().zip(y).for_each(|(x, y)| assert_json_close(x, y));
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            assert_eq!(x.keys().collect::<Vec<_>>(), y.keys().collect::<Vec<_>>());
+            x.iter().for_each(|(k, v)| assert_json_close(v, &y[k]));
+        }
+        _ => assert_eq!(a, b),
+    }
+}
+
+#[test]
+fn json_roundtrips_and_leaves_no_temporary_file() {
+    let report = sample_report();
+    let dir = scratch_dir("json");
+    let path = dir.join("r.json");
+    write_json(&report, &path).unwrap();
+    let back = read_json(&path).unwrap();
+    assert_json_close(
+        &serde_json::to_value(&back).unwrap(),
+        &serde_json::to_value(&report).unwrap(),
+    );
+    assert_eq!(fs::read_dir(&dir).unwrap().count(), 1);
+    fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn read_json_refuses_devices_other_schemas_and_bad_json_naming_the_file() {
+    let started = std::time::Instant::now();
+    let err = read_json(Path::new("/dev/zero")).unwrap_err();
+    assert!(matches!(err, ReportError::Read(_)), "{err:?}");
+    assert!(started.elapsed().as_secs() < 2);
+
+    let dir = scratch_dir("badjson");
+    let mut report = sample_report();
+    let other = dir.join("v3.json");
+    for schema in [
+        "irqbench-results/3",
+        "irqbench-results/10",
+        "irqbench-results/20",
+    ] {
+        report.schema = schema.into();
+        write_json(&report, &other).unwrap();
+        let err = read_json(&other).unwrap_err();
+        assert!(matches!(err, ReportError::Schema { .. }), "{err:?}");
+        assert!(err.to_string().contains("v3.json"), "{err}");
+    }
+    let bad = dir.join("bad.json");
+    fs::write(
+        &bad,
+        "{\n  \"schema\": \"irqbench-results/2\",\n  oops\n}\n",
+    )
+    .unwrap();
+    let err = read_json(&bad).unwrap_err();
+    assert!(err.to_string().contains("bad.json:3:3"), "{err}");
+    assert!(std::error::Error::source(&err).is_some());
+    let missing = dir.join("missing.json");
+    assert!(read_json(&missing)
+        .unwrap_err()
+        .to_string()
+        .contains("missing.json"));
+    fs::remove_dir_all(dir).unwrap();
+}
+
+/// A results file as irqbench 0.1 wrote it: three repeats, no CIs, no groups.
+const V1_JSON: &str = r#"{
+  "schema": "irqbench-results/1",
+  "irqbench_version": "0.1.0",
+  "config_name": "quick",
+  "config_source": "quick.toml",
+  "started_unix": 1770000000,
+  "wall_seconds": 12.0,
+  "partial": false,
+  "partial_reason": null,
+  "host": {
+    "cpu_model": "AMD EPYC 9B14", "host_cpus": 2, "kernel_release": "6.18.0",
+    "kvm_flavour": "pvm", "nested": true, "module_params": {}, "tsc_khz": 2450000,
+    "kvm_api_version": 12, "capabilities": {}, "max_vcpus": 1024, "recommended_vcpus": 2,
+    "irqchip_modes": ["userspace"], "vcpu_pinning": false, "warnings": []
+  },
+  "results": [{
+    "name": "pv/pvop-popf/n0/none/1v", "kind": "strategy", "strategy": "pvop-popf",
+    "irq_source": "none", "nesting": 0.0, "vcpus": 1, "body_ops": 4, "iterations": 20000,
+    "ops": 60000, "repeats": 3,
+    "cycles_per_op": {"median": 13600.0, "p5": 13590.0, "p95": 13610.0, "cv": 0.001,
+                      "samples": [13590.0, 13600.0, 13610.0]},
+    "baseline_cycles_per_op": 11.0,
+    "raw_cycles_per_op": {"median": 13611.0, "p5": 13601.0, "p95": 13621.0, "cv": 0.001,
+                          "samples": [13601.0, 13611.0, 13621.0]},
+    "ops_per_sec": {"median": 180000.0, "p5": 179000.0, "p95": 181000.0, "cv": 0.005,
+                    "samples": [179000.0, 180000.0, 181000.0]},
+    "per_vcpu_ops": [60000],
+    "exits_per_op": {"exits": 2.0},
+    "vm_stats_per_op": {}, "userspace_exits_per_op": {"io-out": 1.5},
+    "interrupts": 0, "hypercalls": 0, "hypercalls_seen_by_vmm": 0, "if_violations": 0,
+    "exit_sites": [], "lock": null, "strategy_ops": {}, "noisy": false, "wall_ms": 900.0
+  }],
+  "failures": []
+}
+"#;
+
+#[test]
+fn compare_reads_a_v1_file_and_says_it_has_no_ci() {
+    let dir = scratch_dir("v1");
+    let path = dir.join("old.json");
+    fs::write(&path, V1_JSON).unwrap();
+    let old = read_json(&path).unwrap();
+    fs::remove_dir_all(dir).unwrap();
+    let r = &old.results[0];
+    assert_eq!(
+        (r.block_ops, r.rounds, r.cycles_per_op.ci95),
+        (20_000, 0, [0.0, 0.0])
+    );
+    assert!(old.comparisons.is_empty() && old.description.is_empty());
+
+    let new = sample_report();
+    let c = compare(&old, &new);
+    let row = c
+        .rows
+        .iter()
+        .find(|r| r.metric == "cycles/op")
+        .expect("row");
+    assert_eq!(row.basis, NoiseBasis::Welch);
+    assert!(row.old_ci95.is_none() && row.new_ci95.is_some());
+    // 13600 --> 12371: −9%, and three tight repeats against 25 rounds: beyond noise.
+    assert!(row.beyond_noise);
+    let text = render_compare(&c, false);
+    assert!(text.contains("no CI in old file"), "{text}");
+    assert!(text.contains("old: quick, 2026-02-02"), "{text}");
+    assert!(text.contains("(irqbench-results/1)"), "{text}");
+    // The v1 table renders too: no CI, so `±?`.
+    assert!(render_table(&old).contains("13600 ±?"));
+}
+
+#[test]
+fn compare_verdicts_come_from_the_cis() {
+    let a = sample_report();
+    let mut b = a.clone();
+    // Overlapping CIs: 12371 ±~60 against 12400 ±~60.
+    b.results[0].cycles_per_op = rounds(12_400.0, 60.0, ROUNDS);
+    // Disjoint and 13% slower.
+    b.results[1].cycles_per_op = rounds(12_700.0, 50.0, ROUNDS);
+    // Disjoint but 1%: below the floor.
+    b.results[3].cycles_per_op = rounds(7_090.0, 10.0, ROUNDS);
+    let c = compare(&a, &b);
+    let cycles = |name: &str| {
+        c.rows
+            .iter()
+            .find(|r| r.name == name && r.metric == "cycles/op")
+            .unwrap()
+    };
+    let overlap = cycles(&a.results[0].name);
+    assert!(!overlap.beyond_noise && overlap.basis == NoiseBasis::Ci);
+    let slower = cycles(&a.results[1].name);
+    assert!(slower.beyond_noise, "{slower:?}");
+    assert!((slower.change_pct - (12_700.0 - 11_245.2) / 11_245.2 * 100.0).abs() < 1e-9);
+    assert!(!cycles(&a.results[3].name).beyond_noise);
+    assert!(compare_with(&a, &b, 0.5)
+        .rows
+        .iter()
+        .any(|r| r.name == a.results[3].name && r.metric == "cycles/op" && r.beyond_noise));
+    let text = render_compare(&c, false);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("pv/pvop-skip/"))
+        .unwrap();
+    assert_eq!(
+        line.split_whitespace().collect::<Vec<_>>().join(" "),
+        "pv/pvop-skip/n0/none/1v cycles/op 11245 ±21 --> 12700 ±21 (+12.9%) beyond noise"
+    );
+}
+
+#[test]
+fn compare_with_itself_is_all_within_noise() {
+    let report = sample_report();
+    let c = compare(&report, &report);
+    assert!(!c.rows.is_empty());
+    assert!(c
+        .rows
+        .iter()
+        .all(|r| !r.beyond_noise && r.change_pct == 0.0));
+    assert!(c.only_in_a.is_empty() && c.only_in_b.is_empty() && c.host_differs.is_empty());
+    assert!(c.warnings.is_empty());
+    assert!(render_compare(&c, false).contains("(within noise)"));
+}
+
+#[test]
+fn compare_warns_on_partial_runs_duplicates_and_host_changes() {
+    let a = sample_report();
+    let mut b = a.clone();
+    b.partial = true;
+    b.partial_reason = Some("SIGINT".into());
+    let mut dup = b.results[0].clone();
+    dup.cycles_per_op = rounds(99_999.0, 10.0, ROUNDS);
+    b.results.push(dup);
+    b.host.kernel_release = "6.19.0".into();
+    let c = compare(&a, &b);
+    assert_eq!(c.host_differs, ["kernel_release: 6.18.0 --> 6.19.0"]);
+    let text = render_compare(&c, false);
+    assert!(
+        text.contains("warning: the new run is partial (SIGINT)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("the new run has more than one result named pv/pvop-popf/n0/none/1v: comparing the first"),
+        "{text}"
+    );
+    // The first of the duplicates was compared: unchanged.
+    let row = c.rows.iter().find(|r| r.name == a.results[0].name).unwrap();
+    assert_eq!(row.change_pct, 0.0);
+}
+
+#[test]
+fn compare_lists_results_of_only_one_run() {
+    let a = sample_report();
+    let mut b = a.clone();
+    let gone = b.results.remove(1);
+    b.results
+        .push(row("pv", ResultKind::Strategy, "new", 5.0, 1.0));
+    let c = compare(&a, &b);
+    assert_eq!(c.only_in_a, [gone.name]);
+    assert_eq!(c.only_in_b, ["pv/new/n0/none/1v"]);
+    let text = render_compare(&c, true);
+    assert!(text.contains("only in the new run: `pv/new/n0/none/1v`"));
+    assert!(text.contains("|---"));
+}
+
+#[test]
+fn the_welch_fallback_follows_the_drift_floor() {
+    let s = |samples: &[f64]| Summary::from_samples(samples);
+    let judge =
+        |a: &Summary, b: &Summary, floor| compare::summary_row("x", "m", a, b, floor).beyond_noise;
+    let a = s(&[999.0, 1000.0, 1001.0]);
+    let b = s(&[1099.0, 1100.0, 1101.0]);
+    assert!(judge(&a, &b, 5.0));
+    let wide_a = s(&[900.0, 1000.0, 1100.0]);
+    let wide_b = s(&[1000.0, 1100.0, 1200.0]);
+    assert!(!judge(&wide_a, &wide_b, 5.0));
+    let c = s(&[1029.9, 1030.0, 1030.1]);
+    assert!(!judge(&a, &c, 5.0));
+    assert!(judge(&a, &c, 1.0));
+    let one = s(&[2000.0]);
+    assert!(!judge(&one, &one, 0.0));
+}
+
+#[test]
+fn scaling_comes_from_paired_ops_per_sec_comparisons() {
+    let report = sample_report();
+    let rows = scaling_rows(&report);
+    assert_eq!(rows.len(), 2);
+    assert_eq!((rows[0].vcpus, rows[1].vcpus), (1, 2));
+    assert_eq!(rows[0].group, "epoll/n0/none");
+    assert!(!rows[0].beyond_noise && rows[1].beyond_noise);
+    assert!((rows[1].change_pct - 17.0).abs() < 1e-9);
+    let text = render_scaling(&report);
+    assert!(
+        text.contains("native-popf (A) vs native-cli-sti (B)"),
+        "{text}"
+    );
+    assert!(text.contains("+17.0% [+12.0, +21.0]"), "{text}");
+    assert!(text.contains("no difference beyond noise"), "{text}");
+}
+
+#[test]
+fn svg_shows_every_full_name_the_ci_and_the_unit() {
+    let report = sample_report();
+    let svg = render_svg(&report).unwrap();
+    assert!(svg.starts_with("<svg") || svg.starts_with("<?xml"));
+    for r in &report.results {
+        let label = r.name.replace('&', "&amp;").replace('"', "&quot;");
+        assert!(svg.contains(&label), "{label} missing");
+    }
+    assert!(!svg.contains('…'));
+    assert!(svg.contains("cycles/op (median, whiskers: 95% CI)"));
+    assert!(svg.contains("cycles/insn (median, whiskers: 95% CI)"));
+    assert!(svg.contains("nesting 0, irq none, 1 vCPU") && svg.contains("2 vCPU"));
+    assert!(svg.contains("irqbench quick"));
+}
+
+#[test]
+fn results_dirs_are_never_reused_and_get_every_file() {
+    let base = scratch_dir("dirs");
+    let a = new_results_dir(&base, "quick").unwrap();
+    let b = new_results_dir(&base, "quick").unwrap();
+    let c = OutputDir::create(&base, "quick").unwrap();
+    assert_ne!(a, b);
+    assert_ne!(b, c.path());
+    let name = a.file_name().unwrap().to_str().unwrap();
+    assert!(name.starts_with("quick-20") && name.len() == "quick-YYYYmmdd-HHMMSS".len());
+    let odd = new_results_dir(&base, "../x y").unwrap();
+    assert_eq!(odd.parent(), Some(base.as_path()));
+    c.write_all(&sample_report()).unwrap();
+    for p in [c.json(), c.csv(), c.markdown(), c.svg(), c.table()] {
+        assert!(p.is_file(), "{}", p.display());
+    }
+    write_csv(&sample_report(), &base.join("x.csv")).unwrap();
+    write_markdown(&sample_report(), &base.join("x.md")).unwrap();
+    write_svg(&sample_report(), &base.join("x.svg")).unwrap();
+    fs::remove_dir_all(base).unwrap();
+}
+
+#[test]
+fn markdown_has_group_tables_comparisons_and_legend() {
+    let md = render_markdown(&sample_report());
+    assert!(md.contains("|---"));
+    assert!(md.contains("- **CPU:** AMD EPYC 9B14 (2 CPUs)"));
+    assert!(md.contains("### pv/n0/none/1v (strategy, 3 rows"));
+    assert!(
+        md.contains("| `pv/pvop-popf/n0/none/1v` | pvop-popf |"),
+        "{md}"
+    );
+    assert!(md.contains("- pvop-skip vs pvop-popf  cycles/op −9.1% [−10.0, −8.2]"));
+    assert!(md.contains("## Exits per op by KVM stat"));
+    assert!(md.contains("## Scaling"));
+    assert!(md.contains("≈0 (±"));
+}
