@@ -21,8 +21,8 @@ use irqbench::guest_image::GuestImage;
 use irqbench::host;
 use irqbench::kvm_stats::StatsFd;
 use irqbench::machine::{IrqchipMode, Machine, MachineConfig};
-use irqbench::plan::{HypercallTransport, IrqSource, PhasePlan, Plan, Workload};
 use irqbench::measure::descriptor::diagnostic as descriptor_for;
+use irqbench::plan::{HypercallTransport, IrqSource, PhasePlan, Plan, Workload};
 use irqbench::session::{Dispatch, Session};
 use kvm_ioctls::Kvm;
 

@@ -9,10 +9,10 @@ use std::sync::Arc;
 use clap::{CommandFactory, Parser, Subcommand};
 use irqbench::config::{self, Limits};
 use irqbench::guest_image::GuestImage;
+use irqbench::measure;
 use irqbench::plan::{InsnId, IrqSource, Plan, StrategyId};
 use irqbench::report::{self, OutputDir};
 use irqbench::results::RunReport;
-use irqbench::measure;
 use irqbench::session::RunOptions;
 use irqbench::{decode, host};
 

@@ -202,7 +202,10 @@ pub fn validate_block(
     if rec.round < desc.first_round || rec.round >= last {
         return Err(bad(
             "block.round",
-            format!("is {}; this phase runs rounds {}..{last}", rec.round, desc.first_round),
+            format!(
+                "is {}; this phase runs rounds {}..{last}",
+                rec.round, desc.first_round
+            ),
         ));
     }
     if rec.position >= desc.variant_count {
@@ -220,7 +223,10 @@ pub fn validate_block(
     let id = desc.variants[rec.variant as usize];
     let ops = block_ops(desc, id);
     if rec.ops != ops {
-        return Err(bad("block.ops", format!("is {} but {ops} were asked for", rec.ops)));
+        return Err(bad(
+            "block.ops",
+            format!("is {} but {ops} were asked for", rec.ops),
+        ));
     }
     for (field, value) in [
         ("block.interrupts", rec.interrupts),

@@ -4,8 +4,8 @@
 use std::sync::Arc;
 
 use irqbench::guest_image::GuestImage;
-use irqbench::plan::{Plan, StrategyId, Workload};
 use irqbench::measure::run_plan;
+use irqbench::plan::{Plan, StrategyId, Workload};
 use irqbench::session::RunOptions;
 
 fn count(dir: &str) -> usize {

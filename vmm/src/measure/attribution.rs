@@ -10,11 +10,7 @@ use crate::vcpu::window::ExitRips;
 use crate::vcpu::ExitReason;
 
 /// Maps exit RIPs to (strategy, site) through the symbol table.
-pub fn attribute_sites(
-    image: &GuestImage,
-    sites: &ExitRips,
-    phase: &PhasePlan,
-) -> Vec<ExitSite> {
+pub fn attribute_sites(image: &GuestImage, sites: &ExitRips, phase: &PhasePlan) -> Vec<ExitSite> {
     // One row per (symbol, reason): the count over all its RIPs, shown at its busiest RIP.
     let mut grouped: BTreeMap<(String, ExitReason), (u64, u64, u64)> = BTreeMap::new();
     for (&(rip, reason), &count) in sites {
@@ -93,4 +89,3 @@ pub fn classify_symbol(name: &str, phase: &PhasePlan) -> (String, String) {
     };
     (phase_strategy, site.into())
 }
-

@@ -171,7 +171,10 @@ impl Collected {
                 .collect();
             let cycles: Vec<f64> = idx.iter().map(|&i| self.obs[i].cycles as f64).collect();
             let flagged: Vec<bool> = idx.iter().map(|&i| self.obs[i].host_disturbed).collect();
-            for (k, o) in disturbance::outliers(&cycles, &flagged).into_iter().enumerate() {
+            for (k, o) in disturbance::outliers(&cycles, &flagged)
+                .into_iter()
+                .enumerate()
+            {
                 outlier[idx[k]] = o;
             }
         }

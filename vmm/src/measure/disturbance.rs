@@ -10,6 +10,7 @@
 //! - block-time outliers (an outer hypervisor's preemption is invisible to the two above): a
 //!   block longer than its variant's median by more than [`OUTLIER_MADS`] scaled MADs and
 //!   [`OUTLIER_FRACTION`] of the median.
+//!
 //! Exits the strategy itself causes (PVM's emulation batches, a probe's port I/O) keep the
 //! thread on its CPU and leave every block alike, so none of these rules removes them.
 
@@ -23,7 +24,8 @@ pub const OUTLIER_MADS: f64 = 10.0;
 pub const OUTLIER_FRACTION: f64 = 0.25;
 
 pub const SOURCE_OFF_CPU: &str = "vcpu-thread-off-cpu (wall − CLOCK_THREAD_CPUTIME_ID per block)";
-pub const SOURCE_SWITCHES: &str = "involuntary-context-switches (getrusage RUSAGE_THREAD per block)";
+pub const SOURCE_SWITCHES: &str =
+    "involuntary-context-switches (getrusage RUSAGE_THREAD per block)";
 pub const SOURCE_OUTLIER: &str = "block-time-outlier (> median + 10 MAD and > 1.25 × median)";
 pub const NOT_USED_STEAL: &str = "kvm-steal-time: the guest does not enable MSR_KVM_STEAL_TIME \
      (untested at emulated CPL0 on PVM); the host-side thread clocks see the same preemption";

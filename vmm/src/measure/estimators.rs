@@ -207,9 +207,9 @@ mod tests {
         for r in 0..rounds {
             let speed = 1.0 + 0.1 * ((r as f64) * 0.7).sin();
             t.rounds.push(vec![
-                cell(10_000.0 * speed, 100),      // empty: 100 cycles/op of loop
-                cell(60_000.0 * speed, 100),      // a: net 500
-                cell(40_000.0 * speed, 100),      // b: net 300
+                cell(10_000.0 * speed, 100), // empty: 100 cycles/op of loop
+                cell(60_000.0 * speed, 100), // a: net 500
+                cell(40_000.0 * speed, 100), // b: net 300
             ]);
         }
         t

@@ -48,7 +48,6 @@ pub enum RunError {
     Resources(String),
 }
 
-
 /// The plan's rows, grouped by `group` in order of first appearance (a group holds at most
 /// `MAX_GROUP_VARIANTS` rows; the config loader refuses more, and a larger one is split).
 pub fn groups(phases: &[PhasePlan]) -> Vec<Vec<&PhasePlan>> {
@@ -336,7 +335,10 @@ mod tests {
         assert!(r.raw_cycles_per_op.median > 0.0);
         assert!(r.baseline_cycles.median > 0.0, "baseline was not measured");
         // Each round subtracts the baseline block of the same round ...
-        assert_eq!(r.baseline_cycles.samples.len(), r.cycles_per_op.samples.len());
+        assert_eq!(
+            r.baseline_cycles.samples.len(),
+            r.cycles_per_op.samples.len()
+        );
         assert!(r.rounds >= plan.min_rounds, "{} rounds", r.rounds);
         for ((net, raw), base) in r
             .cycles_per_op

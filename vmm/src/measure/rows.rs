@@ -15,8 +15,16 @@ use crate::results::{
 
 /// Differences the instruction suite derives: (what it measures, minuend, subtrahend).
 const INSN_DIFFERENCES: [(&str, &str, &str); 2] = [
-    ("push; popf that sets IF (popf-set-if − cli)", "popf-set-if", "cli"),
-    ("push; popf that clears IF (popf-clear-if − sti)", "popf-clear-if", "sti"),
+    (
+        "push; popf that sets IF (popf-set-if − cli)",
+        "popf-set-if",
+        "cli",
+    ),
+    (
+        "push; popf that clears IF (popf-clear-if − sti)",
+        "popf-clear-if",
+        "sti",
+    ),
 ];
 
 pub(super) fn build(
@@ -36,8 +44,7 @@ pub(super) fn build(
         let sums = &collected.sums[v];
         fill_counts(&mut r, sums, &collected.sums[0], collected.rounds, tsc_hz);
         r.irqs_raised = if total_cycles > 0 {
-            (collected.irqs_raised as f64 * sums.cycles as f64 / total_cycles as f64).round()
-                as u64
+            (collected.irqs_raised as f64 * sums.cycles as f64 / total_cycles as f64).round() as u64
         } else {
             0
         };
@@ -76,7 +83,13 @@ pub(super) fn build(
 }
 
 /// The figures of row `v` from the round table.
-fn row_result(row: &PhasePlan, table: &RoundTable, v: usize, tsc_hz: f64, precision: f64) -> PhaseResult {
+fn row_result(
+    row: &PhasePlan,
+    table: &RoundTable,
+    v: usize,
+    tsc_hz: f64,
+    precision: f64,
+) -> PhaseResult {
     let cycles = Summary::from_samples(&table.net_cycles(v));
     let baseline = Summary::from_samples(&table.baseline_cycles(v));
     let ns_per_cycle = 1e9 / tsc_hz;
@@ -87,7 +100,7 @@ fn row_result(row: &PhasePlan, table: &RoundTable, v: usize, tsc_hz: f64, precis
         p5: s.p5 * ns_per_cycle,
         p95: s.p95 * ns_per_cycle,
         cv: s.cv,
-        samples: Vec::new(),
+        samples: s.samples.iter().map(|x| x * ns_per_cycle).collect(),
     };
     let exits = Summary::from_samples(&table.net_exits(v));
     let mut r = PhaseResult {
@@ -126,7 +139,7 @@ fn fill_counts(
 ) {
     r.rounds = rounds;
     r.ops = sums.ops;
-    r.block_ops = if sums.blocks > 0 { sums.ops / sums.blocks } else { 0 };
+    r.block_ops = sums.ops.checked_div(sums.blocks).unwrap_or(0);
     r.interrupts = sums.interrupts;
     r.hypercalls = sums.hypercalls;
     r.hypercalls_seen_by_vmm = sums.hypercalls_seen;

@@ -78,21 +78,41 @@ impl fmt::Display for ExitReason {
 /// An owned copy of the parts of a `kvm_ioctls::VcpuExit` the VMM looks at.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ExitEvent {
-    IoOut { port: u16, data: Vec<u8> },
-    IoIn { port: u16, size: usize },
-    MmioWrite { addr: u64 },
-    MmioRead { addr: u64 },
+    IoOut {
+        port: u16,
+        data: Vec<u8>,
+    },
+    IoIn {
+        port: u16,
+        size: usize,
+    },
+    MmioWrite {
+        addr: u64,
+    },
+    MmioRead {
+        addr: u64,
+    },
     IrqWindowOpen,
     /// KVM_EXIT_HYPERCALL (KVM_CAP_EXIT_HYPERCALL): the hypercall number.
-    Hypercall { nr: u64 },
+    Hypercall {
+        nr: u64,
+    },
     Hlt,
     Shutdown,
     /// KVM_EXIT_INTERNAL_ERROR with its sub-error and data words.
-    InternalError { suberror: u32, data: Vec<u64> },
+    InternalError {
+        suberror: u32,
+        data: Vec<u64>,
+    },
     /// KVM_EXIT_FAIL_ENTRY: hardware_entry_failure_reason and the host CPU.
-    FailEntry { reason: u64, cpu: u32 },
+    FailEntry {
+        reason: u64,
+        cpu: u32,
+    },
     /// KVM_EXIT_SYSTEM_EVENT: its type (KVM_SYSTEM_EVENT_*).
-    SystemEvent { kind: u32 },
+    SystemEvent {
+        kind: u32,
+    },
     /// KVM_RUN returned EINTR or EAGAIN.
     Interrupted,
     /// Any other exit, by its debug text.
@@ -193,11 +213,15 @@ pub fn handle_exit(exit: &ExitEvent, state: LoopState) -> ExitAction {
 /// KVM_EXIT_INTERNAL_ERROR's sub-errors (include/uapi/linux/kvm.h, KVM_INTERNAL_ERROR_*).
 pub fn internal_error_text(suberror: u32, data: &[u64]) -> String {
     let what = match suberror {
-        1 => "emulation failure (KVM_INTERNAL_ERROR_EMULATION): the host could not emulate \
-              the instruction at RIP (on PVM: SSE/AVX at CPL0)",
+        1 => {
+            "emulation failure (KVM_INTERNAL_ERROR_EMULATION): the host could not emulate \
+              the instruction at RIP (on PVM: SSE/AVX at CPL0)"
+        }
         2 => "simultaneous exceptions (KVM_INTERNAL_ERROR_SIMUL_EX)",
-        3 => "delivery event (KVM_INTERNAL_ERROR_DELIVERY_EV): an exit while delivering an \
-              event through the IDT",
+        3 => {
+            "delivery event (KVM_INTERNAL_ERROR_DELIVERY_EV): an exit while delivering an \
+              event through the IDT"
+        }
         4 => "unexpected exit reason (KVM_INTERNAL_ERROR_UNEXPECTED_EXIT_REASON)",
         _ => "unknown suberror",
     };
@@ -287,7 +311,10 @@ mod tests {
             size: 4,
         };
         assert_eq!(handle_exit(&cmd, IDLE), ExitAction::Command { size: 4 });
-        let other_in = ExitEvent::IoIn { port: 0x60, size: 1 };
+        let other_in = ExitEvent::IoIn {
+            port: 0x60,
+            size: 1,
+        };
         assert_eq!(
             handle_exit(&other_in, IN_PHASE),
             ExitAction::Resume(ExitReason::PioInOther)
@@ -360,7 +387,10 @@ mod tests {
                 },
                 "SVM: VMEXIT_INVALID",
             ),
-            (ExitEvent::SystemEvent { kind: 3 }, "crash (KVM_SYSTEM_EVENT_CRASH)"),
+            (
+                ExitEvent::SystemEvent { kind: 3 },
+                "crash (KVM_SYSTEM_EVENT_CRASH)",
+            ),
             (ExitEvent::SystemEvent { kind: 99 }, "unknown type"),
             (
                 ExitEvent::InternalError {

@@ -164,7 +164,10 @@ pub fn run_vcpu(mut ctx: VcpuContext) -> VcpuOutcome {
 }
 
 /// An owned copy of `exit` (the borrow of kvm_run ends here, so the loop can use the vCPU).
-fn exit_event(exit: Result<VcpuExit<'_>, kvm_ioctls::Error>, vcpu_run: RunFields) -> Result<ExitEvent, kvm_ioctls::Error> {
+fn exit_event(
+    exit: Result<VcpuExit<'_>, kvm_ioctls::Error>,
+    vcpu_run: RunFields,
+) -> Result<ExitEvent, kvm_ioctls::Error> {
     Ok(match exit {
         Ok(VcpuExit::IoOut(port, data)) => ExitEvent::IoOut {
             port,

@@ -292,6 +292,9 @@ mod tests {
         assert_eq!(s.blocks[0].hypercalls_seen, 1);
         assert_eq!(s.variants.len(), 3);
         assert_eq!(s.variants[2].exits[&ExitReason::IrqWindowOpen], 1);
-        assert_eq!(s.variants[2].exit_rips[&(0x1000, ExitReason::IrqWindowOpen)], 1);
+        assert_eq!(
+            s.variants[2].exit_rips[&(0x1000, ExitReason::IrqWindowOpen)],
+            1
+        );
     }
 }
