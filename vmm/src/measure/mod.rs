@@ -163,6 +163,7 @@ pub fn run_plan(
             }
         }
         let Some(s) = session.as_mut() else { continue };
+        progress(i, total, &first.group, "start");
         let mut run = GroupRun {
             session: s,
             plan,
