@@ -136,9 +136,8 @@ impl OutputTarget {
                 what: what.clone(),
                 path: path.to_owned(),
             })?;
+        let canonical = check_folder(&what, path, folder_of(path))?;
         check_not_special(&what, path)?;
-        let dir = folder_of(path);
-        let canonical = check_folder(&what, path, dir)?;
         Ok(OutputTarget {
             what,
             dest: Destination::File(path.to_owned()),
