@@ -413,6 +413,23 @@ fn a_device_as_guest_fails_at_once() {
     );
 }
 
+/// A config or results file that is a device or FIFO is refused at once, never read or waited on.
+#[test]
+fn devices_and_fifos_as_config_or_results_fail_at_once() {
+    let dir = tmp();
+    let fifo = dir.path().join("in.fifo");
+    mkfifo(&fifo);
+    for input in ["/dev/zero", path_str(&fifo)] {
+        for args in [vec!["run", input], vec!["compare", input, input]] {
+            let started = Instant::now();
+            let out = run(&args);
+            assert_eq!(out.status.code(), Some(2), "{args:?}");
+            assert!(started.elapsed() < Duration::from_secs(5), "{args:?} read");
+            assert!(text(&out.stderr).contains("not a regular file"), "{args:?}");
+        }
+    }
+}
+
 /// `irqbench list | head -1` and friends: a closed pipe ends quietly with 141, never a panic.
 #[test]
 fn a_closed_stdout_pipe_ends_quietly_with_141() {
