@@ -282,6 +282,20 @@ fn check_folder(what: &str, path: &Path, dir: &Path) -> Result<PathBuf, OutputEr
     if unsafe { libc::access(c.as_ptr(), libc::W_OK | libc::X_OK) } != 0 {
         return Err(not_writable(io::Error::last_os_error()));
     }
+    // root passes access(2) even where no file can be created (/proc, /sys); creating the kind
+    // of file the write will create is the only sure test, and costs a hidden, removed file.
+    let probe = canonical.join(format!(
+        ".irqbench-probe.{}-{}",
+        std::process::id(),
+        TEMP_SEQ.fetch_add(1, Ordering::Relaxed)
+    ));
+    OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&probe)
+        .map_err(not_writable)?;
+    // Best effort: a leftover empty hidden file is harmless.
+    let _ = fs::remove_file(&probe);
     Ok(canonical)
 }
 
