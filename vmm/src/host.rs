@@ -472,11 +472,15 @@ pub fn format_manifest(m: &HostManifest) -> String {
 /// `IRQBENCH_REQUIRE_KVM=1` (CI sets it) a missing KVM panics instead, so a runner without KVM
 /// fails loudly rather than passing every KVM test by skipping it.
 pub fn test_kvm() -> Option<Kvm> {
-    match open_kvm() {
+    kvm_or_skip(open_kvm(), kvm_required())
+}
+
+fn kvm_or_skip(opened: Result<Kvm, HostError>, required: bool) -> Option<Kvm> {
+    match opened {
         Ok(kvm) => Some(kvm),
         Err(e) => {
             let why = crate::error_chain(&e, ": ");
-            if kvm_required() {
+            if required {
                 panic!("{REQUIRE_KVM_VAR}=1 but KVM cannot be opened: {why}");
             }
             eprintln!("skipped: needs /dev/kvm ({why})");
@@ -588,6 +592,17 @@ mod tests {
         if Path::new(KVM_PATH).exists() {
             check_kvm_device(Path::new(KVM_PATH)).expect("/dev/kvm is KVM");
         }
+    }
+
+    #[test]
+    #[should_panic(expected = "IRQBENCH_REQUIRE_KVM=1 but KVM cannot be opened")]
+    fn a_required_kvm_that_cannot_be_opened_fails_the_test() {
+        kvm_or_skip(Err(HostError::EmptyDeviceVar), true);
+    }
+
+    #[test]
+    fn an_optional_kvm_that_cannot_be_opened_skips() {
+        assert!(kvm_or_skip(Err(HostError::EmptyDeviceVar), false).is_none());
     }
 
     #[test]
