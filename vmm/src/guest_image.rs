@@ -14,9 +14,6 @@ use vm_memory::{GuestAddress, GuestMemoryMmap};
 /// The guest this binary was built with (see vmm/build.rs).
 pub static EMBEDDED_GUEST: &[u8] = include_bytes!(env!("IRQBENCH_GUEST_ELF"));
 
-/// Bigger than any plausible guest; refuse before reading a huge file into memory.
-const MAX_IMAGE_FILE: u64 = 64 << 20;
-
 const PT_LOAD: u32 = 1;
 const PF_X: u32 = 1;
 const SHT_SYMTAB: u32 = 2;
@@ -25,14 +22,9 @@ const STT_NOTYPE: u8 = 0;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ImageError {
-    #[error("cannot read guest image {path}")]
-    Read {
-        path: String,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("guest image {path} is {size} bytes; the limit is {MAX_IMAGE_FILE}")]
-    TooLarge { path: String, size: u64 },
+    /// A missing, oversized or non-regular file: the bounded read names the path and limit.
+    #[error(transparent)]
+    Read(#[from] crate::bounded::BoundedReadError),
     #[error("guest image {source_name} is not a valid guest kernel: {reason}")]
     Invalid { source_name: String, reason: String },
     #[error("loading guest image {source_name} into guest memory failed")]
@@ -58,6 +50,20 @@ pub struct Segment {
 pub struct Symbol {
     pub name: String,
     pub addr: u64,
+    /// `st_size`: 0 for the guest's assembly labels, which carry no `.size`.
+    pub size: u64,
+}
+
+impl Symbol {
+    /// The guest marks where each function stops with a zero-size `<function>_end` label, which
+    /// shares its address with whatever function follows.
+    fn is_end_label(&self) -> bool {
+        self.name.ends_with("_end")
+    }
+
+    fn spans(&self, rip: u64) -> bool {
+        rip >= self.addr && rip - self.addr < self.size
+    }
 }
 
 /// Symbols sorted by address; a RIP belongs to the closest symbol at or below it.
@@ -71,11 +77,30 @@ impl SymbolTable {
         self.symbols.iter().find(|s| s.name == name).map(|s| s.addr)
     }
 
-    /// The symbol containing `rip` (the nearest at or below it) and the offset into it.
+    /// The symbol containing `rip` (the nearest at or below it) and the offset into it; see
+    /// [`SymbolTable::lookup_for`] for which of several symbols at one address wins.
     pub fn lookup(&self, rip: u64) -> Option<(&Symbol, u64)> {
+        self.lookup_for(rip, |_| false)
+    }
+
+    /// Like [`SymbolTable::lookup`], preferring names for which `prefer` holds (a caller passes
+    /// its phase's strategy) when several symbols share the nearest address. The `_end` label of
+    /// one function and the start of the next share an address, so name order alone would credit
+    /// an exit in the next function to the previous one. Ranking, best first: a sized symbol
+    /// whose range holds `rip`; a preferred name; a name that is not an `_end` label; then the
+    /// alphabetically last (the most specific site label, e.g. `<function>_disable`).
+    pub fn lookup_for(&self, rip: u64, prefer: impl Fn(&str) -> bool) -> Option<(&Symbol, u64)> {
         let idx = self.symbols.partition_point(|s| s.addr <= rip);
-        let sym = self.symbols.get(idx.checked_sub(1)?)?;
+        let nearest = self.symbols.get(idx.checked_sub(1)?)?.addr;
+        let first = self.symbols.partition_point(|s| s.addr < nearest);
+        let sym = self.symbols[first..idx]
+            .iter()
+            .max_by_key(|s| (s.spans(rip), prefer(&s.name), !s.is_end_label()))?;
         Some((sym, rip - sym.addr))
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.symbols.is_empty()
     }
 
     /// The next symbol strictly above `addr` (a function's end when nothing follows).
@@ -105,23 +130,24 @@ impl GuestImage {
         GuestImage::parse(EMBEDDED_GUEST.to_vec(), "<embedded>")
     }
 
+    /// Reads at most [`crate::bounded::MAX_GUEST_BYTES`] from a regular file: `--guest
+    /// /dev/zero` or a FIFO is refused instead of read until memory runs out.
     pub fn from_file(path: &Path) -> Result<GuestImage, ImageError> {
-        let name = path.display().to_string();
-        let meta = std::fs::metadata(path).map_err(|source| ImageError::Read {
-            path: name.clone(),
-            source,
-        })?;
-        if meta.len() > MAX_IMAGE_FILE {
-            return Err(ImageError::TooLarge {
-                path: name,
-                size: meta.len(),
-            });
-        }
-        let bytes = std::fs::read(path).map_err(|source| ImageError::Read {
-            path: name.clone(),
-            source,
-        })?;
-        GuestImage::parse(bytes, &name)
+        let bytes =
+            crate::bounded::read_bounded(path, crate::bounded::MAX_GUEST_BYTES, "guest image")?;
+        GuestImage::parse(bytes, &path.display().to_string())
+    }
+
+    /// Why exit attribution and `disasm` will not work with this image, if they will not: a
+    /// stripped guest still boots and is measured, so this is a warning, not an error.
+    pub fn symbol_warning(&self) -> Option<String> {
+        self.symbols.is_empty().then(|| {
+            format!(
+                "guest image {} has no symbol table: exit sites cannot be attributed to \
+                 strategies and disasm finds no functions (do not strip the guest)",
+                self.source
+            )
+        })
     }
 
     /// Validates the ELF against the guest memory map. Every check names what it found and what
@@ -369,9 +395,12 @@ fn read_symbols(elf: &ElfView<'_>, shoff: u64, shentsize: u64, shnum: u64) -> Sy
         }
         for j in 0..size / 24 {
             let at = (off + j * 24) as usize;
-            let (Some(name_off), Some(info), Some(value)) =
-                (elf.u32(at), elf.bytes.get(at + 4), elf.u64(at + 8))
-            else {
+            let (Some(name_off), Some(info), Some(value), Some(size)) = (
+                elf.u32(at),
+                elf.bytes.get(at + 4),
+                elf.u64(at + 8),
+                elf.u64(at + 16),
+            ) else {
                 break;
             };
             let kind = info & 0xF;
@@ -391,6 +420,7 @@ fn read_symbols(elf: &ElfView<'_>, shoff: u64, shentsize: u64, shnum: u64) -> Sy
             symbols.push(Symbol {
                 name: name.to_string(),
                 addr: value,
+                size,
             });
         }
     }
@@ -433,6 +463,84 @@ mod tests {
         let (sym, off) = image.symbols.lookup(restore + 1).expect("inside");
         assert_eq!(sym.name, "irqbench_op_native_skip_restore");
         assert_eq!(off, 1);
+    }
+
+    /// `irqbench_op_native_popf_end` shares its address with the start of
+    /// `irqbench_op_native_cli_sti`; an exit there belongs to cli/sti, whose own labels start
+    /// there too (the most specific one, the `_disable` site, is the one reported).
+    #[test]
+    fn an_end_label_never_wins_over_the_function_starting_there() {
+        let image = embedded();
+        let start = image
+            .symbols
+            .address("irqbench_op_native_cli_sti")
+            .expect("symbol");
+        assert_eq!(
+            image.symbols.address("irqbench_op_native_popf_end"),
+            Some(start),
+            "the embedded guest no longer shares the address; pick another pair"
+        );
+        for rip in [start, start + 1] {
+            let (sym, _) = image.symbols.lookup(rip).expect("inside");
+            assert!(
+                sym.name.starts_with("irqbench_op_native_cli_sti") && !sym.is_end_label(),
+                "{rip:#x} resolved to {}",
+                sym.name
+            );
+        }
+        let (sym, off) = image
+            .symbols
+            .lookup_for(start, |n| n == "irqbench_op_native_cli_sti")
+            .expect("inside");
+        assert_eq!((sym.name.as_str(), off), ("irqbench_op_native_cli_sti", 0));
+        // A caller measuring native-popf may still claim the address (a trap reported after
+        // popf's last instruction).
+        let (sym, _) = image
+            .symbols
+            .lookup_for(start, |n| n.starts_with("irqbench_op_native_popf"))
+            .expect("inside");
+        assert_eq!(sym.name, "irqbench_op_native_popf_end");
+    }
+
+    #[test]
+    fn a_sized_symbol_holding_the_rip_wins() {
+        let sym = |name: &str, addr, size| Symbol {
+            name: name.into(),
+            addr,
+            size,
+        };
+        let table = SymbolTable {
+            symbols: vec![sym("a_end", 0x10, 0), sym("b", 0x10, 8), sym("zz", 0x10, 0)],
+        };
+        assert_eq!(table.lookup(0x12).expect("inside").0.name, "b");
+        assert_eq!(table.lookup(0x18).expect("past b").0.name, "zz");
+        assert!(table.lookup(0xF).is_none());
+    }
+
+    #[test]
+    fn a_stripped_guest_loads_with_a_warning() {
+        let mut bytes = EMBEDDED_GUEST.to_vec();
+        bytes[60..62].copy_from_slice(&0u16.to_le_bytes()); // e_shnum: no section headers
+        let image = GuestImage::parse(bytes, "stripped.elf").expect("still a valid guest");
+        let warning = image.symbol_warning().expect("a warning");
+        assert!(
+            warning.contains("stripped.elf") && warning.contains("no symbol table"),
+            "{warning}"
+        );
+        assert!(embedded().symbol_warning().is_none());
+    }
+
+    #[test]
+    fn devices_are_refused_without_reading() {
+        let started = std::time::Instant::now();
+        let err = GuestImage::from_file(Path::new("/dev/zero"))
+            .expect_err("a device")
+            .to_string();
+        assert!(
+            err.contains("/dev/zero") && err.contains("character device"),
+            "{err}"
+        );
+        assert!(started.elapsed() < std::time::Duration::from_secs(1));
     }
 
     /// Malformed images, each built here from the real guest, and the message each must give.

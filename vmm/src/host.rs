@@ -27,6 +27,12 @@ const KVM_PATH: &str = "/dev/kvm";
 const SYS_MODULE: &str = "/sys/module";
 const PROC_MODULES: &str = "/proc/modules";
 const PROC_CPUINFO: &str = "/proc/cpuinfo";
+/// Names another KVM device node than /dev/kvm.
+pub const KVM_DEVICE_VAR: &str = "IRQBENCH_KVM_DEVICE";
+/// Set to 1 to make tests that need KVM fail instead of skip when it cannot be opened.
+pub const REQUIRE_KVM_VAR: &str = "IRQBENCH_REQUIRE_KVM";
+/// `/dev/kvm` is the misc device with the fixed minor KVM_MINOR (include/linux/miscdevice.h).
+const KVM_DEVICE_NUMBER: (u32, u32) = (10, 232);
 
 #[derive(Debug, thiserror::Error)]
 pub enum HostError {
@@ -50,6 +56,20 @@ pub enum HostError {
         path: PathBuf,
         #[source]
         source: io::Error,
+    },
+    #[error(
+        "{} (from {KVM_DEVICE_VAR}) is a {kind}, not the KVM character device (10:232): \
+         irqbench opens only KVM, never another device",
+        path.display()
+    )]
+    NotKvmDevice { path: PathBuf, kind: String },
+    #[error("{KVM_DEVICE_VAR} is set but empty; unset it to use {KVM_PATH}")]
+    EmptyDeviceVar,
+    #[error("cannot open the KVM device {KVM_DEVICE_VAR}={}", path.display())]
+    DeviceVar {
+        path: PathBuf,
+        #[source]
+        source: Box<HostError>,
     },
     #[error("cannot create a probe VM")]
     CreateVm(#[source] kvm_ioctls::Error),
@@ -135,10 +155,44 @@ pub fn host_is_nested() -> bool {
 /// Opens `/dev/kvm`, or the device named by `IRQBENCH_KVM_DEVICE` (for hosts that expose KVM
 /// elsewhere, and for testing the error a missing device gives).
 pub fn open_kvm() -> Result<Kvm, HostError> {
-    match std::env::var_os("IRQBENCH_KVM_DEVICE") {
-        Some(p) => open_kvm_at(Path::new(&p)),
+    match std::env::var_os(KVM_DEVICE_VAR) {
+        Some(p) if p.is_empty() => Err(HostError::EmptyDeviceVar),
+        Some(p) => {
+            let path = PathBuf::from(p);
+            check_kvm_device(&path)
+                .and_then(|()| open_kvm_at(&path))
+                .map_err(|e| HostError::DeviceVar {
+                    path,
+                    source: Box::new(e),
+                })
+        }
         None => open_kvm_at(Path::new(KVM_PATH)),
     }
+}
+
+/// A path from the environment is opened read-write only if it is KVM's device node: opening
+/// some other device can have effects of its own (a watchdog starts counting down, a tape
+/// rewinds), and a FIFO or file is no KVM anyway. A missing path is left to the open, whose
+/// error explains it.
+fn check_kvm_device(path: &Path) -> Result<(), HostError> {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let Ok(meta) = fs::metadata(path) else {
+        return Ok(());
+    };
+    let rdev = meta.rdev();
+    let number = (libc::major(rdev), libc::minor(rdev));
+    if meta.file_type().is_char_device() && number == KVM_DEVICE_NUMBER {
+        return Ok(());
+    }
+    let kind = if meta.file_type().is_char_device() {
+        format!("character device {}:{}", number.0, number.1)
+    } else {
+        crate::bounded::file_kind(&meta).to_owned()
+    };
+    Err(HostError::NotKvmDevice {
+        path: path.to_owned(),
+        kind,
+    })
 }
 
 fn open_kvm_at(path: &Path) -> Result<Kvm, HostError> {
@@ -281,6 +335,17 @@ fn cpuinfo_mhz_as_khz(cpuinfo: &str) -> Option<u64> {
     (mhz > 0.0).then(|| (mhz * 1000.0).round() as u64)
 }
 
+/// The irqchip modes a run can use here: userspace injection always works; the in-kernel
+/// LAPIC (and so `lapic-timer`) needs KVM_CAP_IRQCHIP.
+fn irqchip_modes(capabilities: &BTreeMap<String, i64>) -> Vec<String> {
+    let mut modes = Vec::new();
+    if capabilities.get("KVM_CAP_IRQCHIP").is_some_and(|&v| v > 0) {
+        modes.push(crate::machine::IrqchipMode::InKernel.name().to_owned());
+    }
+    modes.push(crate::machine::IrqchipMode::Userspace.name().to_owned());
+    modes
+}
+
 pub fn manifest(kvm: &Kvm) -> Result<HostManifest, HostError> {
     let cpuinfo = fs::read_to_string(PROC_CPUINFO).unwrap_or_default();
     let flavour = detect_flavour();
@@ -315,6 +380,7 @@ pub fn manifest(kvm: &Kvm) -> Result<HostManifest, HostError> {
         warnings.push("no KVM_CAP_BINARY_STATS_FD: per-exit-reason stats unavailable".to_owned());
     }
 
+    let irqchip_modes = irqchip_modes(&capabilities);
     Ok(HostManifest {
         cpu_model: cpuinfo_field(&cpuinfo, "model name")
             .unwrap_or("unknown")
@@ -330,7 +396,7 @@ pub fn manifest(kvm: &Kvm) -> Result<HostManifest, HostError> {
         capabilities,
         max_vcpus: u32::try_from(kvm.get_max_vcpus()).unwrap_or(u32::MAX),
         recommended_vcpus: u32::try_from(kvm.get_nr_vcpus()).unwrap_or(u32::MAX),
-        irqchip_modes: Vec::new(),
+        irqchip_modes,
         vcpu_pinning: false,
         warnings,
     })
@@ -402,15 +468,29 @@ pub fn format_manifest(m: &HostManifest) -> String {
     out
 }
 
-/// For tests: the real /dev/kvm, or `None` after printing why the test is skipped.
+/// For tests: the real /dev/kvm, or `None` after printing why the test is skipped. With
+/// `IRQBENCH_REQUIRE_KVM=1` (CI sets it) a missing KVM panics instead, so a runner without KVM
+/// fails loudly rather than passing every KVM test by skipping it.
 pub fn test_kvm() -> Option<Kvm> {
-    match open_kvm() {
+    kvm_or_skip(open_kvm(), kvm_required())
+}
+
+fn kvm_or_skip(opened: Result<Kvm, HostError>, required: bool) -> Option<Kvm> {
+    match opened {
         Ok(kvm) => Some(kvm),
         Err(e) => {
-            eprintln!("skipped: needs /dev/kvm ({e})");
+            let why = crate::error_chain(&e, ": ");
+            if required {
+                panic!("{REQUIRE_KVM_VAR}=1 but KVM cannot be opened: {why}");
+            }
+            eprintln!("skipped: needs /dev/kvm ({why})");
             None
         }
     }
+}
+
+fn kvm_required() -> bool {
+    std::env::var_os(REQUIRE_KVM_VAR).is_some_and(|v| v == "1")
 }
 
 #[cfg(test)]
@@ -418,14 +498,6 @@ mod tests {
     use vmm_sys_util::tempdir::TempDir;
 
     use super::*;
-
-    fn kvm_or_skip() -> Option<Kvm> {
-        if let Some(reason) = kvm_available() {
-            eprintln!("skipping: {reason}");
-            return None;
-        }
-        Some(open_kvm().unwrap())
-    }
 
     #[test]
     fn flavour_matches_sys_module() {
@@ -504,8 +576,45 @@ mod tests {
     }
 
     #[test]
+    fn only_the_kvm_device_is_opened_from_the_environment() {
+        let dir = TempDir::new().unwrap();
+        let file = dir.as_path().join("kvm");
+        fs::write(&file, "").unwrap();
+        for (path, kind) in [
+            (Path::new("/dev/null"), "character device 1:3"),
+            (file.as_path(), "regular file"),
+            (dir.as_path(), "directory"),
+        ] {
+            let err = check_kvm_device(path).expect_err("not KVM").to_string();
+            assert!(err.contains(kind) && err.contains(KVM_DEVICE_VAR), "{err}");
+        }
+        assert!(check_kvm_device(Path::new("/nonexistent/kvm")).is_ok());
+        if Path::new(KVM_PATH).exists() {
+            check_kvm_device(Path::new(KVM_PATH)).expect("/dev/kvm is KVM");
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "IRQBENCH_REQUIRE_KVM=1 but KVM cannot be opened")]
+    fn a_required_kvm_that_cannot_be_opened_fails_the_test() {
+        kvm_or_skip(Err(HostError::EmptyDeviceVar), true);
+    }
+
+    #[test]
+    fn an_optional_kvm_that_cannot_be_opened_skips() {
+        assert!(kvm_or_skip(Err(HostError::EmptyDeviceVar), false).is_none());
+    }
+
+    #[test]
+    fn irqchip_modes_follow_the_capability() {
+        let caps = |v: i64| BTreeMap::from([("KVM_CAP_IRQCHIP".to_owned(), v)]);
+        assert_eq!(irqchip_modes(&caps(1)), ["in-kernel", "userspace"]);
+        assert_eq!(irqchip_modes(&caps(0)), ["userspace"]);
+    }
+
+    #[test]
     fn manifest_of_this_host() {
-        let Some(kvm) = kvm_or_skip() else { return };
+        let Some(kvm) = test_kvm() else { return };
         let m = manifest(&kvm).unwrap();
         println!("{}", format_manifest(&m));
         assert!(!m.cpu_model.is_empty());
@@ -519,5 +628,10 @@ mod tests {
         let text = format_manifest(&m);
         assert!(text.contains("capabilities:\n  KVM_CAP_"));
         assert!(text.lines().any(|l| l.starts_with("kvm flavour:")));
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with("irqchip modes:") && l.contains("userspace")),
+            "{text}"
+        );
     }
 }

@@ -1,10 +1,12 @@
 //! irqbench: a minimal KVM VMM that boots its own guest kernel and measures what each way of
 //! saving and restoring the x86 interrupt flag costs, in VM exits and in cycles.
 //!
-//! Modules follow the data flow of DESIGN.md:
+//! Modules follow the data flow (docs/ARCHITECTURE.md):
 //! config TOML → [`config`] → [`plan::Plan`] → [`machine`] (VM, memory, guest image, vCPUs)
-//! → [`vcpu`] run loops → [`runner`] (phases, [`kvm_stats`] deltas, statistics)
-//! → [`results::RunReport`] → [`report`] (table, JSON, CSV, Markdown, SVG, compare).
+//! → [`measure`] (groups in interleaved rounds, estimators, disturbance) → [`session`] (booted
+//! VM, one thread per vCPU) → [`vcpu`] run loops ([`kvm_stats`] deltas) → [`protocol`]
+//! → [`results::RunReport`] → [`report`] (table, JSON, CSV, Markdown, SVG, compare)
+//! → [`output`] (files replaced only where a regular file or nothing is, and stdout).
 
 pub mod bounded;
 pub mod config;
@@ -15,6 +17,7 @@ pub mod irq_load;
 pub mod kvm_stats;
 pub mod machine;
 pub mod measure;
+pub mod output;
 pub mod plan;
 pub mod protocol;
 pub mod report;

@@ -7,8 +7,9 @@ use std::sync::atomic::Ordering;
 
 use irqbench_abi::{self as abi, FaultRecord, PhaseDescriptor, PhaseRecord};
 use kvm_bindings::{
-    kvm_enable_cap, kvm_fpu, kvm_regs, kvm_segment, kvm_sregs, kvm_userspace_memory_region, CpuId,
-    KVM_CAP_EXIT_HYPERCALL, KVM_MAX_CPUID_ENTRIES,
+    kvm_enable_cap, kvm_fpu, kvm_mp_state, kvm_regs, kvm_segment, kvm_sregs,
+    kvm_userspace_memory_region, CpuId, KVM_CAP_EXIT_HYPERCALL, KVM_MAX_CPUID_ENTRIES,
+    KVM_MP_STATE_RUNNABLE,
 };
 use kvm_ioctls::{Kvm, VcpuFd, VmFd};
 use vm_memory::{ByteValued, Bytes, GuestAddress, GuestMemoryBackend, GuestMemoryMmap};
@@ -166,6 +167,9 @@ impl Machine {
                 .create_vcpu(u64::from(index))
                 .map_err(|source| MachineError::CreateVcpu { index, source })?;
             configure_vcpu(&vcpu, index, entry, &cpuid)?;
+            if config.irqchip == IrqchipMode::InKernel {
+                make_runnable(&vcpu, index)?;
+            }
             vcpus.push(vcpu);
         }
         Ok(Machine {
@@ -515,6 +519,26 @@ fn configure_vcpu(
     Ok(())
 }
 
+/// With an in-kernel irqchip KVM models the x86 boot protocol: vCPU 0 is the BSP and every other
+/// vCPU starts as an application processor in KVM_MP_STATE_UNINITIALIZED, waiting for an
+/// INIT/SIPI that this guest never sends, so KVM_RUN on it never enters the guest. Every vCPU here
+/// already has its long-mode registers, so it is made runnable directly. KVM API documentation
+/// (Documentation/virt/kvm/api.rst) 4.38 KVM_GET_MP_STATE lists the states, and 4.39
+/// KVM_SET_MP_STATE says that on x86 the ioctl "is only useful after KVM_CREATE_IRQCHIP"
+/// (without one userspace owns the state, and every vCPU already runs). The ioctl is generic x86
+/// code, the same on VMX, SVM and PVM; it comes after KVM_SET_REGS/SREGS because those never
+/// change the MP state of an AP, while setting RUNNABLE last leaves no INIT latched.
+fn make_runnable(vcpu: &VcpuFd, index: u32) -> Result<(), MachineError> {
+    vcpu.set_mp_state(kvm_mp_state {
+        mp_state: KVM_MP_STATE_RUNNABLE,
+    })
+    .map_err(|source| MachineError::ConfigureVcpu {
+        index,
+        step: "KVM_SET_MP_STATE",
+        source,
+    })
+}
+
 /// The supported CPUID with this vCPU's APIC id, so every vCPU is distinct to the guest.
 fn vcpu_cpuid(supported: &CpuId, index: u32) -> CpuId {
     let mut cpuid = supported.clone();
@@ -601,6 +625,41 @@ mod tests {
             mailbox.read_u64(abi::slot_gpa(1), "slot").expect("read") as u32,
             abi::MAILBOX_MAGIC
         );
+    }
+
+    /// Application processors used to stay in KVM_MP_STATE_UNINITIALIZED under the in-kernel
+    /// irqchip: a 2-vCPU lapic-timer run never booted vCPU 1. Each vCPU must boot and take its
+    /// own timer interrupts.
+    #[test]
+    fn every_vcpu_boots_and_ticks_with_the_in_kernel_irqchip() {
+        use crate::plan::{IrqSource, Plan, Workload};
+        let Some(kvm) = crate::host::test_kvm() else {
+            return;
+        };
+        let image = std::sync::Arc::new(GuestImage::embedded().expect("embedded guest"));
+        for vcpus in [1u32, 2, 4] {
+            // Idle spins are cheap even where guest code is emulated; 20k of them outlast many
+            // 200 µs timer periods.
+            let mut phase = Plan::single(Workload::Idle, vcpus, 20_000).phases.remove(0);
+            phase.irq = IrqSource::LapicTimer { period_us: 200.0 };
+            let (session, d) = crate::session::run_raw(
+                &kvm,
+                &image,
+                &phase,
+                IrqchipMode::InKernel,
+                std::time::Duration::from_secs(60),
+            )
+            .unwrap_or_else(|e| panic!("{vcpus} vCPUs: {}", crate::error_chain(&e, ": ")));
+            assert_eq!(d.records.len(), vcpus as usize);
+            for (i, r) in d.records.iter().enumerate() {
+                assert!(
+                    r.interrupts > 0,
+                    "{vcpus} vCPUs: vCPU {i} took no timer interrupt in {} cycles",
+                    r.tsc_cycles
+                );
+            }
+            session.shutdown();
+        }
     }
 
     #[test]

@@ -3,18 +3,19 @@
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use clap::{CommandFactory, Parser, Subcommand};
 use irqbench::config::{self, Limits};
 use irqbench::guest_image::GuestImage;
 use irqbench::measure;
+use irqbench::output::{self, OutputError, OutputTarget};
 use irqbench::plan::{InsnId, IrqSource, Plan, StrategyId};
 use irqbench::report::{self, OutputDir};
 use irqbench::results::RunReport;
 use irqbench::session::RunOptions;
-use irqbench::{decode, host};
+use irqbench::{bounded, decode, host};
 
 /// The configs shipped in configs/, runnable by name (`irqbench run strategies`).
 const BUILTIN_CONFIGS: [(&str, &str); 6] = [
@@ -48,7 +49,16 @@ many VM exits and how many TSC cycles one operation costs, under a configurable 
   irqbench compare before.json after.json   # old --> new with the change and its noise
   irqbench host                             # CPU, kernel, KVM flavour (vmx/svm/pvm), TSC
   irqbench disasm native-skip               # the exact instructions of a strategy
-  irqbench list                             # strategies, instructions, irq sources, configs"
+  irqbench list                             # strategies, instructions, irq sources, configs
+
+Environment:
+  IRQBENCH_KVM_DEVICE   the KVM device node to open instead of /dev/kvm; it must be KVM's
+                        character device (10:232), nothing else is opened
+  IRQBENCH_REQUIRE_KVM  tests only: 1 makes tests that need KVM fail instead of skip
+
+When stdout is a pipe that was closed (irqbench list | head -1) irqbench stops quietly with
+status 141, as a command killed by SIGPIPE; any other stdout error (a full disk) is reported
+with status 1."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -65,9 +75,14 @@ enum Command {
   irqbench run epoll-irqsave-vs-irq --markdown mail.md
   irqbench run my.toml --guest ./my-guest.elf    # another guest payload
 
+Outputs: --json/--csv/--markdown take a new path, a regular file (replaced atomically) or `-`
+for stdout (then the table is not printed, and no chart is written); a symlink, FIFO or device
+is refused. Every output is checked before the first VM starts.
+
 Exit status: 0 all phases measured; 1 a phase failed (guest fault, timeout, protocol
-violation) or the run could not start; 2 bad config or arguments; 130 interrupted (partial
-results are still written and marked \"partial\").")]
+violation) or the run could not start; 2 bad config or arguments (outputs included); 130
+interrupted by SIGINT or SIGTERM, 129 by SIGHUP (partial results are still written and marked
+\"partial\"); 141 stdout was a closed pipe.")]
     Run(RunArgs),
     /// Print the host manifest: CPU, kernel, KVM flavour, TSC, capabilities.
     #[command(after_help = "Example:\n  irqbench host")]
@@ -104,7 +119,13 @@ test is deliberately strict: use more repeats to resolve small changes. Changes 
         #[arg(long)]
         markdown: bool,
         /// Never call a change below this many percent beyond noise (run-to-run drift floor).
-        #[arg(long, value_name = "PCT", default_value_t = report::DEFAULT_MIN_CHANGE_PCT)]
+        #[arg(
+            long,
+            value_name = "PCT",
+            default_value_t = report::DEFAULT_MIN_CHANGE_PCT,
+            value_parser = parse_min_change,
+            allow_hyphen_values = true
+        )]
         min_change: f64,
     },
     /// List strategies, instruction probes, interrupt sources and shipped configs.
@@ -129,24 +150,36 @@ fn main() -> ExitCode {
             markdown,
             min_change,
         } => cmd_compare(&old, &new, markdown, min_change),
-        Command::List => {
-            cmd_list();
-            ExitCode::SUCCESS
-        }
+        Command::List => emit(&list_text()),
         Command::Completions { shell } => {
-            clap_complete::generate(
-                shell,
-                &mut Cli::command(),
-                "irqbench",
-                &mut std::io::stdout(),
-            );
-            ExitCode::SUCCESS
+            // Generated into memory: clap_complete panics when its writer fails.
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "irqbench", &mut script);
+            emit_bytes(&script)
         }
     }
 }
 
+/// A percentage a comparison can use: `nan` or a negative floor would call every change noise
+/// or none, silently.
+fn parse_min_change(s: &str) -> Result<f64, String> {
+    let v: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{s}` is not a number"))?;
+    if !v.is_finite() || !(0.0..=1000.0).contains(&v) {
+        return Err(format!("`{s}` is outside 0..=1000 (percent)"));
+    }
+    Ok(v)
+}
+
+/// Messages go to stderr without `eprintln!`, which panics when stderr is a closed pipe or full.
+fn warn(msg: impl std::fmt::Display) {
+    let _ = writeln!(std::io::stderr().lock(), "irqbench: {msg}");
+}
+
 fn fail(code: u8, msg: impl std::fmt::Display) -> ExitCode {
-    eprintln!("irqbench: {msg}");
+    warn(msg);
     ExitCode::from(code)
 }
 
@@ -155,12 +188,38 @@ fn chain(e: &dyn std::error::Error) -> String {
     irqbench::error_chain(e, "\n  caused by: ")
 }
 
+/// Prints a command's whole output; see [`stdout_status`].
+fn emit(text: &str) -> ExitCode {
+    emit_bytes(text.as_bytes())
+}
+
+fn emit_bytes(bytes: &[u8]) -> ExitCode {
+    match output::print_stdout(bytes) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => stdout_status(&e),
+    }
+}
+
+/// A closed pipe ends quietly with 141 (what a shell shows for SIGPIPE: `| head` is not an
+/// error worth a message); any other failure (`> /dev/full`) is reported, status 1.
+fn stdout_status(e: &std::io::Error) -> ExitCode {
+    if e.kind() == std::io::ErrorKind::BrokenPipe {
+        ExitCode::from(output::BROKEN_PIPE_STATUS)
+    } else {
+        fail(1, format!("cannot write to stdout: {e}"))
+    }
+}
+
 fn load_image(guest: Option<&Path>) -> Result<GuestImage, ExitCode> {
-    match guest {
+    let image = match guest {
         Some(p) => GuestImage::from_file(p),
         None => GuestImage::embedded(),
     }
-    .map_err(|e| fail(1, chain(&e)))
+    .map_err(|e| fail(1, chain(&e)))?;
+    if let Some(w) = image.symbol_warning() {
+        warn(format!("warning: {w}"));
+    }
+    Ok(image)
 }
 
 #[derive(Debug, clap::Args)]
@@ -171,13 +230,13 @@ struct RunArgs {
     /// Guest kernel ELF to boot instead of the embedded one.
     #[arg(long, value_name = "FILE")]
     guest: Option<PathBuf>,
-    /// Write the results as JSON (and an SVG chart next to it).
+    /// Write the results as JSON (and an SVG chart next to it); `-` for stdout.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
-    /// Write one CSV row per result.
+    /// Write one CSV row per result; `-` for stdout.
     #[arg(long, value_name = "FILE")]
     csv: Option<PathBuf>,
-    /// Write a Markdown report (host manifest and tables) to paste into a mail.
+    /// Write a Markdown report (host manifest and tables) to paste into a mail; `-` for stdout.
     #[arg(long, value_name = "FILE")]
     markdown: Option<PathBuf>,
     /// Write every format into a new timestamped folder under DIR (never overwritten).
@@ -207,11 +266,142 @@ fn load_plan(config: Option<&str>, limits: &Limits) -> Result<Plan, ExitCode> {
             ),
         ));
     }
-    config::load_file(path, limits).map_err(|e| fail(2, chain(&e)))
+    // Bounded: `irqbench run /dev/zero` or a FIFO must not read without end or block.
+    let text = bounded::read_text_bounded(path, bounded::MAX_CONFIG_BYTES, "config")
+        .map_err(|e| fail(2, chain(&e)))?;
+    config::load_str(&text, &path.display().to_string(), limits).map_err(|e| fail(2, chain(&e)))
+}
+
+/// `report::read_json` reads without a bound; until it does, only a regular file of plausible
+/// size reaches it (`stat` follows links and never opens, so a FIFO cannot block here).
+fn check_results_file(path: &Path) -> Result<(), ExitCode> {
+    let refuse = |e: bounded::BoundedReadError| fail(2, chain(&e));
+    let what = "results JSON";
+    let meta = std::fs::metadata(path).map_err(|source| {
+        refuse(bounded::BoundedReadError::Open {
+            what,
+            path: path.to_owned(),
+            source,
+        })
+    })?;
+    if !meta.is_file() {
+        return Err(refuse(bounded::BoundedReadError::NotRegular {
+            what,
+            path: path.to_owned(),
+            kind: bounded::file_kind(&meta),
+        }));
+    }
+    if meta.len() > bounded::MAX_RESULTS_BYTES {
+        return Err(refuse(bounded::BoundedReadError::TooLarge {
+            what,
+            path: path.to_owned(),
+            size: meta.len(),
+            limit: bounded::MAX_RESULTS_BYTES,
+        }));
+    }
+    Ok(())
+}
+
+/// The run's file outputs, each checked before any VM starts.
+#[derive(Debug, Default)]
+struct Outputs {
+    json: Option<OutputTarget>,
+    svg: Option<OutputTarget>,
+    csv: Option<OutputTarget>,
+    markdown: Option<OutputTarget>,
+}
+
+impl Outputs {
+    fn all(&self) -> Vec<&OutputTarget> {
+        [&self.json, &self.svg, &self.csv, &self.markdown]
+            .into_iter()
+            .flatten()
+            .collect()
+    }
+
+    fn uses_stdout(&self) -> bool {
+        self.all().iter().any(|t| t.is_stdout())
+    }
+}
+
+/// Every output path is checked up front (a typo must not cost a whole run): kind, folder,
+/// duplicates, and overlap with the config or guest this run reads.
+fn check_outputs(args: &RunArgs) -> Result<Outputs, OutputError> {
+    let target = |what: &str, p: &Option<PathBuf>| p.as_deref().map(|p| OutputTarget::new(what, p));
+    let json = target("--json", &args.json).transpose()?;
+    let svg = json
+        .as_ref()
+        .and_then(|j| j.sibling("the chart beside --json", "svg"))
+        .transpose()?;
+    let outputs = Outputs {
+        json,
+        svg,
+        csv: target("--csv", &args.csv).transpose()?,
+        markdown: target("--markdown", &args.markdown).transpose()?,
+    };
+    let mut inputs: Vec<(&str, &Path)> = Vec::new();
+    if let Some(c) = &args.config {
+        inputs.push(("config", Path::new(c)));
+    }
+    if let Some(g) = &args.guest {
+        inputs.push(("guest image", g));
+    }
+    output::check_distinct(&outputs.all(), &inputs)?;
+    Ok(outputs)
+}
+
+/// Which signal stopped the run (0: none), for the exit status.
+struct Signals {
+    stop: Arc<AtomicBool>,
+    which: Arc<AtomicUsize>,
+}
+
+/// SIGINT, SIGTERM and SIGHUP (a closed terminal or ssh session) stop the run cleanly so the
+/// measured part is written; a second one exits at once.
+fn install_signals() -> Signals {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    let stop = Arc::new(AtomicBool::new(false));
+    let which = Arc::new(AtomicUsize::new(0));
+    for sig in [SIGINT, SIGTERM, SIGHUP] {
+        let _ =
+            signal_hook::flag::register_conditional_shutdown(sig, exit_status(sig), stop.clone());
+        let _ = signal_hook::flag::register_usize(sig, which.clone(), sig as usize);
+        let _ = signal_hook::flag::register(sig, stop.clone());
+    }
+    Signals { stop, which }
+}
+
+/// SIGHUP gives 128 + 1 as a shell would; SIGINT and SIGTERM keep the documented 130.
+fn exit_status(sig: i32) -> i32 {
+    if sig == signal_hook::consts::SIGHUP {
+        129
+    } else {
+        130
+    }
+}
+
+fn progress_bar(quiet: bool, phases: usize) -> Option<indicatif::ProgressBar> {
+    (!quiet && std::io::stderr().is_terminal()).then(|| {
+        let bar = indicatif::ProgressBar::new(phases as u64);
+        bar.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{elapsed_precise} [{bar:30}] {pos}/{len} {msg}",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+            .progress_chars("=> "),
+        );
+        // Shown only once the run has lasted a second: short runs stay quiet.
+        bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
+        bar
+    })
 }
 
 fn cmd_run(args: RunArgs) -> ExitCode {
-    // Config and guest errors come first, so both can be checked on a machine without KVM;
+    let outputs = match check_outputs(&args) {
+        Ok(o) => o,
+        Err(e) => return fail(2, chain(&e)),
+    };
+    // Config and guest errors come next, so both can be checked on a machine without KVM;
     // the vCPU limit is KVM's when it can be asked.
     let kvm = host::open_kvm();
     let limits = match &kvm {
@@ -235,40 +425,74 @@ fn cmd_run(args: RunArgs) -> ExitCode {
     let out_dir = match &args.out {
         Some(base) => match OutputDir::create(base, &plan.name) {
             Ok(d) => Some(d),
-            Err(e) => return fail(1, chain(&e)),
+            Err(e) => return fail(2, chain(&e)),
         },
         None => None,
     };
-
-    // Ctrl-C / SIGTERM: stop cleanly and write what was measured; a second Ctrl-C exits at once.
-    let stop = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        let _ = signal_hook::flag::register_conditional_shutdown(sig, 130, stop.clone());
-        let _ = signal_hook::flag::register(sig, stop.clone());
+    let signals = install_signals();
+    let report = match measure(&kvm, &plan, &image, &signals, args.quiet) {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    let mut status = if report.partial {
+        let sig = signals.which.load(Ordering::SeqCst) as i32;
+        ExitCode::from(if sig == 0 {
+            130
+        } else {
+            exit_status(sig) as u8
+        })
+    } else if !report.failures.is_empty() {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    };
+    if let Err(code) = write_outputs(&report, &outputs, out_dir.as_ref(), args.quiet) {
+        status = code;
     }
-    let options = RunOptions { stop: stop.clone() };
-    let bar = (!args.quiet && std::io::stderr().is_terminal()).then(|| {
-        let bar = indicatif::ProgressBar::new(plan.phases.len() as u64);
-        bar.set_style(
-            indicatif::ProgressStyle::with_template(
-                "{elapsed_precise} [{bar:30}] {pos}/{len} {msg}",
-            )
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
-            .progress_chars("=> "),
-        );
-        // Shown only once the run has lasted a second: short runs stay quiet.
-        bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
-        bar
-    });
+    for f in &report.failures {
+        warn(format_args!("phase {} failed:\n{}", f.name, f.error));
+    }
+    if report.partial {
+        warn(format_args!(
+            "run stopped early ({}); results are marked partial",
+            report.partial_reason.as_deref().unwrap_or("?")
+        ));
+    }
+    // The table last: a closed stdout must not cost the files or the messages above.
+    if !args.quiet && !outputs.uses_stdout() {
+        if let Err(e) =
+            output::print_stdout(format!("{}\n", report::render_table(&report)).as_bytes())
+        {
+            let code = stdout_status(&e);
+            if status == ExitCode::SUCCESS {
+                status = code;
+            }
+        }
+    }
+    status
+}
+
+/// Runs the plan with progress on stderr.
+fn measure(
+    kvm: &kvm_ioctls::Kvm,
+    plan: &Plan,
+    image: &Arc<GuestImage>,
+    signals: &Signals,
+    quiet: bool,
+) -> Result<RunReport, ExitCode> {
+    let options = RunOptions {
+        stop: signals.stop.clone(),
+    };
+    let bar = progress_bar(quiet, plan.phases.len());
     let started = std::time::Instant::now();
     let mut bar_shown = false;
-    if !args.quiet {
-        eprintln!(
-            "irqbench: running `{}` ({} phases) from {}",
+    if !quiet {
+        warn(format_args!(
+            "running `{}` ({} phases) from {}",
             plan.name,
             plan.phases.len(),
             plan.source
-        );
+        ));
     }
     let mut progress = |i: usize, _n: usize, name: &str, step: &str| {
         if let Some(b) = &bar {
@@ -280,72 +504,92 @@ fn cmd_run(args: RunArgs) -> ExitCode {
             b.set_message(format!("{name}: {step}"));
         }
     };
-    let result = measure::run_plan(&kvm, &plan, &image, &options, &mut progress);
+    let result = measure::run_plan(kvm, plan, image, &options, &mut progress);
     if let Some(b) = &bar {
         b.finish_and_clear();
     }
-    let report = match result {
-        Ok(r) => r,
-        Err(e) => return fail(1, chain(&e)),
-    };
-    let mut status = if report.partial {
-        ExitCode::from(130)
-    } else if !report.failures.is_empty() {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
-    };
-    if let Err(code) = write_outputs(&report, &args, out_dir.as_ref()) {
-        status = code;
-    }
-    if !args.quiet {
-        let mut stdout = std::io::stdout().lock();
-        let _ = writeln!(stdout, "{}", report::render_table(&report));
-    }
-    for f in &report.failures {
-        eprintln!("irqbench: phase {} failed:\n{}", f.name, f.error);
-    }
-    if report.partial {
-        eprintln!(
-            "irqbench: run stopped early ({}); results are marked partial",
-            report.partial_reason.as_deref().unwrap_or("?")
-        );
-    }
-    status
+    result.map_err(|e| fail(1, chain(&e)))
 }
 
+/// Every format rendered in memory, then written through [`OutputTarget`]; a failure is
+/// reported and the remaining outputs are still written.
 fn write_outputs(
     report: &RunReport,
-    args: &RunArgs,
+    outputs: &Outputs,
     out_dir: Option<&OutputDir>,
+    quiet: bool,
 ) -> Result<(), ExitCode> {
+    let mut jobs: Vec<(OutputTarget, Result<String, String>)> = Vec::new();
     let mut failed = None;
-    let mut note = |what: &str, path: &Path, r: Result<(), report::ReportError>| match r {
-        Ok(()) => {
-            if !args.quiet {
-                eprintln!("irqbench: wrote {what} {}", path.display());
-            }
-        }
-        Err(e) => failed = Some(fail(1, chain(&e))),
-    };
-    if let Some(p) = &args.json {
-        note("JSON", p, report::write_json(report, p));
-        let svg = p.with_extension("svg");
-        note("chart", &svg, report::write_svg(report, &svg));
+    if let Some(t) = &outputs.json {
+        jobs.push((t.clone(), render_json(report)));
     }
-    if let Some(p) = &args.csv {
-        note("CSV", p, report::write_csv(report, p));
+    if let Some(t) = &outputs.svg {
+        jobs.push((t.clone(), report::render_svg(report)));
     }
-    if let Some(p) = &args.markdown {
-        note("Markdown", p, report::write_markdown(report, p));
+    if let Some(t) = &outputs.csv {
+        jobs.push((t.clone(), Ok(report::render_csv(report))));
+    }
+    if let Some(t) = &outputs.markdown {
+        jobs.push((t.clone(), Ok(report::render_markdown(report))));
     }
     if let Some(d) = out_dir {
-        note("results to", d.path(), d.write_all(report));
+        // JSON first: it is the one `compare` needs.
+        let files: [(PathBuf, Result<String, String>); 5] = [
+            (d.json(), render_json(report)),
+            (d.csv(), Ok(report::render_csv(report))),
+            (d.markdown(), Ok(report::render_markdown(report))),
+            (d.table(), Ok(report::render_table(report))),
+            (d.svg(), report::render_svg(report)),
+        ];
+        for (path, text) in files {
+            match OutputTarget::new("a file in --out", &path) {
+                Ok(t) => jobs.push((t, text)),
+                Err(e) => failed = Some(fail(1, chain(&e))),
+            }
+        }
+    }
+    for (target, text) in jobs {
+        if let Err(code) = write_one(&target, text, quiet) {
+            failed = Some(code);
+        }
     }
     match failed {
         Some(code) => Err(code),
         None => Ok(()),
     }
+}
+
+fn write_one(
+    target: &OutputTarget,
+    text: Result<String, String>,
+    quiet: bool,
+) -> Result<(), ExitCode> {
+    let text = text.map_err(|why| fail(1, format!("cannot render {}: {why}", target.what())))?;
+    match target.write(text.as_bytes()) {
+        Ok(()) => {
+            if !quiet {
+                warn(format_args!(
+                    "wrote {} {}",
+                    target.what(),
+                    target.describe()
+                ));
+            }
+            Ok(())
+        }
+        Err(e) if e.is_broken_pipe() => Err(ExitCode::from(output::BROKEN_PIPE_STATUS)),
+        Err(e) => Err(fail(1, chain(&e))),
+    }
+}
+
+/// Pretty JSON with a trailing newline.
+fn render_json(report: &RunReport) -> Result<String, String> {
+    serde_json::to_string_pretty(report)
+        .map(|mut s| {
+            s.push('\n');
+            s
+        })
+        .map_err(|e| e.to_string())
 }
 
 fn cmd_host(json: bool) -> ExitCode {
@@ -354,17 +598,11 @@ fn cmd_host(json: bool) -> ExitCode {
         Err(e) => return fail(1, chain(&e)),
     };
     match host::manifest(&kvm) {
-        Ok(m) if json => {
-            println!(
-                "{}",
-                serde_json::to_string_pretty(&m).unwrap_or_else(|e| e.to_string())
-            );
-            ExitCode::SUCCESS
-        }
-        Ok(m) => {
-            println!("{}", host::format_manifest(&m));
-            ExitCode::SUCCESS
-        }
+        Ok(m) if json => match serde_json::to_string_pretty(&m) {
+            Ok(text) => emit(&format!("{text}\n")),
+            Err(e) => fail(1, format!("cannot encode the host manifest: {e}")),
+        },
+        Ok(m) => emit(&format!("{}\n", host::format_manifest(&m))),
         Err(e) => fail(1, chain(&e)),
     }
 }
@@ -408,38 +646,50 @@ fn cmd_disasm(names: &[String], guest: Option<&Path>) -> ExitCode {
             }
         }
     }
+    let mut out = String::new();
     for s in strategies {
-        println!("{} — {}", s.name(), s.describe());
-        let mut functions = vec![s.symbol()];
-        functions.extend(pv_targets(s).iter().map(|t| t.to_string()));
-        for f in functions {
-            let Some((addr, code)) = image.function_code(&f) else {
-                println!("  <{f}>: not found in {}", image.source);
-                continue;
-            };
-            println!("  <{f}>:");
-            for insn in decode::decode_all(code, addr) {
-                // Site labels of this function only (the previous one's `_end` shares an address).
-                let label = image
-                    .symbols
-                    .iter()
-                    .find(|sym| sym.addr == insn.addr && sym.name != f && sym.name.starts_with(&f))
-                    .map(|sym| format!("  <{}>", sym.name))
-                    .unwrap_or_default();
-                println!(
-                    "    {:#x}: {:<24} {}{label}",
-                    insn.addr,
-                    decode::hex(&insn.bytes),
-                    insn.text
-                );
-            }
-        }
-        println!();
+        disasm_strategy(&mut out, &image, s);
     }
-    ExitCode::SUCCESS
+    emit(&out)
+}
+
+fn disasm_strategy(out: &mut String, image: &GuestImage, s: StrategyId) {
+    use std::fmt::Write as _;
+    let _ = writeln!(out, "{} — {}", s.name(), s.describe());
+    let mut functions = vec![s.symbol()];
+    functions.extend(pv_targets(s).iter().map(|t| t.to_string()));
+    for f in functions {
+        let Some((addr, code)) = image.function_code(&f) else {
+            let _ = writeln!(out, "  <{f}>: not found in {}", image.source);
+            continue;
+        };
+        let _ = writeln!(out, "  <{f}>:");
+        for insn in decode::decode_all(code, addr) {
+            // Site labels of this function only (the previous one's `_end` shares an address).
+            let label = image
+                .symbols
+                .iter()
+                .find(|sym| sym.addr == insn.addr && sym.name != f && sym.name.starts_with(&f))
+                .map(|sym| format!("  <{}>", sym.name))
+                .unwrap_or_default();
+            let _ = writeln!(
+                out,
+                "    {:#x}: {:<24} {}{label}",
+                insn.addr,
+                decode::hex(&insn.bytes),
+                insn.text
+            );
+        }
+    }
+    out.push('\n');
 }
 
 fn cmd_compare(old: &Path, new: &Path, markdown: bool, min_change: f64) -> ExitCode {
+    for path in [old, new] {
+        if let Err(code) = check_results_file(path) {
+            return code;
+        }
+    }
     let a = match report::read_json(old) {
         Ok(r) => r,
         Err(e) => return fail(2, chain(&e)),
@@ -449,25 +699,26 @@ fn cmd_compare(old: &Path, new: &Path, markdown: bool, min_change: f64) -> ExitC
         Err(e) => return fail(2, chain(&e)),
     };
     let c = report::compare_with(&a, &b, min_change);
-    print!("{}", report::render_compare(&c, markdown));
-    ExitCode::SUCCESS
+    emit(&report::render_compare(&c, markdown))
 }
 
-fn cmd_list() {
-    println!("strategies (bench kind \"strategy\" or \"lock\"):");
+fn list_text() -> String {
+    use std::fmt::Write as _;
+    let mut out = String::from("strategies (bench kind \"strategy\" or \"lock\"):\n");
     for s in StrategyId::all() {
-        println!("  {:<16} {}", s.name(), s.describe());
+        let _ = writeln!(out, "  {:<16} {}", s.name(), s.describe());
     }
-    println!("\ninstruction probes (bench kind \"insn\"):");
+    out.push_str("\ninstruction probes (bench kind \"insn\"):\n");
     for i in InsnId::all() {
-        println!(
+        let _ = writeln!(
+            out,
             "  {:<16} {} (x{} per iteration)",
             i.name(),
             i.describe(),
             i.unroll()
         );
     }
-    println!("\ninterrupt sources (bench key irq = [{{ source = ... }}]):");
+    out.push_str("\ninterrupt sources (bench key irq = [{ source = ... }]):\n");
     let sources = [
         (IrqSource::None, "no interrupt load"),
         (
@@ -484,9 +735,9 @@ fn cmd_list() {
         ),
     ];
     for (s, what) in sources {
-        println!("  {:<16} {what}", s.name());
+        let _ = writeln!(out, "  {:<16} {what}", s.name());
     }
-    println!("\nshipped configs (irqbench run NAME, or configs/NAME.toml):");
+    out.push_str("\nshipped configs (irqbench run NAME, or configs/NAME.toml):\n");
     for (name, text) in BUILTIN_CONFIGS {
         // Every shipped config opens with "# <name> — <the question it answers>".
         let question = text
@@ -495,6 +746,22 @@ fn cmd_list() {
             .and_then(|l| l.split_once(" — "))
             .map(|(_, q)| q.trim())
             .unwrap_or("");
-        println!("  {name:<22} {question}");
+        let _ = writeln!(out, "  {name:<22} {question}");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn min_change_must_be_a_finite_percentage() {
+        for bad in ["nan", "NaN", "inf", "-5", "1000.5", "x", ""] {
+            assert!(parse_min_change(bad).is_err(), "{bad} accepted");
+        }
+        for good in ["0", "5", "12.5", "1000"] {
+            assert!(parse_min_change(good).is_ok(), "{good} refused");
+        }
     }
 }

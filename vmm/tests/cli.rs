@@ -1,5 +1,7 @@
 //! The `irqbench` binary as a user meets it: real runs on /dev/kvm, errors, signals, compare.
 
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -16,18 +18,10 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
+/// The library's check: honours IRQBENCH_KVM_DEVICE, and panics instead of skipping under
+/// IRQBENCH_REQUIRE_KVM=1.
 fn kvm_or_skip() -> bool {
-    match std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open("/dev/kvm")
-    {
-        Ok(_) => true,
-        Err(e) => {
-            eprintln!("skipped: needs /dev/kvm ({e})");
-            false
-        }
-    }
+    irqbench::host::test_kvm().is_some()
 }
 
 fn tmp() -> tempfile::TempDir {
@@ -286,12 +280,15 @@ fn sigint_stops_the_run_and_leaves_a_partial_json() {
         serde_json::from_str(&std::fs::read_to_string(&json).expect("partial JSON written"))
             .expect("valid JSON");
     assert_eq!(report["partial"], serde_json::Value::Bool(true));
-    assert_eq!(report["schema"], "irqbench-results/1");
+    assert_eq!(report["schema"], irqbench::results::SCHEMA);
 }
 
 #[test]
 fn vmcall_is_refused_on_pvm_with_a_clear_error() {
-    if !kvm_or_skip() || !Path::new("/sys/module/kvm_pvm").exists() {
+    if !kvm_or_skip() {
+        return;
+    }
+    if !Path::new("/sys/module/kvm_pvm").exists() {
         eprintln!("skipped: only PVM hosts refuse vmcall");
         return;
     }
@@ -310,4 +307,277 @@ fn vmcall_is_refused_on_pvm_with_a_clear_error() {
         err.contains("vmcall") && err.contains("livelocks") && err.contains("\"port\""),
         "{err}"
     );
+}
+
+fn path_str(p: &Path) -> &str {
+    p.to_str().expect("utf-8")
+}
+
+fn mkfifo(path: &Path) {
+    let c = std::ffi::CString::new(path_str(path)).expect("no NUL");
+    // SAFETY: mkfifo reads the NUL-terminated path, which outlives the call.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
+}
+
+/// The write end of a pipe whose read end is already closed: every write gets EPIPE.
+fn closed_pipe() -> Stdio {
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 fills the two-element array it is given.
+    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+    // SAFETY: both fds were just created by pipe2 and are owned by nobody else.
+    let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    drop(read);
+    Stdio::from(write)
+}
+
+/// Outputs at a symlink or a FIFO (stand-ins for device nodes) are refused before anything
+/// runs: the link and the FIFO stay as they were, and no chart appears beside them.
+#[test]
+fn outputs_that_are_not_regular_files_are_refused_and_left_alone() {
+    let dir = tmp();
+    let victim = dir.path().join("victim.txt");
+    std::fs::write(&victim, "keep").expect("write");
+    let link = dir.path().join("link.json");
+    std::os::unix::fs::symlink(&victim, &link).expect("symlink");
+    let fifo = dir.path().join("fifo.json");
+    mkfifo(&fifo);
+    for (flag, path, kind) in [
+        ("--json", &link, "symbolic link"),
+        ("--json", &fifo, "FIFO"),
+        ("--csv", &fifo, "FIFO"),
+        ("--markdown", &link, "symbolic link"),
+    ] {
+        let started = Instant::now();
+        let out = run(&["run", "quick", "-q", flag, path_str(path)]);
+        assert_eq!(out.status.code(), Some(2), "{flag} {path:?}");
+        let err = text(&out.stderr);
+        assert!(
+            err.contains(kind) && err.contains(path_str(path)),
+            "{flag}: {err}"
+        );
+        assert!(started.elapsed() < Duration::from_secs(5), "refused late");
+    }
+    assert!(std::fs::symlink_metadata(&link)
+        .expect("link")
+        .file_type()
+        .is_symlink());
+    assert!(std::fs::symlink_metadata(&fifo)
+        .expect("fifo")
+        .file_type()
+        .is_fifo());
+    assert_eq!(std::fs::read_to_string(&victim).expect("victim"), "keep");
+    assert!(!link.with_extension("svg").exists() && !fifo.with_extension("svg").exists());
+}
+
+/// Every output problem is found before the first VM starts, so these fail at once with 2 and
+/// touch nothing.
+#[test]
+fn bad_output_paths_fail_before_the_run() {
+    let dir = tmp();
+    let config = tiny_config(dir.path(), &["native-popf"]);
+    let before = std::fs::read_to_string(&config).expect("config");
+    let x = dir.path().join("x");
+    let x_again = format!("{}/./x", path_str(dir.path()));
+    let cfg = path_str(&config);
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["--json", "/nonexistent/x.json"], "/nonexistent"),
+        (vec!["--json", path_str(&x), "--csv", &x_again], "both name"),
+        (vec!["--markdown", cfg], "config"),
+        (vec!["--json", "-", "--csv", "-"], "both name"),
+        (vec!["--json", path_str(dir.path())], "directory"),
+    ];
+    for (extra, expected) in cases {
+        let mut args = vec!["run", cfg, "-q"];
+        args.extend(&extra);
+        let started = Instant::now();
+        let out = run(&args);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{extra:?}: {err}");
+        assert!(err.contains(expected), "{extra:?}: {err}");
+        assert!(started.elapsed() < Duration::from_secs(5), "{extra:?} ran");
+    }
+    assert_eq!(std::fs::read_to_string(&config).expect("config"), before);
+    assert!(!x.exists());
+}
+
+#[test]
+fn a_device_as_guest_fails_at_once() {
+    let started = Instant::now();
+    let out = run(&["run", "--guest", "/dev/zero"]);
+    assert_ne!(out.status.code(), Some(0));
+    assert!(started.elapsed() < Duration::from_secs(5), "read /dev/zero");
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("/dev/zero") && err.contains("character device"),
+        "{err}"
+    );
+}
+
+/// A config or results file that is a device or FIFO is refused at once, never read or waited on.
+#[test]
+fn devices_and_fifos_as_config_or_results_fail_at_once() {
+    let dir = tmp();
+    let fifo = dir.path().join("in.fifo");
+    mkfifo(&fifo);
+    for input in ["/dev/zero", path_str(&fifo)] {
+        for args in [vec!["run", input], vec!["compare", input, input]] {
+            let started = Instant::now();
+            let out = run(&args);
+            assert_eq!(out.status.code(), Some(2), "{args:?}");
+            assert!(started.elapsed() < Duration::from_secs(5), "{args:?} read");
+            assert!(text(&out.stderr).contains("not a regular file"), "{args:?}");
+        }
+    }
+}
+
+/// `irqbench list | head -1` and friends: a closed pipe ends quietly with 141, never a panic.
+#[test]
+fn a_closed_stdout_pipe_ends_quietly_with_141() {
+    let mut commands = vec![vec!["list"], vec!["disasm"], vec!["completions", "bash"]];
+    if kvm_or_skip() {
+        commands.push(vec!["host"]);
+        commands.push(vec!["host", "--json"]);
+    }
+    for args in commands {
+        let out = irqbench()
+            .args(&args)
+            .stdout(closed_pipe())
+            .output()
+            .expect("spawn");
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(141), "{args:?}: {err}");
+        assert!(err.is_empty(), "{args:?} complained: {err}");
+    }
+}
+
+#[test]
+fn a_full_stdout_is_an_error() {
+    for args in [vec!["list"], vec!["disasm", "native-popf"]] {
+        let full = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .expect("/dev/full");
+        let out = irqbench().args(&args).stdout(full).output().expect("spawn");
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        let err = text(&out.stderr);
+        assert!(err.contains("stdout") && !err.contains("panicked"), "{err}");
+    }
+}
+
+#[test]
+fn min_change_must_be_a_finite_percentage() {
+    for bad in ["--min-change=nan", "--min-change=-5", "--min-change=inf"] {
+        let out = run(&["compare", "a.json", "b.json", bad]);
+        assert_eq!(out.status.code(), Some(2), "{bad}");
+        assert!(text(&out.stderr).contains("0..=1000"), "{bad}");
+    }
+}
+
+#[test]
+fn a_kvm_device_variable_naming_something_else_is_refused() {
+    for device in ["/dev/null", "/dev/zero"] {
+        let out = irqbench()
+            .args(["host"])
+            .env("IRQBENCH_KVM_DEVICE", device)
+            .output()
+            .expect("spawn");
+        assert_eq!(out.status.code(), Some(1));
+        let err = text(&out.stderr);
+        assert!(
+            err.contains("IRQBENCH_KVM_DEVICE") && err.contains(device),
+            "{err}"
+        );
+    }
+    let out = irqbench()
+        .args(["run"])
+        .env("IRQBENCH_KVM_DEVICE", "")
+        .output()
+        .expect("spawn");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("empty"));
+    let help = text(&run(&["--help"]).stdout);
+    assert!(help.contains("IRQBENCH_KVM_DEVICE"), "{help}");
+}
+
+#[test]
+fn host_lists_the_irqchip_modes() {
+    if !kvm_or_skip() {
+        return;
+    }
+    let stdout = text(&run(&["host"]).stdout);
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("irqchip modes:"))
+        .expect("an irqchip modes line");
+    assert!(
+        line.contains("userspace") && !line.ends_with(" -"),
+        "{line}"
+    );
+}
+
+/// `--json -` prints the JSON (and nothing else) on stdout; a full stdout fails the run.
+#[test]
+fn json_to_stdout_and_a_full_stdout() {
+    if !kvm_or_skip() {
+        return;
+    }
+    let dir = tmp();
+    let config = tiny_config(dir.path(), &["native-popf"]);
+    let out = run(&["run", path_str(&config), "--json", "-"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let report: serde_json::Value =
+        serde_json::from_slice(&out.stdout).expect("stdout is exactly the JSON");
+    assert_eq!(report["schema"], irqbench::results::SCHEMA);
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .expect("/dev/full");
+    let out = irqbench()
+        .args(["run", path_str(&config)])
+        .stdout(full)
+        .output()
+        .expect("spawn");
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("cannot write to stdout"));
+}
+
+#[test]
+fn sighup_stops_the_run_like_sigterm_and_leaves_a_partial_json() {
+    if !kvm_or_skip() {
+        return;
+    }
+    let dir = tmp();
+    let json = dir.path().join("partial.json");
+    let config = dir.path().join("long.toml");
+    std::fs::write(
+        &config,
+        "name = \"long\"\n[run]\ntarget_ms = 200\nrepeats = 20\n\n[[bench]]\nname = \"l\"\n",
+    )
+    .expect("write");
+    let mut child = irqbench()
+        .args([
+            "run",
+            path_str(&config),
+            "--quiet",
+            "--json",
+            path_str(&json),
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    std::thread::sleep(Duration::from_millis(1500));
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(child.id() as i32, libc::SIGHUP) };
+    let started = Instant::now();
+    let status = child.wait().expect("wait");
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "did not stop promptly"
+    );
+    assert_eq!(status.code(), Some(129));
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).expect("partial JSON written"))
+            .expect("valid JSON");
+    assert_eq!(report["partial"], serde_json::Value::Bool(true));
 }

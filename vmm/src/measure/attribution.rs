@@ -12,11 +12,17 @@ use crate::vcpu::ExitReason;
 /// Maps exit RIPs to (strategy, site) through the symbol table.
 pub fn attribute_sites(image: &GuestImage, sites: &ExitRips, phase: &PhasePlan) -> Vec<ExitSite> {
     // One row per (symbol, reason): the count over all its RIPs, shown at its busiest RIP.
+    // Where labels of two strategies share an address, the row's own strategy wins.
+    let stem = phase.workload.label().replace('-', "_");
     let mut grouped: BTreeMap<(String, ExitReason), (u64, u64, u64)> = BTreeMap::new();
     for (&(rip, reason), &count) in sites {
         let symbol = image
             .symbols
-            .lookup(rip)
+            .lookup_for(rip, |name| {
+                name.strip_prefix("irqbench_op_")
+                    .or_else(|| name.strip_prefix("irqbench_lockop_"))
+                    .is_some_and(|rest| rest.starts_with(&stem))
+            })
             .map_or_else(|| "?".to_string(), |(s, _)| s.name.clone());
         let entry = grouped.entry((symbol, reason)).or_insert((0, rip, 0));
         entry.0 += count;

@@ -1,0 +1,457 @@
+//! Where irqbench writes: every file a run produces, and stdout.
+//!
+//! irqbench runs as root, so a path a user names must never turn into damage: writing goes to a
+//! temporary sibling that is renamed over the target (readers never see a torn file), and a
+//! rename replaces the directory entry whatever it is. A symlink, FIFO, device node or socket at
+//! the path is therefore refused with its kind named, instead of being replaced (`--json
+//! /dev/full` once replaced the device node). Targets are checked before any VM starts, so a bad
+//! path costs nothing, and again just before the rename, in case the path changed meanwhile.
+
+use std::ffi::CString;
+use std::fs::{self, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// The exit status after stdout turned out to be a closed pipe (`irqbench list | head -1`): what
+/// a shell reports for a command killed by SIGPIPE (128 + 13), as `cat` or `ls` would give.
+pub const BROKEN_PIPE_STATUS: u8 = 141;
+
+/// The argument that names stdout instead of a file.
+pub const STDOUT_ARG: &str = "-";
+
+#[derive(Debug, thiserror::Error)]
+pub enum OutputError {
+    #[error(
+        "{what} {path} is a {kind}, not a regular file: irqbench replaces only regular files \
+         (name a new path, or `-` for stdout)"
+    )]
+    NotRegular {
+        what: String,
+        path: PathBuf,
+        kind: &'static str,
+    },
+    #[error("{what} {path} names no file")]
+    NoFileName { what: String, path: PathBuf },
+    #[error("{what} {path}: the folder {dir} does not exist or cannot be searched")]
+    NoFolder {
+        what: String,
+        path: PathBuf,
+        dir: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("{what} {path}: {dir} is not a folder")]
+    NotAFolder {
+        what: String,
+        path: PathBuf,
+        dir: PathBuf,
+    },
+    #[error("{what} {path}: irqbench cannot create files in {dir}")]
+    FolderNotWritable {
+        what: String,
+        path: PathBuf,
+        dir: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("cannot look at {what} {path}")]
+    Inspect {
+        what: String,
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("{what} and {other} both name {path}: give each output its own path")]
+    Duplicate {
+        what: String,
+        other: String,
+        path: PathBuf,
+    },
+    #[error("{what} {path} is the {input} this run reads: it would be replaced")]
+    IsInput {
+        what: String,
+        path: PathBuf,
+        input: String,
+    },
+    #[error("cannot write {what} {path}")]
+    Write {
+        what: String,
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("cannot write {what} to stdout")]
+    Stdout {
+        what: String,
+        #[source]
+        source: io::Error,
+    },
+}
+
+impl OutputError {
+    /// Stdout is a pipe nobody reads any more: not worth a message.
+    pub fn is_broken_pipe(&self) -> bool {
+        matches!(self, OutputError::Stdout { source, .. } if source.kind() == io::ErrorKind::BrokenPipe)
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Destination {
+    Stdout,
+    /// A regular file or a path that does not exist yet.
+    File(PathBuf),
+}
+
+/// One checked output: stdout, or a path where nothing but a regular file is.
+#[derive(Clone, Debug)]
+pub struct OutputTarget {
+    /// What writes here, for messages: `--json`, `chart`, `results.csv in --out`.
+    what: String,
+    dest: Destination,
+    /// The canonical folder plus the file name (`-` for stdout), to find two outputs, or an
+    /// output and an input, that are one file under two spellings.
+    identity: PathBuf,
+}
+
+impl OutputTarget {
+    /// Checks `path` as `what` would write it: `-` is stdout; otherwise the path must be absent
+    /// or a regular file (a symlink is refused even when it points at one: the rename would
+    /// replace the link, not its target), in an existing folder irqbench may create files in.
+    pub fn new(what: impl Into<String>, path: &Path) -> Result<OutputTarget, OutputError> {
+        let what = what.into();
+        if path.as_os_str() == STDOUT_ARG {
+            return Ok(OutputTarget {
+                what,
+                dest: Destination::Stdout,
+                identity: PathBuf::from(STDOUT_ARG),
+            });
+        }
+        let name = path
+            .file_name()
+            .filter(|_| !path.as_os_str().as_bytes().ends_with(b"/"))
+            .ok_or_else(|| OutputError::NoFileName {
+                what: what.clone(),
+                path: path.to_owned(),
+            })?;
+        let canonical = check_folder(&what, path, folder_of(path))?;
+        check_not_special(&what, path)?;
+        Ok(OutputTarget {
+            what,
+            dest: Destination::File(path.to_owned()),
+            identity: canonical.join(name),
+        })
+    }
+
+    pub fn is_stdout(&self) -> bool {
+        self.dest == Destination::Stdout
+    }
+
+    /// The same file name with another extension, checked in turn (the SVG chart beside a
+    /// JSON); `None` for stdout, which has no siblings.
+    pub fn sibling(
+        &self,
+        what: impl Into<String>,
+        extension: &str,
+    ) -> Option<Result<OutputTarget, OutputError>> {
+        match &self.dest {
+            Destination::Stdout => None,
+            Destination::File(p) => Some(OutputTarget::new(what, &p.with_extension(extension))),
+        }
+    }
+
+    /// `stdout` or the path, for "wrote …" messages.
+    pub fn describe(&self) -> String {
+        match &self.dest {
+            Destination::Stdout => "stdout".into(),
+            Destination::File(p) => p.display().to_string(),
+        }
+    }
+
+    pub fn what(&self) -> &str {
+        &self.what
+    }
+
+    pub fn write(&self, bytes: &[u8]) -> Result<(), OutputError> {
+        match &self.dest {
+            Destination::Stdout => print_stdout(bytes).map_err(|source| OutputError::Stdout {
+                what: self.what.clone(),
+                source,
+            }),
+            Destination::File(path) => {
+                // The path may have changed since `new`: check again right before replacing it.
+                check_not_special(&self.what, path)?;
+                replace_file(path, bytes).map_err(|source| OutputError::Write {
+                    what: self.what.clone(),
+                    path: path.clone(),
+                    source,
+                })
+            }
+        }
+    }
+}
+
+/// Refuses two outputs naming one file, and an output naming an input (the config or guest
+/// this run reads). `inputs` are (what, path) pairs; missing inputs are ignored.
+pub fn check_distinct(
+    targets: &[&OutputTarget],
+    inputs: &[(&str, &Path)],
+) -> Result<(), OutputError> {
+    for (i, t) in targets.iter().enumerate() {
+        if let Some(earlier) = targets[..i].iter().find(|o| o.identity == t.identity) {
+            return Err(OutputError::Duplicate {
+                what: t.what.clone(),
+                other: earlier.what.clone(),
+                path: PathBuf::from(t.describe()),
+            });
+        }
+        for (input, path) in inputs {
+            if fs::canonicalize(path).is_ok_and(|c| c == t.identity) {
+                return Err(OutputError::IsInput {
+                    what: t.what.clone(),
+                    path: PathBuf::from(t.describe()),
+                    input: (*input).to_owned(),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Writes all of `bytes` to stdout and flushes, so a full disk or closed pipe is seen here and
+/// not lost in a buffer at exit.
+pub fn print_stdout(bytes: &[u8]) -> io::Result<()> {
+    let mut out = io::stdout().lock();
+    out.write_all(bytes)?;
+    out.flush()
+}
+
+fn folder_of(path: &Path) -> &Path {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    }
+}
+
+/// Absent or a regular file (not followed through a symlink) is fine; anything else is refused.
+fn check_not_special(what: &str, path: &Path) -> Result<(), OutputError> {
+    match fs::symlink_metadata(path) {
+        Ok(meta) if meta.file_type().is_file() => Ok(()),
+        Ok(meta) => Err(OutputError::NotRegular {
+            what: what.to_owned(),
+            path: path.to_owned(),
+            kind: crate::bounded::file_kind(&meta),
+        }),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(source) => Err(OutputError::Inspect {
+            what: what.to_owned(),
+            path: path.to_owned(),
+            source,
+        }),
+    }
+}
+
+/// The folder must exist, be a folder and take new files; returns its canonical path.
+fn check_folder(what: &str, path: &Path, dir: &Path) -> Result<PathBuf, OutputError> {
+    let canonical = fs::canonicalize(dir).map_err(|source| OutputError::NoFolder {
+        what: what.to_owned(),
+        path: path.to_owned(),
+        dir: dir.to_owned(),
+        source,
+    })?;
+    if !canonical.is_dir() {
+        return Err(OutputError::NotAFolder {
+            what: what.to_owned(),
+            path: path.to_owned(),
+            dir: dir.to_owned(),
+        });
+    }
+    let not_writable = |source| OutputError::FolderNotWritable {
+        what: what.to_owned(),
+        path: path.to_owned(),
+        dir: dir.to_owned(),
+        source,
+    };
+    let c = CString::new(canonical.as_os_str().as_bytes())
+        .map_err(|e| not_writable(io::Error::new(io::ErrorKind::InvalidInput, e)))?;
+    // access(2) rather than the permission bits: it also answers for read-only mounts, ACLs and
+    // root (the temporary file is created in this folder, so it needs write and search).
+    // SAFETY: `c` is a NUL-terminated path that outlives the call.
+    if unsafe { libc::access(c.as_ptr(), libc::W_OK | libc::X_OK) } != 0 {
+        return Err(not_writable(io::Error::last_os_error()));
+    }
+    // root passes access(2) even where no file can be created (/proc, /sys); creating the kind
+    // of file the write will create is the only sure test, and costs a hidden, removed file.
+    let probe = canonical.join(format!(
+        ".irqbench-probe.{}-{}",
+        std::process::id(),
+        TEMP_SEQ.fetch_add(1, Ordering::Relaxed)
+    ));
+    OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&probe)
+        .map_err(not_writable)?;
+    // Best effort: a leftover empty hidden file is harmless.
+    let _ = fs::remove_file(&probe);
+    Ok(canonical)
+}
+
+static TEMP_SEQ: AtomicU64 = AtomicU64::new(0);
+
+/// Writes a fresh temporary file beside `path` (O_EXCL: never through an existing name) and
+/// renames it over `path`. A replaced file keeps its permission bits.
+fn replace_file(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let name = path
+        .file_name()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "the path names no file"))?;
+    let tmp = folder_of(path).join(format!(
+        ".{}.{}-{}.tmp",
+        name.to_string_lossy(),
+        std::process::id(),
+        TEMP_SEQ.fetch_add(1, Ordering::Relaxed)
+    ));
+    let mode = fs::symlink_metadata(path)
+        .ok()
+        .filter(|m| m.is_file())
+        .map(|m| m.permissions().mode());
+    let result = (|| {
+        let mut f = OpenOptions::new().write(true).create_new(true).open(&tmp)?;
+        if let Some(mode) = mode {
+            f.set_permissions(fs::Permissions::from_mode(mode))?;
+        }
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        fs::rename(&tmp, path)
+    })();
+    if result.is_err() {
+        // Best effort: the write already failed, and that error is the one worth reporting.
+        let _ = fs::remove_file(&tmp);
+    }
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::FileTypeExt;
+
+    fn mkfifo(path: &Path) {
+        let c = CString::new(path.as_os_str().as_bytes()).unwrap();
+        // SAFETY: mkfifo reads the NUL-terminated path, which outlives the call.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    }
+
+    #[test]
+    fn regular_and_new_files_are_replaced_atomically() {
+        let dir = tempfile::tempdir().unwrap();
+        let old = dir.path().join("old.json");
+        fs::write(&old, "old").unwrap();
+        fs::set_permissions(&old, fs::Permissions::from_mode(0o640)).unwrap();
+        OutputTarget::new("--json", &old)
+            .unwrap()
+            .write(b"new")
+            .unwrap();
+        assert_eq!(fs::read_to_string(&old).unwrap(), "new");
+        assert_eq!(
+            fs::metadata(&old).unwrap().permissions().mode() & 0o777,
+            0o640
+        );
+        let fresh = dir.path().join("fresh.csv");
+        OutputTarget::new("--csv", &fresh)
+            .unwrap()
+            .write(b"a,b\n")
+            .unwrap();
+        assert_eq!(fs::read_to_string(&fresh).unwrap(), "a,b\n");
+        let names: Vec<_> = fs::read_dir(dir.path()).unwrap().flatten().collect();
+        assert_eq!(names.len(), 2, "no temporary file left behind");
+    }
+
+    /// The stand-ins for device nodes: a symlink, a FIFO, and a real character device.
+    #[test]
+    fn symlinks_fifos_and_devices_are_refused_and_left_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("target.txt");
+        fs::write(&target, "keep").unwrap();
+        let link = dir.path().join("link.json");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        let fifo = dir.path().join("fifo.json");
+        mkfifo(&fifo);
+        for (path, kind) in [
+            (link.as_path(), "symbolic link"),
+            (fifo.as_path(), "FIFO"),
+            (Path::new("/dev/full"), "character device"),
+            (dir.path(), "directory"),
+        ] {
+            let err = OutputTarget::new("--json", path).expect_err("refused");
+            let msg = err.to_string();
+            assert!(
+                msg.contains(kind) && msg.contains(&*path.to_string_lossy()),
+                "{msg}"
+            );
+        }
+        assert!(fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        assert!(fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo());
+        assert_eq!(fs::read_to_string(&target).unwrap(), "keep");
+    }
+
+    #[test]
+    fn a_path_that_becomes_special_after_the_check_is_not_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("late.json");
+        let t = OutputTarget::new("--json", &path).unwrap();
+        mkfifo(&path);
+        let err = t.write(b"x").expect_err("refused at write time");
+        assert!(err.to_string().contains("FIFO"), "{err}");
+        assert!(fs::symlink_metadata(&path).unwrap().file_type().is_fifo());
+    }
+
+    #[test]
+    fn stdout_has_no_sibling_and_files_do() {
+        let t = OutputTarget::new("--json", Path::new("-")).unwrap();
+        assert!(t.is_stdout() && t.sibling("chart", "svg").is_none());
+        let dir = tempfile::tempdir().unwrap();
+        let json = OutputTarget::new("--json", &dir.path().join("r.json")).unwrap();
+        let svg = json.sibling("chart", "svg").unwrap().unwrap();
+        assert!(svg.describe().ends_with("r.svg"));
+    }
+
+    #[test]
+    fn missing_or_unusable_folders_are_named() {
+        let err = OutputTarget::new("--json", Path::new("/nonexistent/x.json")).unwrap_err();
+        assert!(err.to_string().contains("/nonexistent"), "{err}");
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("file");
+        fs::write(&file, "").unwrap();
+        let err = OutputTarget::new("--csv", &file.join("x.csv")).unwrap_err();
+        assert!(matches!(
+            err,
+            OutputError::NoFolder { .. } | OutputError::NotAFolder { .. }
+        ));
+        let err = OutputTarget::new("--csv", Path::new("some/dir/")).unwrap_err();
+        assert!(matches!(err, OutputError::NoFileName { .. }), "{err}");
+    }
+
+    #[test]
+    fn duplicates_and_inputs_are_refused_under_any_spelling() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("c.toml");
+        fs::write(&config, "").unwrap();
+        let a = OutputTarget::new("--json", &dir.path().join("x")).unwrap();
+        let b = OutputTarget::new("--csv", &dir.path().join(".").join("x")).unwrap();
+        let err = check_distinct(&[&a, &b], &[]).unwrap_err();
+        assert!(matches!(err, OutputError::Duplicate { .. }), "{err}");
+        let c = OutputTarget::new("--markdown", &config).unwrap();
+        let err = check_distinct(&[&a, &c], &[("config", &config)]).unwrap_err();
+        assert!(err.to_string().contains("config"), "{err}");
+        let s1 = OutputTarget::new("--json", Path::new("-")).unwrap();
+        let s2 = OutputTarget::new("--csv", Path::new("-")).unwrap();
+        assert!(check_distinct(&[&s1, &s2], &[]).is_err());
+        check_distinct(&[&a, &s1], &[("config", &config)]).unwrap();
+    }
+}
