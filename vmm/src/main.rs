@@ -534,15 +534,7 @@ fn write_outputs(
         jobs.push((t.clone(), Ok(report::render_markdown(report))));
     }
     if let Some(d) = out_dir {
-        // JSON first: it is the one `compare` needs.
-        let files: [(PathBuf, Result<String, String>); 5] = [
-            (d.json(), render_json(report)),
-            (d.csv(), Ok(report::render_csv(report))),
-            (d.markdown(), Ok(report::render_markdown(report))),
-            (d.table(), Ok(report::render_table(report))),
-            (d.svg(), report::render_svg(report)),
-        ];
-        for (path, text) in files {
+        for (path, text) in d.files(report) {
             match OutputTarget::new("a file in --out", &path) {
                 Ok(t) => jobs.push((t, text)),
                 Err(e) => failed = Some(fail(1, chain(&e))),
@@ -584,12 +576,7 @@ fn write_one(
 
 /// Pretty JSON with a trailing newline.
 fn render_json(report: &RunReport) -> Result<String, String> {
-    serde_json::to_string_pretty(report)
-        .map(|mut s| {
-            s.push('\n');
-            s
-        })
-        .map_err(|e| e.to_string())
+    report::to_json(report).map_err(|e| e.to_string())
 }
 
 fn cmd_host(json: bool) -> ExitCode {

@@ -41,12 +41,9 @@ pub enum ReportError {
     /// The bounded reader's message already names the file.
     #[error(transparent)]
     Read(#[from] crate::bounded::BoundedReadError),
-    #[error("cannot write {path}")]
-    Write {
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
+    /// The output layer's message already names the file and what it is.
+    #[error(transparent)]
+    Output(#[from] crate::output::OutputError),
     /// Malformed JSON, or JSON that is not a results file; line and column are serde_json's.
     #[error("{path}:{line}:{column}: not a valid irqbench results file")]
     Parse {

@@ -1,56 +1,24 @@
 //! Results files and folders: the only part of the report that touches the filesystem.
 //!
-//! `write_*` are thin wrappers around the pure renderers; every file goes to a temporary
-//! sibling and is renamed into place, so an interrupted run never leaves a truncated JSON that
-//! a later `compare` would choke on.
+//! `write_*` are thin wrappers around the pure renderers; every file is written through
+//! [`crate::output::OutputTarget`] (a temporary sibling renamed into place, never over a
+//! symlink, FIFO or device), so an interrupted run never leaves a truncated JSON that a later
+//! `compare` would choke on.
 
-use std::fs::{self, OpenOptions};
-use std::io::{self, Write as _};
+use std::fs;
+use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use crate::output::OutputTarget;
 use crate::results::RunReport;
 
 use super::format::compact_timestamp;
 use super::ReportError;
 
-static TEMP_SEQ: AtomicU64 = AtomicU64::new(0);
-
-/// Writes `bytes` to a fresh temporary file beside `path`, then renames it over `path`:
-/// readers see the old file or the complete new one, never a torn one.
-fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), ReportError> {
-    let err = |source| ReportError::Write {
-        path: path.to_owned(),
-        source,
-    };
-    let name = path.file_name().ok_or_else(|| {
-        err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "the path names no file",
-        ))
-    })?;
-    let dir = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    let tmp = dir.join(format!(
-        ".{}.{}-{}.tmp",
-        name.to_string_lossy(),
-        std::process::id(),
-        TEMP_SEQ.fetch_add(1, Ordering::Relaxed)
-    ));
-    let result = (|| {
-        let mut f = OpenOptions::new().write(true).create_new(true).open(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        fs::rename(&tmp, path)
-    })();
-    if result.is_err() {
-        // Best effort: the write already failed, and that error is the one worth reporting.
-        let _ = fs::remove_file(&tmp);
-    }
-    result.map_err(err)
+fn write_file(what: &str, path: &Path, bytes: &[u8]) -> Result<(), ReportError> {
+    OutputTarget::new(what, path)?.write(bytes)?;
+    Ok(())
 }
 
 pub fn write_json(report: &RunReport, path: &Path) -> Result<(), ReportError> {
@@ -58,15 +26,19 @@ pub fn write_json(report: &RunReport, path: &Path) -> Result<(), ReportError> {
         path: path.to_owned(),
         source,
     })?;
-    write_atomically(path, text.as_bytes())
+    write_file("results JSON", path, text.as_bytes())
 }
 
 pub fn write_csv(report: &RunReport, path: &Path) -> Result<(), ReportError> {
-    write_atomically(path, super::csv::render_csv(report).as_bytes())
+    write_file("CSV", path, super::csv::render_csv(report).as_bytes())
 }
 
 pub fn write_markdown(report: &RunReport, path: &Path) -> Result<(), ReportError> {
-    write_atomically(path, super::markdown::render_markdown(report).as_bytes())
+    write_file(
+        "Markdown",
+        path,
+        super::markdown::render_markdown(report).as_bytes(),
+    )
 }
 
 pub fn write_svg(report: &RunReport, path: &Path) -> Result<(), ReportError> {
@@ -74,11 +46,7 @@ pub fn write_svg(report: &RunReport, path: &Path) -> Result<(), ReportError> {
         path: path.to_owned(),
         message,
     })?;
-    write_atomically(path, svg.as_bytes())
-}
-
-fn write_table(report: &RunReport, path: &Path) -> Result<(), ReportError> {
-    write_atomically(path, super::table::render_table(report).as_bytes())
+    write_file("chart", path, svg.as_bytes())
 }
 
 /// A fresh folder for one run's files, with the conventional file names inside it.
@@ -117,13 +85,34 @@ impl OutputDir {
         self.path.join("results.txt")
     }
 
-    /// Writes every format. JSON goes first: it is the one `compare` needs.
+    /// Every format rendered: (path, text or why it could not be rendered). JSON goes first:
+    /// it is the one `compare` needs.
+    pub fn files(&self, report: &RunReport) -> Vec<(PathBuf, Result<String, String>)> {
+        vec![
+            (
+                self.json(),
+                super::json::to_json(report).map_err(|e| e.to_string()),
+            ),
+            (self.csv(), Ok(super::csv::render_csv(report))),
+            (
+                self.markdown(),
+                Ok(super::markdown::render_markdown(report)),
+            ),
+            (self.table(), Ok(super::table::render_table(report))),
+            (self.svg(), super::svg::render_svg(report)),
+        ]
+    }
+
+    /// Writes every format of [`OutputDir::files`].
     pub fn write_all(&self, report: &RunReport) -> Result<(), ReportError> {
-        write_json(report, &self.json())?;
-        write_csv(report, &self.csv())?;
-        write_markdown(report, &self.markdown())?;
-        write_table(report, &self.table())?;
-        write_svg(report, &self.svg())
+        for (path, text) in self.files(report) {
+            let text = text.map_err(|message| ReportError::Chart {
+                path: path.clone(),
+                message,
+            })?;
+            write_file("a file in --out", &path, text.as_bytes())?;
+        }
+        Ok(())
     }
 }
 
