@@ -245,14 +245,11 @@ fn run_writes_every_output_and_compare_reads_them() {
     );
 }
 
-#[test]
-fn sigint_stops_the_run_and_leaves_a_partial_json() {
-    if !kvm_or_skip() {
-        return;
-    }
+/// Starts a run long enough that `signal` lands mid-run, sends it after 1.5 s, and returns the
+/// exit code, stderr and the parsed JSON the run left behind.
+fn signal_mid_run(signal: i32) -> (Option<i32>, String, serde_json::Value) {
     let dir = tmp();
     let json = dir.path().join("partial.json");
-    // Long enough that the signal lands mid-run.
     let config = dir.path().join("long.toml");
     std::fs::write(
         &config,
@@ -262,10 +259,10 @@ fn sigint_stops_the_run_and_leaves_a_partial_json() {
     let mut child = irqbench()
         .args([
             "run",
-            config.to_str().expect("utf-8"),
+            path_str(&config),
             "--quiet",
             "--json",
-            json.to_str().expect("utf-8"),
+            path_str(&json),
         ])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -273,17 +270,30 @@ fn sigint_stops_the_run_and_leaves_a_partial_json() {
         .expect("spawn");
     std::thread::sleep(Duration::from_millis(1500));
     // SAFETY: kill(2) on our own child's pid.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    unsafe { libc::kill(child.id() as i32, signal) };
     let started = Instant::now();
     let status = child.wait().expect("wait");
     assert!(
         started.elapsed() < Duration::from_secs(30),
         "did not stop promptly"
     );
-    assert_eq!(status.code(), Some(130));
-    let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).expect("partial JSON written"))
-            .expect("valid JSON");
+    let mut stderr = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        let _ = std::io::Read::read_to_string(&mut e, &mut stderr);
+    }
+    let text = std::fs::read_to_string(&json)
+        .unwrap_or_else(|e| panic!("partial JSON not written ({e}); stderr:\n{stderr}"));
+    let report = serde_json::from_str(&text).expect("valid JSON");
+    (status.code(), stderr, report)
+}
+
+#[test]
+fn sigint_stops_the_run_and_leaves_a_partial_json() {
+    if !kvm_or_skip() {
+        return;
+    }
+    let (code, stderr, report) = signal_mid_run(libc::SIGINT);
+    assert_eq!(code, Some(130), "stderr:\n{stderr}");
     assert_eq!(report["partial"], serde_json::Value::Bool(true));
     assert_eq!(report["schema"], irqbench::results::SCHEMA);
 }
@@ -551,38 +561,7 @@ fn sighup_stops_the_run_like_sigterm_and_leaves_a_partial_json() {
     if !kvm_or_skip() {
         return;
     }
-    let dir = tmp();
-    let json = dir.path().join("partial.json");
-    let config = dir.path().join("long.toml");
-    std::fs::write(
-        &config,
-        "name = \"long\"\n[run]\nmax_seconds = 20\nprecision = 0.0001\n\n[[bench]]\nname = \"l\"\n",
-    )
-    .expect("write");
-    let mut child = irqbench()
-        .args([
-            "run",
-            path_str(&config),
-            "--quiet",
-            "--json",
-            path_str(&json),
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn");
-    std::thread::sleep(Duration::from_millis(1500));
-    // SAFETY: kill(2) on our own child's pid.
-    unsafe { libc::kill(child.id() as i32, libc::SIGHUP) };
-    let started = Instant::now();
-    let status = child.wait().expect("wait");
-    assert!(
-        started.elapsed() < Duration::from_secs(30),
-        "did not stop promptly"
-    );
-    assert_eq!(status.code(), Some(129));
-    let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).expect("partial JSON written"))
-            .expect("valid JSON");
+    let (code, stderr, report) = signal_mid_run(libc::SIGHUP);
+    assert_eq!(code, Some(129), "stderr:\n{stderr}");
     assert_eq!(report["partial"], serde_json::Value::Bool(true));
 }

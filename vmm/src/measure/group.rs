@@ -165,7 +165,11 @@ impl GroupRun<'_> {
                 "round {first_round}, worst CI ±{:.1}%",
                 worst * 100.0
             ));
-            if done || started.elapsed() >= budget || self.options.stop.load(Ordering::SeqCst) {
+            if self.options.stop.load(Ordering::SeqCst) {
+                interrupted = true;
+                break;
+            }
+            if done || started.elapsed() >= budget {
                 break;
             }
         }
