@@ -24,6 +24,18 @@ pub struct Cell {
     pub disturbed: bool,
 }
 
+impl Cell {
+    /// (block − the empty block) / ops: net TSC cycles per operation.
+    fn net(&self, empty: &Cell) -> f64 {
+        (self.cycles_mean - empty.cycles_mean) / self.ops.max(1) as f64
+    }
+
+    /// Operations per second over all vCPUs, from the slowest vCPU's block.
+    fn ops_per_sec(&self, tsc_hz: f64) -> f64 {
+        (self.ops * u64::from(self.vcpus)) as f64 * tsc_hz / self.cycles_max
+    }
+}
+
 /// `rounds[r][v]`: variant `v` (0 = the empty baseline) in round `r`.
 #[derive(Clone, Debug, Default)]
 pub struct RoundTable {
@@ -48,11 +60,19 @@ impl RoundTable {
         })
     }
 
+    /// The rounds where neither the baseline, `a` nor `b` was disturbed: their cells.
+    fn triples(&self, a: usize, b: usize) -> impl Iterator<Item = (&Cell, &Cell, &Cell)> + '_ {
+        self.rounds.iter().filter_map(move |round| {
+            let e = round.first()?.as_ref()?;
+            let x = round.get(a)?.as_ref()?;
+            let y = round.get(b)?.as_ref()?;
+            (!e.disturbed && !x.disturbed && !y.disturbed).then_some((e, x, y))
+        })
+    }
+
     /// Per round: (block(v) − block(empty)) / ops(v): net TSC cycles per operation.
     pub fn net_cycles(&self, v: usize) -> Vec<f64> {
-        self.pairs(0, v)
-            .map(|(e, x)| (x.cycles_mean - e.cycles_mean) / x.ops.max(1) as f64)
-            .collect()
+        self.pairs(0, v).map(|(e, x)| x.net(e)).collect()
     }
 
     /// Per round: block(v) / ops(v), nothing subtracted.
@@ -83,7 +103,7 @@ impl RoundTable {
     pub fn ops_per_sec(&self, v: usize, tsc_hz: f64) -> Vec<f64> {
         self.pairs(0, v)
             .filter(|(_, x)| x.cycles_max > 0.0)
-            .map(|(_, x)| (x.ops * u64::from(x.vcpus)) as f64 * tsc_hz / x.cycles_max)
+            .map(|(_, x)| x.ops_per_sec(tsc_hz))
             .collect()
     }
 
@@ -109,26 +129,12 @@ impl RoundTable {
     /// Per round: metric(b) / metric(a) with the metric's per-round values; rounds where either
     /// (or the baseline) was disturbed are skipped.
     pub fn paired_ratios(&self, a: usize, b: usize, metric: Metric, tsc_hz: f64) -> Vec<f64> {
-        self.rounds
-            .iter()
-            .filter_map(|round| {
-                let e = round.first()?.as_ref()?;
-                let x = round.get(a)?.as_ref()?;
-                let y = round.get(b)?.as_ref()?;
-                if e.disturbed || x.disturbed || y.disturbed {
-                    return None;
-                }
-                let (ma, mb) = match metric {
-                    Metric::NetCycles => (
-                        (x.cycles_mean - e.cycles_mean) / x.ops.max(1) as f64,
-                        (y.cycles_mean - e.cycles_mean) / y.ops.max(1) as f64,
-                    ),
-                    Metric::OpsPerSec => (
-                        (x.ops * u64::from(x.vcpus)) as f64 * tsc_hz / x.cycles_max,
-                        (y.ops * u64::from(y.vcpus)) as f64 * tsc_hz / y.cycles_max,
-                    ),
+        self.triples(a, b)
+            .filter_map(|(e, x, y)| {
+                let r = match metric {
+                    Metric::NetCycles => y.net(e) / x.net(e),
+                    Metric::OpsPerSec => y.ops_per_sec(tsc_hz) / x.ops_per_sec(tsc_hz),
                 };
-                let r = mb / ma;
                 r.is_finite().then_some(r)
             })
             .collect()
@@ -136,20 +142,8 @@ impl RoundTable {
 
     /// Per round: net(a) − net(b), cycles per operation.
     pub fn paired_differences(&self, a: usize, b: usize) -> Vec<f64> {
-        self.rounds
-            .iter()
-            .filter_map(|round| {
-                let e = round.first()?.as_ref()?;
-                let x = round.get(a)?.as_ref()?;
-                let y = round.get(b)?.as_ref()?;
-                if e.disturbed || x.disturbed || y.disturbed {
-                    return None;
-                }
-                Some(
-                    (x.cycles_mean - e.cycles_mean) / x.ops.max(1) as f64
-                        - (y.cycles_mean - e.cycles_mean) / y.ops.max(1) as f64,
-                )
-            })
+        self.triples(a, b)
+            .map(|(e, x, y)| x.net(e) - y.net(e))
             .collect()
     }
 }
