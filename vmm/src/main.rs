@@ -15,7 +15,7 @@ use irqbench::plan::{InsnId, IrqSource, Plan, StrategyId};
 use irqbench::report::{self, OutputDir};
 use irqbench::results::RunReport;
 use irqbench::session::RunOptions;
-use irqbench::{bounded, decode, host};
+use irqbench::{decode, host};
 
 /// The configs shipped in configs/, runnable by name (`irqbench run strategies`).
 const BUILTIN_CONFIGS: [(&str, &str); 6] = [
@@ -266,40 +266,8 @@ fn load_plan(config: Option<&str>, limits: &Limits) -> Result<Plan, ExitCode> {
             ),
         ));
     }
-    // Bounded: `irqbench run /dev/zero` or a FIFO must not read without end or block.
-    let text = bounded::read_text_bounded(path, bounded::MAX_CONFIG_BYTES, "config")
-        .map_err(|e| fail(2, chain(&e)))?;
-    config::load_str(&text, &path.display().to_string(), limits).map_err(|e| fail(2, chain(&e)))
-}
-
-/// `report::read_json` reads without a bound; until it does, only a regular file of plausible
-/// size reaches it (`stat` follows links and never opens, so a FIFO cannot block here).
-fn check_results_file(path: &Path) -> Result<(), ExitCode> {
-    let refuse = |e: bounded::BoundedReadError| fail(2, chain(&e));
-    let what = "results JSON";
-    let meta = std::fs::metadata(path).map_err(|source| {
-        refuse(bounded::BoundedReadError::Open {
-            what,
-            path: path.to_owned(),
-            source,
-        })
-    })?;
-    if !meta.is_file() {
-        return Err(refuse(bounded::BoundedReadError::NotRegular {
-            what,
-            path: path.to_owned(),
-            kind: bounded::file_kind(&meta),
-        }));
-    }
-    if meta.len() > bounded::MAX_RESULTS_BYTES {
-        return Err(refuse(bounded::BoundedReadError::TooLarge {
-            what,
-            path: path.to_owned(),
-            size: meta.len(),
-            limit: bounded::MAX_RESULTS_BYTES,
-        }));
-    }
-    Ok(())
+    // Bounded inside: `irqbench run /dev/zero` or a FIFO must not read without end or block.
+    config::load_file(path, limits).map_err(|e| fail(2, chain(&e)))
 }
 
 /// The run's file outputs, each checked before any VM starts.
@@ -672,11 +640,7 @@ fn disasm_strategy(out: &mut String, image: &GuestImage, s: StrategyId) {
 }
 
 fn cmd_compare(old: &Path, new: &Path, markdown: bool, min_change: f64) -> ExitCode {
-    for path in [old, new] {
-        if let Err(code) = check_results_file(path) {
-            return code;
-        }
-    }
+    // read_json is bounded: /dev/zero or a FIFO is refused before anything is read.
     let a = match report::read_json(old) {
         Ok(r) => r,
         Err(e) => return fail(2, chain(&e)),
