@@ -633,14 +633,9 @@ mod tests {
 
     use super::*;
 
+    /// The one skip-or-fail rule of every KVM test (fails under IRQBENCH_REQUIRE_KVM=1).
     fn open_kvm() -> Option<Kvm> {
-        match Kvm::new() {
-            Ok(kvm) => Some(kvm),
-            Err(e) => {
-                eprintln!("skipping: cannot open /dev/kvm: {e}");
-                None
-            }
-        }
+        crate::host::test_kvm()
     }
 
     #[test]
