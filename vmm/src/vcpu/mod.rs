@@ -164,9 +164,10 @@ pub fn run_vcpu(mut ctx: VcpuContext) -> VcpuOutcome {
 }
 
 /// An owned copy of `exit` (the borrow of kvm_run ends here, so the loop can use the vCPU).
+/// KVM_EXIT_INTERNAL_ERROR's details live in kvm_run too; [`internal_error`] fills them in
+/// once the borrow is over.
 fn exit_event(
     exit: Result<VcpuExit<'_>, kvm_ioctls::Error>,
-    vcpu_run: RunFields,
 ) -> Result<ExitEvent, kvm_ioctls::Error> {
     Ok(match exit {
         Ok(VcpuExit::IoOut(port, data)) => ExitEvent::IoOut {
@@ -190,8 +191,8 @@ fn exit_event(
         Ok(VcpuExit::Hlt) => ExitEvent::Hlt,
         Ok(VcpuExit::Shutdown) => ExitEvent::Shutdown,
         Ok(VcpuExit::InternalError) => ExitEvent::InternalError {
-            suberror: vcpu_run.suberror,
-            data: vcpu_run.data,
+            suberror: 0,
+            data: Vec::new(),
         },
         Ok(VcpuExit::FailEntry(reason, cpu)) => ExitEvent::FailEntry { reason, cpu },
         Ok(VcpuExit::SystemEvent(kind, _)) => ExitEvent::SystemEvent { kind },
@@ -201,23 +202,15 @@ fn exit_event(
     })
 }
 
-/// What KVM_EXIT_INTERNAL_ERROR carries, copied out of kvm_run before the exit is borrowed.
-#[derive(Default)]
-struct RunFields {
-    suberror: u32,
-    data: Vec<u64>,
-}
-
-fn internal_error_fields(vcpu: &mut VcpuFd) -> RunFields {
+/// KVM_EXIT_INTERNAL_ERROR's sub-error and data words, read from kvm_run.
+fn internal_error(vcpu: &mut VcpuFd) -> ExitEvent {
     let run = vcpu.get_kvm_run();
-    if run.exit_reason != kvm_bindings::KVM_EXIT_INTERNAL_ERROR {
-        return RunFields::default();
-    }
-    // SAFETY: for KVM_EXIT_INTERNAL_ERROR the `internal` member of the exit union is the valid
-    // one (KVM API: "struct kvm_internal_error ... internal").
+    // SAFETY: called only after KVM_RUN returned KVM_EXIT_INTERNAL_ERROR, for which the
+    // `internal` member of the exit union is the valid one (KVM API: "struct
+    // kvm_internal_error ... internal").
     let internal = unsafe { run.__bindgen_anon_1.internal };
     let n = (internal.ndata as usize).min(internal.data.len());
-    RunFields {
+    ExitEvent::InternalError {
         suberror: internal.suberror,
         data: internal.data[..n].to_vec(),
     }
@@ -238,15 +231,8 @@ fn run_loop(ctx: &mut VcpuContext) -> VcpuOutcome {
         if let Err(e) = inject_pending(ctx, &mut window) {
             return fault(ctx, format!("KVM_INTERRUPT failed: {e}"), None);
         }
-        let exit = ctx.vcpu.run();
-        let fields = if matches!(exit, Ok(VcpuExit::InternalError)) {
-            drop(exit);
-            let fields = internal_error_fields(&mut ctx.vcpu);
-            (Ok(VcpuExit::InternalError), fields)
-        } else {
-            (exit, RunFields::default())
-        };
-        let event = match exit_event(fields.0, fields.1) {
+        let event = match exit_event(ctx.vcpu.run()) {
+            Ok(ExitEvent::InternalError { .. }) => internal_error(&mut ctx.vcpu),
             Ok(e) => e,
             Err(e) => return fault(ctx, format!("KVM_RUN failed: {e}"), None),
         };
