@@ -409,40 +409,32 @@ impl Mailbox {
         )
     }
 
-    pub fn read_record(&self, index: u32) -> Result<PhaseRecord, MachineError> {
+    /// The `T` at byte `offset` of vCPU `index`'s slot (raw guest data: validate it).
+    fn read_slot<T: ByteValued>(
+        &self,
+        index: u32,
+        offset: usize,
+        what: &'static str,
+    ) -> Result<T, MachineError> {
         self.memory
-            .read_obj::<RecordBytes>(GuestAddress(
-                abi::slot_gpa(index) + std::mem::offset_of!(abi::VcpuSlot, record) as u64,
-            ))
+            .read_obj::<T>(GuestAddress(abi::slot_gpa(index) + offset as u64))
+            .map_err(|source| MachineError::ReadMemory { what, source })
+    }
+
+    pub fn read_record(&self, index: u32) -> Result<PhaseRecord, MachineError> {
+        let offset = std::mem::offset_of!(abi::VcpuSlot, record);
+        self.read_slot::<RecordBytes>(index, offset, "phase record")
             .map(|r| r.0)
-            .map_err(|source| MachineError::ReadMemory {
-                what: "phase record",
-                source,
-            })
     }
 
     pub fn read_block(&self, index: u32) -> Result<abi::BlockRecord, MachineError> {
-        self.memory
-            .read_obj::<BlockBytes>(GuestAddress(
-                abi::slot_gpa(index) + abi::offset::SLOT_BLOCK as u64,
-            ))
+        self.read_slot::<BlockBytes>(index, abi::offset::SLOT_BLOCK, "block record")
             .map(|r| r.0)
-            .map_err(|source| MachineError::ReadMemory {
-                what: "block record",
-                source,
-            })
     }
 
     pub fn read_fault(&self, index: u32) -> Result<FaultRecord, MachineError> {
-        self.memory
-            .read_obj::<FaultBytes>(GuestAddress(
-                abi::slot_gpa(index) + abi::offset::SLOT_FAULT as u64,
-            ))
+        self.read_slot::<FaultBytes>(index, abi::offset::SLOT_FAULT, "fault record")
             .map(|r| r.0)
-            .map_err(|source| MachineError::ReadMemory {
-                what: "fault record",
-                source,
-            })
     }
 
     /// `pv-event`: raise (1) or acknowledge (0) the virtual-IF pending byte.

@@ -204,9 +204,4 @@ impl Collected {
         }
         table
     }
-
-    /// Blocks flagged by each rule, for the report: (host-flagged, outliers).
-    pub fn disturbed_blocks(&self) -> usize {
-        self.obs.iter().filter(|o| o.host_disturbed).count()
-    }
 }
