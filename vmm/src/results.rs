@@ -160,9 +160,12 @@ pub struct PhaseResult {
     /// Each vCPU's own throughput: its operations over its own TSC time (all rounds).
     #[serde(default)]
     pub per_vcpu_ops_per_sec: Vec<f64>,
-    /// Per-vCPU KVM stat deltas per operation, by kernel name (only stats that moved), net of
-    /// the baseline's share; `exits` is the median of the per-round samples.
+    /// Per-vCPU KVM stat deltas per operation, by kernel name (only stats that moved in the
+    /// group): medians of per-round paired nets (block − empty block) / ops.
     pub exits_per_op: BTreeMap<String, f64>,
+    /// 95% CI of each `exits_per_op` entry (per-round paired nets, like cycles).
+    #[serde(default)]
+    pub stats_ci95: BTreeMap<String, [f64; 2]>,
     /// The same for the VM-wide stats (whole group, per operation of all its rows).
     pub vm_stats_per_op: BTreeMap<String, f64>,
     /// The VMM's own count of userspace exits by reason, per operation (markers subtracted).

@@ -20,9 +20,12 @@ pub struct Obs {
     pub vcpu: u32,
     pub cycles: u64,
     pub ops: u64,
-    pub exits: Option<u64>,
     pub host_disturbed: bool,
 }
+
+/// KVM stats of one (round, variant) summed over vCPUs, by index into
+/// [`Collected::stat_names`]; `None` where a block had no stats (no binary stats fd).
+type CellStats = Option<BTreeMap<u16, u64>>;
 
 /// Sums over a phase for one variant (all vCPUs).
 #[derive(Clone, Debug, Default)]
@@ -36,7 +39,6 @@ pub struct VariantSums {
     pub if_violations: u64,
     pub lock_acquisitions: u64,
     pub lock_spins: u64,
-    pub stats: StatsDelta,
     pub exits: ExitCounts,
     pub exit_rips: ExitRips,
     pub per_vcpu_ops: Vec<u64>,
@@ -57,6 +59,11 @@ pub struct Collected {
     pub lock_counter: u64,
     pub strategy_ops: BTreeMap<u32, u64>,
     pub rounds: u32,
+    /// Names of the KVM stats seen, in order of first appearance (indices keep the per-round
+    /// maps small: a long group holds tens of thousands of them).
+    pub stat_names: Vec<String>,
+    /// Per (round, variant): the non-zero stats of its blocks, summed over vCPUs.
+    pub cell_stats: BTreeMap<(u32, usize), CellStats>,
 }
 
 impl Collected {
@@ -107,13 +114,13 @@ impl Collected {
                     vcpu: s.index,
                     cycles: v.tsc_cycles,
                     ops: v.ops,
-                    exits: b.exits_stat,
                     host_disturbed: disturbance::host_flags(
                         b.off_cpu_ns,
                         b.involuntary_switches,
                         b.wall_ns,
                     ),
                 });
+                self.add_cell_stats(v.round, v.variant, b.stats.as_ref());
                 let sum = &mut self.sums[v.variant];
                 sum.blocks += 1;
                 sum.ops += v.ops;
@@ -133,7 +140,6 @@ impl Collected {
             }
             for (i, totals) in s.variants.iter().enumerate().take(self.variants) {
                 let sum = &mut self.sums[i];
-                sum.stats.add(&totals.stats);
                 for (k, n) in &totals.exits {
                     *sum.exits.entry(*k).or_default() += n;
                 }
@@ -161,6 +167,37 @@ impl Collected {
         Ok(())
     }
 
+    /// Adds one block's KVM stats to its (round, variant) cell.
+    fn add_cell_stats(&mut self, round: u32, variant: usize, stats: Option<&StatsDelta>) {
+        let indices: Option<Vec<(u16, u64)>> = stats.map(|d| {
+            d.nonzero()
+                .map(|(name, n)| (self.stat_index(name), n))
+                .collect()
+        });
+        let cell = self
+            .cell_stats
+            .entry((round, variant))
+            .or_insert_with(|| Some(BTreeMap::new()));
+        match (cell.as_mut(), indices) {
+            (Some(map), Some(values)) => {
+                for (i, n) in values {
+                    *map.entry(i).or_default() += n;
+                }
+            }
+            _ => *cell = None,
+        }
+    }
+
+    fn stat_index(&mut self, name: &str) -> u16 {
+        match self.stat_names.iter().position(|n| n == name) {
+            Some(i) => i as u16,
+            None => {
+                self.stat_names.push(name.to_string());
+                (self.stat_names.len() - 1) as u16
+            }
+        }
+    }
+
     /// The rounds as a table of cells, with host-flagged blocks and block-time outliers marked
     /// disturbed.
     pub fn table(&self) -> RoundTable {
@@ -179,6 +216,7 @@ impl Collected {
             }
         }
         let mut table = RoundTable::new(self.variants);
+        table.stat_names = self.stat_names.clone();
         table.rounds = vec![vec![None; self.variants]; self.rounds as usize];
         // Sum per (round, variant) over vCPUs, then average.
         let mut acc: BTreeMap<(u32, usize), (Cell, u32)> = BTreeMap::new();
@@ -187,17 +225,13 @@ impl Collected {
             cell.cycles_mean += o.cycles as f64;
             cell.cycles_max = cell.cycles_max.max(o.cycles as f64);
             cell.ops = o.ops;
-            cell.exits = match (*n == 0, cell.exits, o.exits) {
-                (true, _, Some(e)) => Some(e as f64),
-                (false, Some(sum), Some(e)) => Some(sum + e as f64),
-                _ => None,
-            };
             cell.disturbed |= o.host_disturbed || *out;
             *n += 1;
         }
         for ((round, v), (mut cell, n)) in acc {
             cell.cycles_mean /= f64::from(n.max(1));
             cell.vcpus = n;
+            cell.stats = self.cell_stats.get(&(round, v)).cloned().flatten();
             if let Some(row) = table.rounds.get_mut(round as usize) {
                 row[v] = Some(cell);
             }

@@ -5,11 +5,13 @@
 //! values with a distribution-free 95% CI ([`crate::stats::median_ci95`]); disturbed rounds of a
 //! variant (its block or the baseline's) are left out.
 
+use std::collections::BTreeMap;
+
 use crate::results::{Interval, Summary};
 use crate::stats;
 
 /// One variant's block in one round, over all vCPUs.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Cell {
     /// TSC cycles of the block, mean over vCPUs.
     pub cycles_mean: f64,
@@ -18,8 +20,9 @@ pub struct Cell {
     /// Operations per vCPU in the block.
     pub ops: u64,
     pub vcpus: u32,
-    /// KVM `exits` stat over the block, summed over vCPUs; `None` without binary stats.
-    pub exits: Option<f64>,
+    /// Non-zero KVM stats over the block, summed over vCPUs, by index into
+    /// [`RoundTable::stat_names`]; `None` without binary stats.
+    pub stats: Option<BTreeMap<u16, u64>>,
     /// Any vCPU's block was disturbed.
     pub disturbed: bool,
 }
@@ -28,6 +31,12 @@ impl Cell {
     /// (block − the empty block) / ops: net TSC cycles per operation.
     fn net(&self, empty: &Cell) -> f64 {
         (self.cycles_mean - empty.cycles_mean) / self.ops.max(1) as f64
+    }
+
+    /// Stat `index` over the block (0 when it did not move); `None` without stats.
+    fn stat(&self, index: u16) -> Option<f64> {
+        let stats = self.stats.as_ref()?;
+        Some(stats.get(&index).copied().unwrap_or(0) as f64)
     }
 
     /// Operations per second over all vCPUs, from the slowest vCPU's block.
@@ -40,6 +49,8 @@ impl Cell {
 #[derive(Clone, Debug, Default)]
 pub struct RoundTable {
     pub variants: usize,
+    /// Names of the KVM stats that [`Cell::stats`] indexes.
+    pub stat_names: Vec<String>,
     pub rounds: Vec<Vec<Option<Cell>>>,
 }
 
@@ -47,6 +58,7 @@ impl RoundTable {
     pub fn new(variants: usize) -> RoundTable {
         RoundTable {
             variants,
+            stat_names: Vec::new(),
             rounds: Vec::new(),
         }
     }
@@ -89,12 +101,16 @@ impl RoundTable {
             .collect()
     }
 
-    /// Per round: (exits(v) − exits(empty)) / (ops(v) × vCPUs).
-    pub fn net_exits(&self, v: usize) -> Vec<f64> {
+    /// Per round: (stat(v) − stat(empty)) / (ops(v) × vCPUs), for the KVM stat `name`; empty
+    /// where the host has no such stat.
+    pub fn net_stat(&self, v: usize, name: &str) -> Vec<f64> {
+        let Some(index) = self.stat_names.iter().position(|n| n == name) else {
+            return Vec::new();
+        };
         self.pairs(0, v)
             .filter_map(|(e, x)| {
                 let ops = (x.ops.max(1) * u64::from(x.vcpus.max(1))) as f64;
-                Some((x.exits? - e.exits?) / ops)
+                Some((x.stat(index as u16)? - e.stat(index as u16)?) / ops)
             })
             .collect()
     }
@@ -189,7 +205,7 @@ mod tests {
             cycles_max: cycles,
             ops,
             vcpus: 1,
-            exits: Some(cycles / 1000.0),
+            stats: Some(BTreeMap::from([(0, (cycles / 1000.0) as u64)])),
             disturbed: false,
         })
     }
@@ -198,6 +214,7 @@ mod tests {
     /// of a round: the paired figures must not move at all.
     fn drifting_table(rounds: usize) -> RoundTable {
         let mut t = RoundTable::new(3);
+        t.stat_names = vec!["exits".into()];
         for r in 0..rounds {
             let speed = 1.0 + 0.1 * ((r as f64) * 0.7).sin();
             t.rounds.push(vec![
@@ -237,7 +254,7 @@ mod tests {
             cycles_mean: 600_000.0,
             cycles_max: 600_000.0,
             disturbed: true,
-            ..t.rounds[3][1].unwrap()
+            ..t.rounds[3][1].clone().unwrap()
         });
         // A disturbed baseline removes that round from every variant.
         t.rounds[5][0].as_mut().unwrap().disturbed = true;
@@ -267,7 +284,8 @@ mod tests {
     #[test]
     fn exits_and_throughput() {
         let t = drifting_table(10);
-        let exits = t.net_exits(1);
+        let exits = t.net_stat(1, "exits");
+        assert!(t.net_stat(1, "no_such_stat").is_empty());
         assert_eq!(exits.len(), 10);
         // exits = cycles / 1000: (60 − 10) × speed / 100 ops ≈ 0.5 per op.
         assert!(exits.iter().all(|e| (e - 0.5).abs() < 0.06));

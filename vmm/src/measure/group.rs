@@ -21,6 +21,18 @@ const WARMUP_ROUNDS: u32 = 2;
 /// A dispatch (many rounds) should last about this long: long enough that the dispatch's fixed
 /// cost (~0.15 ms) is small, short enough to check precision and Ctrl-C often.
 const DISPATCH_TARGET: Duration = Duration::from_millis(100);
+/// A group keeps every block's figures until its own figures are computed; these bound that
+/// memory whatever `max_seconds` says (a group stops at whichever comes first): per-vCPU
+/// block records (~40 bytes each) and per-(round, variant) stat maps.
+const MAX_BLOCKS: usize = 2_000_000;
+const MAX_CELLS: usize = 250_000;
+
+/// The most rounds a group of `variants` blocks on `vcpus` vCPUs may keep.
+fn max_rounds(variants: usize, vcpus: u32) -> u32 {
+    let by_blocks = MAX_BLOCKS / (variants.max(1) * vcpus.max(1) as usize);
+    let by_cells = MAX_CELLS / variants.max(1);
+    by_blocks.min(by_cells).min(u32::MAX as usize) as u32
+}
 
 /// What one group measured.
 #[derive(Debug, Default)]
@@ -148,9 +160,14 @@ impl GroupRun<'_> {
         let started = Instant::now();
         let mut interrupted = false;
         let mut first_round = 0u32;
+        let round_cap = max_rounds(variants.len(), self.rows[0].vcpus);
+        // Computing the figures reads every block so far: check precision after each of the
+        // first dispatches, then whenever the rounds have grown by a tenth.
+        let mut next_check = 0u32;
         loop {
-            let desc = descriptor::rounds(&self.rows, &variants, n, first_round, per_dispatch);
-            match self.dispatch(desc, round_time * per_dispatch) {
+            let rounds = per_dispatch.min(round_cap - first_round);
+            let desc = descriptor::rounds(&self.rows, &variants, n, first_round, rounds);
+            match self.dispatch(desc, round_time * rounds) {
                 Ok(d) => collected.add(&d.desc, &d, lock)?,
                 Err(PhaseError::Interrupted) if collected.rounds > 0 => {
                     interrupted = true;
@@ -158,19 +175,24 @@ impl GroupRun<'_> {
                 }
                 Err(e) => return Err(e),
             }
-            first_round += per_dispatch;
-            let table = collected.table();
-            let (done, worst) = self.precision(&table, collected.rounds);
-            step(&format!(
-                "round {first_round}, worst CI ±{:.1}%",
-                worst * 100.0
-            ));
+            first_round += rounds;
             if self.options.stop.load(Ordering::SeqCst) {
                 interrupted = true;
                 break;
             }
-            if done || started.elapsed() >= budget {
+            if started.elapsed() >= budget || first_round >= round_cap {
                 break;
+            }
+            if first_round >= next_check {
+                next_check = first_round + (first_round / 10).max(per_dispatch);
+                let (done, worst) = self.precision(&collected.table(), collected.rounds);
+                step(&format!(
+                    "round {first_round}, worst CI ±{:.1}%",
+                    worst * 100.0
+                ));
+                if done {
+                    break;
+                }
             }
         }
         let wall = started.elapsed();
@@ -193,5 +215,24 @@ impl GroupRun<'_> {
             all &= estimators::precise(&net, base, self.plan.precision);
         }
         (all, worst)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_round_cap_bounds_blocks_and_cells_for_any_group() {
+        for variants in [2usize, 8, 16] {
+            for vcpus in [1u32, 4, 64] {
+                let rounds = max_rounds(variants, vcpus) as usize;
+                assert!(rounds > 0);
+                assert!(rounds * variants * vcpus as usize <= MAX_BLOCKS);
+                assert!(rounds * variants <= MAX_CELLS);
+            }
+        }
+        // The soak config's group (7 strategies + empty on 4 vCPUs) keeps ~31k rounds.
+        assert_eq!(max_rounds(8, 4), 31_250);
     }
 }

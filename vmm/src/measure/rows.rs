@@ -42,7 +42,7 @@ pub(super) fn build(
         let v = i + 1;
         let mut r = row_result(row, &table, v, tsc_hz, run.plan.precision);
         let sums = &collected.sums[v];
-        fill_counts(&mut r, sums, &collected.sums[0], collected.rounds, tsc_hz);
+        fill_counts(&mut r, sums, collected.rounds, tsc_hz);
         r.irqs_raised = if total_cycles > 0 {
             (collected.irqs_raised as f64 * sums.cycles as f64 / total_cycles as f64).round() as u64
         } else {
@@ -102,7 +102,7 @@ fn row_result(
         cv: s.cv,
         samples: s.samples.iter().map(|x| x * ns_per_cycle).collect(),
     };
-    let exits = Summary::from_samples(&table.net_exits(v));
+    let exits = Summary::from_samples(&table.net_stat(v, "exits"));
     let mut r = PhaseResult {
         name: row.name.clone(),
         group: row.group.clone(),
@@ -120,8 +120,14 @@ fn row_result(
         exits_per_op_ci95: exits.ci95,
         ..Default::default()
     };
-    if !exits.samples.is_empty() {
-        r.exits_per_op.insert("exits".into(), exits.median);
+    // Every KVM stat the kernel publishes that moved in this group, each from its per-round
+    // paired nets with a CI, like `exits`.
+    for name in &table.stat_names {
+        let s = Summary::from_samples(&table.net_stat(v, name));
+        if !s.samples.is_empty() {
+            r.exits_per_op.insert(name.clone(), s.median);
+            r.stats_ci95.insert(name.clone(), s.ci95);
+        }
     }
     r.exits_per_round = exits;
     r.cycles_per_op = cycles;
@@ -129,14 +135,8 @@ fn row_result(
     r
 }
 
-/// Counts summed over the row's blocks, and per-op KVM stats net of the baseline's share.
-fn fill_counts(
-    r: &mut PhaseResult,
-    sums: &VariantSums,
-    base: &VariantSums,
-    rounds: u32,
-    tsc_hz: f64,
-) {
+/// Counts summed over the row's blocks.
+fn fill_counts(r: &mut PhaseResult, sums: &VariantSums, rounds: u32, tsc_hz: f64) {
     r.rounds = rounds;
     r.ops = sums.ops;
     r.block_ops = sums.ops.checked_div(sums.blocks).unwrap_or(0);
@@ -151,19 +151,6 @@ fn fill_counts(
         .zip(&sums.per_vcpu_cycles)
         .map(|(ops, cycles)| *ops as f64 * tsc_hz / (*cycles).max(1) as f64)
         .collect();
-    let ops_per_block = r.block_ops.max(1) as f64;
-    for (k, n) in sums.stats.nonzero() {
-        if k == "exits" && r.exits_per_op.contains_key("exits") {
-            continue;
-        }
-        let mine = n as f64 / sums.blocks.max(1) as f64;
-        let theirs = base.stats.get(k).unwrap_or(0) as f64 / base.blocks.max(1) as f64;
-        let mut per_op = (mine - theirs) / ops_per_block;
-        if per_op.abs() < 1e-12 {
-            per_op = 0.0;
-        }
-        r.exits_per_op.insert(k.to_string(), per_op);
-    }
     for (reason, n) in &sums.exits {
         r.userspace_exits_per_op
             .insert(reason.to_string(), *n as f64 / sums.ops.max(1) as f64);

@@ -83,11 +83,22 @@ pub(crate) fn userspace_exits(r: &PhaseResult) -> f64 {
     r.userspace_exits_per_op.values().sum()
 }
 
+/// KVM stat `name` per op with the CI of its per-round samples (`exits` also has its own
+/// key, `exits_per_op_ci95`, which files written before `stats_ci95` existed carry alone).
+pub(crate) fn stat_estimate(r: &PhaseResult, name: &str) -> Option<Estimate> {
+    let median = *r.exits_per_op.get(name)?;
+    let ci = match r.stats_ci95.get(name) {
+        Some(ci) => *ci,
+        None if name == EXITS_STAT => r.exits_per_op_ci95,
+        None => return Some(Estimate { median, ci: None }),
+    };
+    let rounds = r.exits_per_round.samples.len().max(r.rounds as usize);
+    Some(Estimate::with_ci(median, ci, rounds))
+}
+
 /// Exits per op with the CI of the per-round samples.
 pub(crate) fn exits_estimate(r: &PhaseResult) -> Option<Estimate> {
-    let median = exits_stat(r)?;
-    let rounds = r.exits_per_round.samples.len().max(r.rounds as usize);
-    Some(Estimate::with_ci(median, r.exits_per_op_ci95, rounds))
+    stat_estimate(r, EXITS_STAT)
 }
 
 /// What an instruction-suite probe executes per measured operation: the name says what is

@@ -6,9 +6,9 @@ use std::fmt::Write as _;
 
 use crate::results::RunReport;
 
-use super::columns::{grid, Align};
+use super::columns::{grid, stat_estimate, Align};
 use super::csv::union_keys;
-use super::format::{fmt_rate, human_timestamp, tsc_ghz};
+use super::format::{fmt_cost, human_timestamp, tsc_ghz};
 use super::table::{
     comparison_lines, difference_lines, disturbed_warnings, group_heading, groups, irqchip_text,
     legend,
@@ -152,7 +152,7 @@ fn exits_by_stat(out: &mut String, report: &RunReport) {
     if stats.is_empty() {
         return;
     }
-    out.push_str("\n## Exits per op by KVM stat\n\n");
+    out.push_str("\n## Exits per op by KVM stat (net of the baseline, ±95% CI)\n\n");
     let mut headers = vec!["phase"];
     headers.extend(stats.iter().copied());
     let mut right = vec![false];
@@ -162,11 +162,11 @@ fn exits_by_stat(out: &mut String, report: &RunReport) {
         .iter()
         .map(|r| {
             let mut row = vec![format!("`{}`", r.name)];
-            row.extend(stats.iter().map(|s| {
-                r.exits_per_op
-                    .get(*s)
-                    .map_or_else(|| "0".into(), |v| fmt_rate(*v))
-            }));
+            row.extend(
+                stats
+                    .iter()
+                    .map(|s| stat_estimate(r, s).map_or_else(|| "0".into(), fmt_cost)),
+            );
             row
         })
         .collect();

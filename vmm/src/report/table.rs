@@ -9,9 +9,9 @@ use crate::results::{
     ComparedMetric, PairedComparison, PairedDifference, PhaseResult, ResultKind, RunReport,
 };
 
-use super::columns::{grid, Align, DISTURBED_WARN};
+use super::columns::{grid, stat_estimate, Align, DISTURBED_WARN};
 use super::format::{
-    ellipsize, fmt_count, fmt_interval, fmt_rate, fmt_ratio_change, fmt_spread, tsc_ghz,
+    ellipsize, fmt_cost, fmt_count, fmt_interval, fmt_rate, fmt_ratio_change, fmt_spread, tsc_ghz,
 };
 
 pub use super::columns::vcpu_spread;
@@ -491,9 +491,17 @@ fn nonzero_entries(map: &BTreeMap<String, f64>, prefix: &str) -> Vec<String> {
 
 fn render_stats(out: &mut String, report: &RunReport) {
     // Every result, with its full name: the tables above show only its strategy.
-    out.push_str("\nexits per op by KVM stat (non-zero only; vm.* are VM-wide stats)\n");
+    out.push_str(
+        "\nexits per op by KVM stat (net of the baseline ±95% CI; non-zero only; vm.*: VM-wide, \
+         whole group)\n",
+    );
     for r in &report.results {
-        let mut items = nonzero_entries(&r.exits_per_op, "");
+        let mut items: Vec<String> = r
+            .exits_per_op
+            .iter()
+            .filter(|(_, v)| **v != 0.0)
+            .filter_map(|(k, _)| Some(format!("{k}={}", fmt_cost(stat_estimate(r, k)?))))
+            .collect();
         items.extend(nonzero_entries(&r.vm_stats_per_op, "vm."));
         if items.is_empty() {
             items.push("-".into());

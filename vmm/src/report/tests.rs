@@ -85,6 +85,15 @@ fn with_exits(mut r: PhaseResult, exits: f64, spread: f64) -> PhaseResult {
     r.exits_per_op.insert("io_exits".into(), exits * 0.75);
     r.exits_per_op
         .insert("irq_window_exits".into(), exits * 0.25);
+    // Every stat carries the CI of its per-round samples, scaled like its median.
+    for (name, share) in [
+        ("exits", 1.0),
+        ("io_exits", 0.75),
+        ("irq_window_exits", 0.25),
+    ] {
+        let ci = r.exits_per_op_ci95.map(|b| b * share);
+        r.stats_ci95.insert(name.into(), ci);
+    }
     r.userspace_exits_per_op
         .insert("io-out".into(), exits * 0.75);
     r
@@ -267,7 +276,7 @@ fn table_has_every_group_unit_and_section() {
     }
     assert!(table.contains("pv/n0/none/1v (strategy, 3 rows"), "{table}");
     assert!(table.contains("spins/op") && table.contains("ops/s"));
-    assert!(table.contains("io_exits=1.500"));
+    assert!(table.contains("io_exits=1.5000 ±0.0031"), "{table}");
     assert!(table.contains("exit sites") && table.contains("popfq"));
     assert!(table.contains("failures (1)") && table.contains("guest triple fault"));
     assert!(table.starts_with("host: AMD EPYC 9B14 (2 CPUs), kernel 6.18.0, KVM pvm (nested)"));

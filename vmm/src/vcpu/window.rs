@@ -71,8 +71,8 @@ pub struct BlockSample {
     pub announced: u32,
     /// The guest's record of the block, read at the next doorbell; validate before use.
     pub record: BlockRecord,
-    /// Delta of the KVM `exits` stat (this vCPU).
-    pub exits_stat: Option<u64>,
+    /// KVM stat deltas of this vCPU over the block; `None` without binary stats.
+    pub stats: Option<StatsDelta>,
     /// Userspace exits the VMM handled, doorbells and commands excluded.
     pub userspace_exits: u64,
     /// Hypercalls the VMM acknowledged.
@@ -83,10 +83,10 @@ pub struct BlockSample {
     pub wall_ns: u64,
 }
 
-/// Sums per variant index over a phase (KVM stats by name, userspace exits and their RIPs).
+/// Sums per variant index over a phase: userspace exits and their RIPs (the KVM stats are
+/// kept per block, in [`BlockSample::stats`]).
 #[derive(Clone, Debug, Default)]
 pub struct VariantTotals {
-    pub stats: StatsDelta,
     pub exits: ExitCounts,
     pub exit_rips: ExitRips,
 }
@@ -199,16 +199,10 @@ impl PhaseWindow {
                 }
                 _ => (0, 0, 0),
             };
-            let exits_stat = delta.as_ref().and_then(|d| d.get("exits"));
-            if let Some(d) = &delta {
-                variant_slot(&mut self.sample.variants, block.announced)
-                    .stats
-                    .add(d);
-            }
             self.sample.blocks.push(BlockSample {
                 announced: block.announced,
                 record,
-                exits_stat,
+                stats: delta,
                 userspace_exits: block.userspace_exits,
                 hypercalls_seen: block.hypercalls_seen,
                 off_cpu_ns,
