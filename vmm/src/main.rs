@@ -107,10 +107,10 @@ interrupted by SIGINT or SIGTERM, 129 by SIGHUP (partial results are still writt
   irqbench compare before.json after.json
   irqbench compare before.json after.json --markdown > mail.md
 
-A change is 'beyond noise' when Welch's t-test on the two medians rejects 'no change' at 99%:
-each run's median uncertainty comes from its repeats (1.25 sigma/sqrt(n); each cycles/op repeat
-subtracts its own paired baseline run); exits/op are judged as Poisson counts. With one repeat nothing is claimed, and with three the
-test is deliberately strict: use more repeats to resolve small changes. Changes below
+A change is 'beyond noise' when the two runs' 95% CIs of the median (per-round paired
+figures, order statistics) do not overlap and the change is at least --min-change. Files
+written as irqbench-results/1 carry no CI: for them Welch's t-test at 99% on the medians
+decides, and the output says so. Changes below
 --min-change (default 5%) are never called beyond noise: back-to-back runs drift that much.")]
     Compare {
         old: PathBuf,
