@@ -64,10 +64,21 @@ pub struct Collected {
     pub stat_names: Vec<String>,
     /// Per (round, variant): the non-zero stats of its blocks, summed over vCPUs.
     pub cell_stats: BTreeMap<(u32, usize), CellStats>,
+    /// Whether the thread-clock rules may flag blocks (see [`host_rules_apply`]).
+    pub host_rules: bool,
+}
+
+/// The thread-clock rules (off-CPU time, involuntary switches) say "someone else took the
+/// CPU". When the group's own threads — its vCPUs and the interrupt-load thread — outnumber
+/// the CPUs the process may run on, they take it from each other in every block: that
+/// scheduling is part of what the row measures (like exits the strategy causes), not a
+/// disturbance, and only the outlier rule applies.
+pub fn host_rules_apply(vcpus: u32, load_thread: bool, host_cpus: usize) -> bool {
+    vcpus as usize + usize::from(load_thread) <= host_cpus
 }
 
 impl Collected {
-    pub fn new(variants: usize, vcpus: u32) -> Collected {
+    pub fn new(variants: usize, vcpus: u32, host_rules: bool) -> Collected {
         let sums = (0..variants)
             .map(|_| VariantSums {
                 per_vcpu_ops: vec![0; vcpus as usize],
@@ -80,6 +91,7 @@ impl Collected {
             vcpus,
             sums,
             mutual_exclusion_held: true,
+            host_rules,
             ..Default::default()
         }
     }
@@ -114,11 +126,8 @@ impl Collected {
                     vcpu: s.index,
                     cycles: v.tsc_cycles,
                     ops: v.ops,
-                    host_disturbed: disturbance::host_flags(
-                        b.off_cpu_ns,
-                        b.involuntary_switches,
-                        b.wall_ns,
-                    ),
+                    host_disturbed: self.host_rules
+                        && disturbance::host_flags(b.off_cpu_ns, b.involuntary_switches, b.wall_ns),
                 });
                 self.add_cell_stats(v.round, v.variant, b.stats.as_ref());
                 let sum = &mut self.sums[v.variant];
@@ -199,28 +208,21 @@ impl Collected {
     }
 
     /// The rounds as a table of cells, with host-flagged blocks and block-time outliers marked
-    /// disturbed.
+    /// disturbed. Where the thread-clock rules apply, outliers are judged per vCPU block; where
+    /// the group's threads share CPUs, each vCPU's blocks are heavy-tailed by construction, so
+    /// outliers are judged on the round's mean over vCPUs instead.
     pub fn table(&self) -> RoundTable {
-        let mut outlier = vec![false; self.obs.len()];
-        for v in 0..self.variants {
-            let idx: Vec<usize> = (0..self.obs.len())
-                .filter(|&i| self.obs[i].variant == v)
-                .collect();
-            let cycles: Vec<f64> = idx.iter().map(|&i| self.obs[i].cycles as f64).collect();
-            let flagged: Vec<bool> = idx.iter().map(|&i| self.obs[i].host_disturbed).collect();
-            for (k, o) in disturbance::outliers(&cycles, &flagged)
-                .into_iter()
-                .enumerate()
-            {
-                outlier[idx[k]] = o;
-            }
-        }
+        let per_block = if self.host_rules {
+            self.block_outliers()
+        } else {
+            vec![false; self.obs.len()]
+        };
         let mut table = RoundTable::new(self.variants);
         table.stat_names = self.stat_names.clone();
         table.rounds = vec![vec![None; self.variants]; self.rounds as usize];
         // Sum per (round, variant) over vCPUs, then average.
         let mut acc: BTreeMap<(u32, usize), (Cell, u32)> = BTreeMap::new();
-        for (o, out) in self.obs.iter().zip(&outlier) {
+        for (o, out) in self.obs.iter().zip(&per_block) {
             let (cell, n) = acc.entry((o.round, o.variant)).or_default();
             cell.cycles_mean += o.cycles as f64;
             cell.cycles_max = cell.cycles_max.max(o.cycles as f64);
@@ -236,6 +238,62 @@ impl Collected {
                 row[v] = Some(cell);
             }
         }
+        if !self.host_rules {
+            mark_cell_outliers(&mut table);
+        }
         table
+    }
+
+    /// Outlier flags of every vCPU block, judged within its variant.
+    fn block_outliers(&self) -> Vec<bool> {
+        let mut outlier = vec![false; self.obs.len()];
+        for v in 0..self.variants {
+            let idx: Vec<usize> = (0..self.obs.len())
+                .filter(|&i| self.obs[i].variant == v)
+                .collect();
+            let cycles: Vec<f64> = idx.iter().map(|&i| self.obs[i].cycles as f64).collect();
+            let flagged: Vec<bool> = idx.iter().map(|&i| self.obs[i].host_disturbed).collect();
+            for (k, o) in disturbance::outliers(&cycles, &flagged)
+                .into_iter()
+                .enumerate()
+            {
+                outlier[idx[k]] = o;
+            }
+        }
+        outlier
+    }
+}
+
+/// Marks the cells whose mean block time is an outlier within its variant.
+fn mark_cell_outliers(table: &mut RoundTable) {
+    for v in 0..table.variants {
+        let cycles: Vec<f64> = table
+            .rounds
+            .iter()
+            .filter_map(|r| r[v].as_ref().map(|c| c.cycles_mean))
+            .collect();
+        let flagged = vec![false; cycles.len()];
+        let outliers = disturbance::outliers(&cycles, &flagged);
+        let cells = table.rounds.iter_mut().filter_map(|r| r[v].as_mut());
+        for (cell, out) in cells.zip(outliers) {
+            cell.disturbed |= out;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thread_clock_rules_apply_only_while_the_groups_threads_fit_the_cpus() {
+        assert!(host_rules_apply(1, false, 2));
+        assert!(host_rules_apply(1, true, 2));
+        assert!(host_rules_apply(2, false, 2));
+        assert!(
+            !host_rules_apply(2, true, 2),
+            "2 vCPUs + the inject thread on 2 CPUs"
+        );
+        assert!(!host_rules_apply(4, false, 2));
     }
 }

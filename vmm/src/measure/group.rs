@@ -6,11 +6,11 @@ use std::time::{Duration, Instant};
 
 use irqbench_abi::{self as abi, PhaseDescriptor};
 
-use super::collect::Collected;
+use super::collect::{host_rules_apply, Collected};
 use super::descriptor::{self, workload_ids};
 use super::estimators;
 use super::rows;
-use crate::plan::{PhasePlan, Plan, Workload};
+use crate::plan::{IrqSource, PhasePlan, Plan, Workload};
 use crate::results::{PairedComparison, PairedDifference, PhaseResult, Summary};
 use crate::session::{PhaseError, RunOptions, Session};
 
@@ -42,6 +42,8 @@ pub struct GroupOutcome {
     pub differences: Vec<PairedDifference>,
     /// The user stopped the run during this group; the figures are from the rounds before.
     pub interrupted: bool,
+    /// The group's threads outnumbered the host CPUs: only the outlier rule flagged blocks.
+    pub host_rules_off: bool,
 }
 
 /// Everything a group's dispatches need.
@@ -155,7 +157,14 @@ impl GroupRun<'_> {
             ((DISPATCH_TARGET.as_secs_f64() / round_time.as_secs_f64()) as u32).clamp(1, 500);
 
         let lock = matches!(self.rows[0].workload, Workload::Lock { .. });
-        let mut collected = Collected::new(variants.len(), self.rows[0].vcpus);
+        let first = self.rows[0];
+        let load_thread = matches!(
+            first.irq,
+            IrqSource::Inject { .. } | IrqSource::PvEvent { .. }
+        );
+        let host_cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let host_rules = host_rules_apply(first.vcpus, load_thread, host_cpus);
+        let mut collected = Collected::new(variants.len(), first.vcpus, host_rules);
         let budget = Duration::from_secs_f64(self.plan.max_seconds);
         let started = Instant::now();
         let mut interrupted = false;

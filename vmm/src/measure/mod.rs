@@ -176,6 +176,17 @@ pub fn run_plan(
                 report.results.extend(outcome.results);
                 report.comparisons.extend(outcome.comparisons);
                 report.differences.extend(outcome.differences);
+                if outcome.host_rules_off {
+                    report.disturbance.not_used.push(format!(
+                        "{} and {} for group {}: its vCPU and interrupt-load threads outnumber \
+                         the host CPUs, so they preempt each other in every block (part of what \
+                         it measures); only {} applied",
+                        disturbance::SOURCE_OFF_CPU,
+                        disturbance::SOURCE_SWITCHES,
+                        first.group,
+                        disturbance::SOURCE_OUTLIER
+                    ));
+                }
                 if outcome.interrupted {
                     report.partial = true;
                     report.partial_reason =

@@ -79,6 +79,7 @@ pub(super) fn build(
         comparisons,
         differences,
         interrupted,
+        host_rules_off: !collected.host_rules,
     }
 }
 
