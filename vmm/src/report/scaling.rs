@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use crate::results::{ComparedMetric, PhaseResult, ResultKind, RunReport};
 
-use super::format::{fmt_ratio_change, fmt_si};
+use super::format::{fmt_cost, fmt_ratio_change, Estimate};
 
 /// One line of the scaling table: `vCPUs  A ops/s  B ops/s  change [CI]  verdict`.
 #[derive(Clone, Debug, PartialEq)]
@@ -19,6 +19,9 @@ pub struct ScalingRow {
     /// Medians of ops/s over the rounds (all vCPUs together).
     pub a_ops_per_sec: f64,
     pub b_ops_per_sec: f64,
+    /// Their 95% CIs; `None` for runs with too few rounds or files without CIs.
+    pub a_ci95: Option<[f64; 2]>,
+    pub b_ci95: Option<[f64; 2]>,
     /// Median of the per-round paired ratios b/a, minus 1, in percent.
     pub change_pct: f64,
     /// 95% CI of the ratio b/a; `None` for runs without paired comparisons.
@@ -65,6 +68,8 @@ pub fn scaling_rows(report: &RunReport) -> Vec<ScalingRow> {
             vcpus: ra.vcpus,
             a_ops_per_sec: ra.ops_per_sec.median,
             b_ops_per_sec: rb.ops_per_sec.median,
+            a_ci95: Estimate::of(&ra.ops_per_sec).ci,
+            b_ci95: Estimate::of(&rb.ops_per_sec).ci,
             change_pct: (c.ratio.median - 1.0) * 100.0,
             ratio_ci95: Some(c.ratio.ci95),
             beyond_noise: c.ratio.excludes(1.0),
@@ -121,6 +126,8 @@ fn unpaired_rows(report: &RunReport) -> Vec<ScalingRow> {
                 vcpus: ra.vcpus,
                 a_ops_per_sec: x,
                 b_ops_per_sec: y,
+                a_ci95: Estimate::of(&ra.ops_per_sec).ci,
+                b_ci95: Estimate::of(&rb.ops_per_sec).ci,
                 change_pct: if x == 0.0 { 0.0 } else { (y - x) / x * 100.0 },
                 ratio_ci95: None,
                 beyond_noise: false,
@@ -141,7 +148,7 @@ pub fn render_scaling(report: &RunReport) -> String {
             let _ = writeln!(out, "\n{header}");
             let _ = writeln!(
                 out,
-                "  {:>5}  {:>9}  {:>9}  {:<26}  verdict",
+                "  {:>5}  {:>13}  {:>13}  {:<26}  verdict",
                 "vCPUs", "A ops/s", "B ops/s", "change [95% CI]"
             );
             last = header;
@@ -159,16 +166,22 @@ pub fn render_scaling(report: &RunReport) -> String {
         };
         let _ = writeln!(
             out,
-            "  {:>5}  {:>9}  {:>9}  {change:<26}  {verdict}",
+            "  {:>5}  {:>13}  {:>13}  {change:<26}  {verdict}",
             r.vcpus,
-            fmt_si(r.a_ops_per_sec),
-            fmt_si(r.b_ops_per_sec),
+            fmt_cost(Estimate {
+                median: r.a_ops_per_sec,
+                ci: r.a_ci95
+            }),
+            fmt_cost(Estimate {
+                median: r.b_ops_per_sec,
+                ci: r.b_ci95
+            }),
         );
     }
     if !out.is_empty() {
         out.insert_str(
             0,
-            "\nscaling: total ops/s over all vCPUs (median of rounds); change = median of \
+            "\nscaling: total ops/s over all vCPUs (median of rounds ±95% CI); change = median of \
              per-round B/A - 1",
         );
     }
