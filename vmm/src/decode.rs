@@ -107,7 +107,7 @@ pub fn find_simd(code: &[u8], addr: u64) -> Vec<DecodedInsn> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::guest_image::GuestImage;
+    use crate::machine::image::GuestImage;
 
     #[test]
     fn decodes_known_bytes() {

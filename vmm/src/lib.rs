@@ -3,18 +3,16 @@
 //!
 //! Modules follow the data flow (docs/ARCHITECTURE.md):
 //! config TOML → [`config`] → [`plan::Plan`] → [`machine`] (VM, memory, guest image, vCPUs)
-//! → [`measure`] (groups in interleaved rounds, estimators, disturbance) → [`session`] (booted
-//! VM, one thread per vCPU) → [`vcpu`] run loops ([`kvm_stats`] deltas) → [`protocol`]
+//! → [`measure`] (groups in interleaved rounds, estimators, disturbance; its session is the
+//! booted VM, one thread per vCPU) → [`vcpu`] run loops ([`kvm::stats`] deltas) → [`protocol`]
 //! → [`results::RunReport`] → [`report`] (table, JSON, CSV, Markdown, SVG, compare)
 //! → [`output`] (files replaced only where a regular file or nothing is, and stdout).
 
 pub mod bounded;
 pub mod config;
 pub mod decode;
-pub mod guest_image;
 pub mod host;
-pub mod irq_load;
-pub mod kvm_stats;
+pub mod kvm;
 pub mod machine;
 pub mod measure;
 pub mod output;
@@ -22,7 +20,6 @@ pub mod plan;
 pub mod protocol;
 pub mod report;
 pub mod results;
-pub mod session;
 pub mod stats;
 pub mod vcpu;
 

@@ -8,13 +8,13 @@ use std::sync::Arc;
 
 use clap::{CommandFactory, Parser, Subcommand};
 use irqbench::config::{self, Limits};
-use irqbench::guest_image::GuestImage;
+use irqbench::machine::image::GuestImage;
 use irqbench::measure;
+use irqbench::measure::session::RunOptions;
 use irqbench::output::{self, OutputError, OutputTarget};
 use irqbench::plan::{InsnId, IrqSource, Plan, StrategyId};
 use irqbench::report::{self, OutputDir};
 use irqbench::results::RunReport;
-use irqbench::session::RunOptions;
 use irqbench::{decode, host};
 
 /// The configs shipped in configs/, runnable by name (`irqbench run strategies`).

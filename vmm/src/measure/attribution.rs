@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::guest_image::GuestImage;
+use crate::machine::image::GuestImage;
 use crate::plan::PhasePlan;
 use crate::results::ExitSite;
 use crate::vcpu::window::ExitRips;

@@ -7,9 +7,9 @@ use irqbench_abi::PhaseDescriptor;
 
 use super::disturbance;
 use super::estimators::{Cell, RoundTable};
-use crate::kvm_stats::StatsDelta;
+use crate::kvm::stats::StatsDelta;
+use crate::measure::session::Dispatch;
 use crate::protocol::{self, ProtocolViolation};
-use crate::session::Dispatch;
 use crate::vcpu::window::{ExitCounts, ExitRips};
 
 /// One vCPU's block, validated.

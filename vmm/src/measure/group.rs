@@ -10,9 +10,9 @@ use super::collect::{host_rules_apply, Collected};
 use super::descriptor::{self, workload_ids};
 use super::estimators;
 use super::rows;
+use crate::measure::session::{PhaseError, RunOptions, Session};
 use crate::plan::{IrqSource, PhasePlan, Plan, Workload};
 use crate::results::{PairedComparison, PairedDifference, PhaseResult, Summary};
-use crate::session::{PhaseError, RunOptions, Session};
 
 /// Where calibration starts (operations per block).
 const CALIBRATION_OPS: u64 = 16;
@@ -78,7 +78,7 @@ impl GroupRun<'_> {
         &mut self,
         desc: PhaseDescriptor,
         expected: Duration,
-    ) -> Result<crate::session::Dispatch, PhaseError> {
+    ) -> Result<crate::measure::session::Dispatch, PhaseError> {
         let timeout = self.timeout(expected);
         self.session
             .dispatch(desc, self.rows[0].irq, timeout, &self.options.stop)

@@ -15,12 +15,12 @@ use std::time::Instant;
 
 use kvm_ioctls::Kvm;
 
-use crate::guest_image::GuestImage;
 use crate::host::{self, KvmFlavour};
+use crate::machine::image::GuestImage;
 use crate::machine::{IrqchipMode, MachineConfig, MachineError};
+use crate::measure::session::{PhaseError, ProgressFn, RunOptions, Session};
 use crate::plan::{HypercallTransport, PhasePlan, Plan};
 use crate::results::{DisturbanceInfo, HostManifest, PhaseFailure, RunReport, CI_METHOD, SCHEMA};
-use crate::session::{PhaseError, ProgressFn, RunOptions, Session};
 
 pub mod attribution;
 pub mod collect;
@@ -28,7 +28,9 @@ pub mod descriptor;
 pub mod disturbance;
 pub mod estimators;
 pub mod group;
+pub mod irq_load;
 mod rows;
+pub mod session;
 
 pub use attribution::classify_symbol;
 use group::GroupRun;

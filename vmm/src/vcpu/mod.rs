@@ -10,12 +10,10 @@ use std::sync::mpsc::{Receiver, Sender};
 use std::sync::{Arc, Mutex, Once};
 
 use irqbench_abi::{self as abi, PhaseDescriptor};
-use kvm_bindings::{kvm_interrupt, KVMIO};
 use kvm_ioctls::{SyncReg, VcpuExit, VcpuFd};
-use vmm_sys_util::ioctl::ioctl_with_ref;
-use vmm_sys_util::{ioctl_iow_nr, signal};
+use vmm_sys_util::signal;
 
-use crate::kvm_stats::StatsFd;
+use crate::kvm::stats::StatsFd;
 use crate::machine::Mailbox;
 use crate::protocol::{self, Doorbell};
 
@@ -27,9 +25,6 @@ pub use exit::{handle_exit, ExitAction, ExitEvent, ExitReason, LoopState};
 pub use fault::{exception_name, FaultReport};
 use fault::{fault, guest_exception, stopped};
 pub use window::{BlockSample, ExitCounts, PhaseSample, PhaseWindow, ThreadTimes, VariantTotals};
-
-// kvm-ioctls has no wrapper for KVM_INTERRUPT (userspace irqchip injection).
-ioctl_iow_nr!(KVM_INTERRUPT, KVMIO, 0x86, kvm_interrupt);
 
 /// The signal that kicks a vCPU thread out of KVM_RUN (SIGRTMIN + this).
 const KICK_SIGNAL_OFFSET: i32 = 2;
@@ -127,7 +122,7 @@ pub struct VcpuContext {
     pub vcpu: VcpuFd,
     pub stats: Option<StatsFd>,
     pub mailbox: Mailbox,
-    pub symbols: Arc<crate::guest_image::SymbolTable>,
+    pub symbols: Arc<crate::machine::image::SymbolTable>,
     pub control: Arc<VcpuControl>,
     pub commands: Receiver<VcpuCommand>,
     pub events: Sender<VcpuEvent>,
@@ -354,13 +349,7 @@ fn try_inject(vcpu: &mut VcpuFd) -> Result<bool, std::io::Error> {
     let run = vcpu.get_kvm_run();
     if run.ready_for_interrupt_injection != 0 && run.if_flag != 0 {
         run.request_interrupt_window = 0;
-        let irq = kvm_interrupt {
-            irq: u32::from(abi::irq::INJECT_VECTOR),
-        };
-        // SAFETY: KVM_INTERRUPT reads a kvm_interrupt from the pointer; `irq` lives across the call.
-        let ret = unsafe { ioctl_with_ref(&*vcpu, KVM_INTERRUPT(), &irq) };
-        if ret < 0 {
-            let err = std::io::Error::last_os_error();
+        if let Err(err) = crate::kvm::interrupt(vcpu, abi::irq::INJECT_VECTOR) {
             // EEXIST: an interrupt is already queued for injection; this one merges with it,
             // as a second edge on a busy line would.
             if err.raw_os_error() == Some(libc::EEXIST) {

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use irqbench_abi::{BlockRecord, PhaseRecord};
 
 use super::exit::ExitReason;
-use crate::kvm_stats::{StatsDelta, StatsSnapshot};
+use crate::kvm::stats::{StatsDelta, StatsSnapshot};
 
 /// Userspace exits by reason.
 pub type ExitCounts = BTreeMap<ExitReason, u64>;

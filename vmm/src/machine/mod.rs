@@ -14,7 +14,9 @@ use kvm_bindings::{
 use kvm_ioctls::{Kvm, VcpuFd, VmFd};
 use vm_memory::{ByteValued, Bytes, GuestAddress, GuestMemoryBackend, GuestMemoryMmap};
 
-use crate::guest_image::{GuestImage, ImageError};
+use image::{GuestImage, ImageError};
+
+pub mod image;
 
 const CR0_PE: u64 = 1 << 0;
 const CR0_ET: u64 = 1 << 4;
@@ -634,7 +636,7 @@ mod tests {
             // 200 µs timer periods.
             let mut phase = Plan::single(Workload::Idle, vcpus, 20_000).phases.remove(0);
             phase.irq = IrqSource::LapicTimer { period_us: 200.0 };
-            let (session, d) = crate::session::run_raw(
+            let (session, d) = crate::measure::session::run_raw(
                 &kvm,
                 &image,
                 &phase,

@@ -11,10 +11,10 @@ use std::time::{Duration, Instant};
 use irqbench_abi::{self as abi, PhaseDescriptor};
 use kvm_ioctls::Kvm;
 
-use crate::guest_image::GuestImage;
-use crate::irq_load::IrqLoad;
-use crate::kvm_stats::{StatsDelta, StatsFd};
+use crate::kvm::stats::{StatsDelta, StatsFd};
+use crate::machine::image::GuestImage;
 use crate::machine::{IrqchipMode, Machine, MachineConfig, Mailbox};
+use crate::measure::irq_load::IrqLoad;
 use crate::plan::{HypercallTransport, IrqSource, PhasePlan};
 use crate::protocol::{self, ValidRecord};
 use crate::vcpu::{
