@@ -258,6 +258,56 @@ pub fn validate_block(
     })
 }
 
+/// The counts a workload fixes: lock acquisitions (two per op in a lock phase, else none) and
+/// per-strategy ops (they sum to the mixed blocks' ops in a mixed phase, else all zero).
+fn check_workload_counts(
+    desc: &PhaseDescriptor,
+    rec: &PhaseRecord,
+) -> Result<(), (&'static str, String)> {
+    let acquisitions_want = if desc.workload == workload::LOCK {
+        rec.ops.saturating_mul(2)
+    } else {
+        0
+    };
+    if rec.lock_acquisitions != acquisitions_want {
+        return Err((
+            "record.lock_acquisitions",
+            format!(
+                "is {} but this phase takes the lock {acquisitions_want} times",
+                rec.lock_acquisitions
+            ),
+        ));
+    }
+    if desc.workload == workload::MIXED {
+        let sum = rec
+            .strategy_ops
+            .iter()
+            .fold(0u64, |a, b| a.saturating_add(*b));
+        // Only the mixed blocks count per strategy; the baseline's blocks do not.
+        let count = (desc.variant_count as usize).min(abi::MAX_VARIANTS);
+        let mixed_blocks = desc.variants[..count]
+            .iter()
+            .filter(|&&v| v == abi::VARIANT_MIXED)
+            .count() as u64;
+        let want = desc
+            .iterations
+            .saturating_mul(u64::from(desc.rounds))
+            .saturating_mul(mixed_blocks);
+        if sum != want {
+            return Err((
+                "record.strategy_ops",
+                format!("sum to {sum} but the mixed blocks ran {want} operations"),
+            ));
+        }
+    } else if rec.strategy_ops.iter().any(|c| *c != 0) {
+        return Err((
+            "record.strategy_ops",
+            "are non-zero outside a mixed phase".into(),
+        ));
+    }
+    Ok(())
+}
+
 pub fn validate_record(
     vcpu: u32,
     desc: &PhaseDescriptor,
@@ -333,47 +383,7 @@ pub fn validate_record(
             ),
         ));
     }
-    let acquisitions_want = if desc.workload == workload::LOCK {
-        rec.ops.saturating_mul(2)
-    } else {
-        0
-    };
-    if rec.lock_acquisitions != acquisitions_want {
-        return Err(bad(
-            "record.lock_acquisitions",
-            format!(
-                "is {} but this phase takes the lock {acquisitions_want} times",
-                rec.lock_acquisitions
-            ),
-        ));
-    }
-    if desc.workload == workload::MIXED {
-        let sum = rec
-            .strategy_ops
-            .iter()
-            .fold(0u64, |a, b| a.saturating_add(*b));
-        // Only the mixed blocks count per strategy; the baseline's blocks do not.
-        let count = (desc.variant_count as usize).min(abi::MAX_VARIANTS);
-        let mixed_blocks = desc.variants[..count]
-            .iter()
-            .filter(|&&v| v == abi::VARIANT_MIXED)
-            .count() as u64;
-        let want = desc
-            .iterations
-            .saturating_mul(u64::from(desc.rounds))
-            .saturating_mul(mixed_blocks);
-        if sum != want {
-            return Err(bad(
-                "record.strategy_ops",
-                format!("sum to {sum} but the mixed blocks ran {want} operations"),
-            ));
-        }
-    } else if rec.strategy_ops.iter().any(|c| *c != 0) {
-        return Err(bad(
-            "record.strategy_ops",
-            "are non-zero outside a mixed phase".into(),
-        ));
-    }
+    check_workload_counts(desc, rec).map_err(|(field, problem)| bad(field, problem))?;
     Ok(ValidRecord {
         tsc_cycles: rec.tsc_end - rec.tsc_start,
         ops: rec.ops,

@@ -158,38 +158,7 @@ impl GuestImage {
             reason,
         };
         let elf = ElfView { bytes: &bytes };
-        if bytes.len() < 64 {
-            return Err(invalid(format!(
-                "file is {} bytes, shorter than an ELF64 header (64)",
-                bytes.len()
-            )));
-        }
-        if bytes[..4] != *b"\x7fELF" {
-            return Err(invalid("no ELF magic (\\x7fELF) at offset 0".into()));
-        }
-        if bytes[4] != 2 {
-            return Err(invalid(format!(
-                "ELF class {} is not ELFCLASS64 (2): the guest must be a 64-bit image",
-                bytes[4]
-            )));
-        }
-        if bytes[5] != 1 {
-            return Err(invalid(format!(
-                "ELF data encoding {} is not little-endian (1)",
-                bytes[5]
-            )));
-        }
-        let e_type = elf.u16(16);
-        if e_type != Some(2) {
-            return Err(invalid(format!(
-                "ELF type {} is not ET_EXEC (2): link the guest -static -no-pie",
-                e_type.unwrap_or(0)
-            )));
-        }
-        let machine = elf.u16(18).unwrap_or(0);
-        if machine != 62 {
-            return Err(invalid(format!("ELF machine {machine} is not x86-64 (62)")));
-        }
+        check_header(&bytes).map_err(invalid)?;
         let entry = elf.u64(24).unwrap_or(0);
         let phoff = elf.u64(32).unwrap_or(0);
         let shoff = elf.u64(40).unwrap_or(0);
@@ -216,49 +185,9 @@ impl GuestImage {
         let mut segments = Vec::new();
         for i in 0..phnum {
             let base = (phoff + i * phentsize) as usize;
-            if elf.u32(base) != Some(PT_LOAD) {
-                continue;
+            if let Some(seg) = load_segment(&elf, i, base).map_err(invalid)? {
+                segments.push(seg);
             }
-            let seg = Segment {
-                executable: elf.u32(base + 4).unwrap_or(0) & PF_X != 0,
-                file_offset: elf.u64(base + 8).unwrap_or(0),
-                paddr: elf.u64(base + 24).unwrap_or(0),
-                file_size: elf.u64(base + 32).unwrap_or(0),
-                mem_size: elf.u64(base + 40).unwrap_or(0),
-            };
-            let allowed = abi::GUEST_LOAD_GPA..abi::GUEST_IMAGE_END;
-            let end = seg.paddr.checked_add(seg.mem_size);
-            if seg.file_size > seg.mem_size {
-                return Err(invalid(format!(
-                    "segment {i}: file size {:#x} exceeds memory size {:#x}",
-                    seg.file_size, seg.mem_size
-                )));
-            }
-            if !allowed.contains(&seg.paddr) || end.is_none_or(|e| e > abi::GUEST_IMAGE_END) {
-                return Err(invalid(format!(
-                    "segment {i} at {:#x}..{:#x} is outside the guest image area {:#x}..{:#x} \
-                     (link the guest at {:#x}, see guest/link.ld)",
-                    seg.paddr,
-                    seg.paddr.saturating_add(seg.mem_size),
-                    allowed.start,
-                    allowed.end,
-                    abi::GUEST_LOAD_GPA
-                )));
-            }
-            if seg
-                .file_offset
-                .checked_add(seg.file_size)
-                .is_none_or(|e| e > bytes.len() as u64)
-            {
-                return Err(invalid(format!(
-                    "segment {i}: file bytes {:#x}+{:#x} run past the end of the file ({} \
-                     bytes): truncated?",
-                    seg.file_offset,
-                    seg.file_size,
-                    bytes.len()
-                )));
-            }
-            segments.push(seg);
         }
         if segments.is_empty() {
             return Err(invalid("no PT_LOAD segment".into()));
@@ -427,6 +356,91 @@ fn read_symbols(elf: &ElfView<'_>, shoff: u64, shentsize: u64, shnum: u64) -> Sy
     symbols.sort_by(|a, b| a.addr.cmp(&b.addr).then_with(|| a.name.cmp(&b.name)));
     symbols.dedup_by(|b, a| a.addr == b.addr && a.name == b.name);
     SymbolTable { symbols }
+}
+
+/// The ELF identification and header fields a static x86-64 guest must have.
+fn check_header(bytes: &[u8]) -> Result<(), String> {
+    let elf = ElfView { bytes };
+    if bytes.len() < 64 {
+        return Err(format!(
+            "file is {} bytes, shorter than an ELF64 header (64)",
+            bytes.len()
+        ));
+    }
+    if bytes[..4] != *b"\x7fELF" {
+        return Err("no ELF magic (\\x7fELF) at offset 0".into());
+    }
+    if bytes[4] != 2 {
+        return Err(format!(
+            "ELF class {} is not ELFCLASS64 (2): the guest must be a 64-bit image",
+            bytes[4]
+        ));
+    }
+    if bytes[5] != 1 {
+        return Err(format!(
+            "ELF data encoding {} is not little-endian (1)",
+            bytes[5]
+        ));
+    }
+    let e_type = elf.u16(16);
+    if e_type != Some(2) {
+        return Err(format!(
+            "ELF type {} is not ET_EXEC (2): link the guest -static -no-pie",
+            e_type.unwrap_or(0)
+        ));
+    }
+    let machine = elf.u16(18).unwrap_or(0);
+    if machine != 62 {
+        return Err(format!("ELF machine {machine} is not x86-64 (62)"));
+    }
+    Ok(())
+}
+
+/// Program header `i` (at file offset `base`, inside the file): `None` unless PT_LOAD, else the
+/// segment once it is checked against the guest image area and the file's length.
+fn load_segment(elf: &ElfView<'_>, i: u64, base: usize) -> Result<Option<Segment>, String> {
+    if elf.u32(base) != Some(PT_LOAD) {
+        return Ok(None);
+    }
+    let len = elf.bytes.len();
+    let seg = Segment {
+        executable: elf.u32(base + 4).unwrap_or(0) & PF_X != 0,
+        file_offset: elf.u64(base + 8).unwrap_or(0),
+        paddr: elf.u64(base + 24).unwrap_or(0),
+        file_size: elf.u64(base + 32).unwrap_or(0),
+        mem_size: elf.u64(base + 40).unwrap_or(0),
+    };
+    let allowed = abi::GUEST_LOAD_GPA..abi::GUEST_IMAGE_END;
+    let end = seg.paddr.checked_add(seg.mem_size);
+    if seg.file_size > seg.mem_size {
+        return Err(format!(
+            "segment {i}: file size {:#x} exceeds memory size {:#x}",
+            seg.file_size, seg.mem_size
+        ));
+    }
+    if !allowed.contains(&seg.paddr) || end.is_none_or(|e| e > abi::GUEST_IMAGE_END) {
+        return Err(format!(
+            "segment {i} at {:#x}..{:#x} is outside the guest image area {:#x}..{:#x} \
+             (link the guest at {:#x}, see guest/link.ld)",
+            seg.paddr,
+            seg.paddr.saturating_add(seg.mem_size),
+            allowed.start,
+            allowed.end,
+            abi::GUEST_LOAD_GPA
+        ));
+    }
+    if seg
+        .file_offset
+        .checked_add(seg.file_size)
+        .is_none_or(|e| e > len as u64)
+    {
+        return Err(format!(
+            "segment {i}: file bytes {:#x}+{:#x} run past the end of the file ({len} bytes): \
+             truncated?",
+            seg.file_offset, seg.file_size
+        ));
+    }
+    Ok(Some(seg))
 }
 
 #[cfg(test)]

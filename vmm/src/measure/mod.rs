@@ -76,16 +76,9 @@ fn fail_rows(report: &mut RunReport, rows: &[&PhasePlan], e: &PhaseError) {
     }
 }
 
-/// Runs the whole plan. Never panics on guest input; a failing phase becomes a
-/// [`PhaseFailure`] and the run goes on with a fresh VM.
-pub fn run_plan(
-    kvm: &Kvm,
-    plan: &Plan,
-    image: &Arc<GuestImage>,
-    options: &RunOptions,
-    progress: &mut ProgressFn<'_>,
-) -> Result<RunReport, RunError> {
-    let started = Instant::now();
+/// The report a run fills in: the host manifest (after the preflight checks), the config and
+/// the method. Refuses what cannot run here (vmcall on PVM, more than the host allows).
+fn start_report(kvm: &Kvm, plan: &Plan) -> Result<RunReport, RunError> {
     let mut manifest = host::manifest(kvm).map_err(RunError::Host)?;
     let flavour = host::detect_flavour();
     if plan.hypercall == HypercallTransport::Vmcall && flavour == KvmFlavour::Pvm {
@@ -101,7 +94,7 @@ pub fn run_plan(
             manifest.host_cpus
         ));
     }
-    let mut report = RunReport {
+    Ok(RunReport {
         schema: SCHEMA.into(),
         irqbench_version: env!("CARGO_PKG_VERSION").into(),
         config_name: plan.name.clone(),
@@ -121,7 +114,20 @@ pub fn run_plan(
             .map_or(0, |d| d.as_secs()),
         host: manifest,
         ..Default::default()
-    };
+    })
+}
+
+/// Runs the whole plan. Never panics on guest input; a failing phase becomes a
+/// [`PhaseFailure`] and the run goes on with a fresh VM.
+pub fn run_plan(
+    kvm: &Kvm,
+    plan: &Plan,
+    image: &Arc<GuestImage>,
+    options: &RunOptions,
+    progress: &mut ProgressFn<'_>,
+) -> Result<RunReport, RunError> {
+    let started = Instant::now();
+    let mut report = start_report(kvm, plan)?;
     let tsc_khz = report.host.tsc_khz.max(1);
     let mut session: Option<Session> = None;
     let groups = groups(&plan.phases);

@@ -169,54 +169,32 @@ impl Session {
                 console: console.clone(),
                 sync_regs,
             };
-            let events = event_tx.clone();
             let cpu = index as usize % host_cpus;
-            let handle = std::thread::Builder::new()
-                .name(format!("vcpu{index}"))
-                .spawn(move || {
-                    if pin {
-                        pin_to_cpu(cpu);
-                    }
-                    // A bug in the VMM must end this run with a report, not hang the runner.
-                    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        vcpu::run_vcpu(ctx)
-                    }))
-                    .unwrap_or_else(|panic| {
-                        let what = panic
-                            .downcast_ref::<&str>()
-                            .map(|s| s.to_string())
-                            .or_else(|| panic.downcast_ref::<String>().cloned())
-                            .unwrap_or_default();
-                        VcpuOutcome::Fault(Box::new(vcpu::FaultReport {
-                            vcpu: index,
-                            kind: format!("irqbench bug: the vCPU thread panicked: {what}"),
-                            rip: 0,
-                            instruction: String::new(),
-                            symbol: None,
-                            regs: None,
-                            cr2: None,
-                        }))
-                    });
-                    let _ = events.send(VcpuEvent::Exited { index, outcome });
-                })
-                .map_err(|e| PhaseError::Boot(format!("spawning vCPU thread {index}: {e}")))?;
+            let handle = spawn_vcpu_thread(ctx, event_tx.clone(), pin.then_some(cpu))?;
             session.controls.push(control);
             session.commands.push(cmd_tx);
             session.threads.push(handle);
         }
         drop(event_tx);
+        session.wait_for_boot(config.vcpus)?;
+        Ok(session)
+    }
+
+    /// Waits until `vcpus` guest CPUs have rung BOOTED; a vCPU that exits first, or a guest
+    /// that takes longer than BOOT_TIMEOUT, is a boot failure with the reason.
+    fn wait_for_boot(&mut self, vcpus: u32) -> Result<(), PhaseError> {
         let deadline = Instant::now() + BOOT_TIMEOUT;
         let mut booted = 0;
-        while booted < config.vcpus {
-            match session
+        while booted < vcpus {
+            match self
                 .events
                 .recv_timeout(deadline.saturating_duration_since(Instant::now()))
             {
                 Ok(VcpuEvent::Booted { .. }) => booted += 1,
                 Ok(VcpuEvent::Exited { outcome, .. }) => {
-                    session.dead = true;
+                    self.dead = true;
                     // The guest may have said why on its console (e.g. an ABI mismatch).
-                    let console = session
+                    let console = self
                         .console
                         .lock()
                         .map(|c| c.trim().to_string())
@@ -233,49 +211,23 @@ impl Session {
                 }
                 Ok(VcpuEvent::PhaseDone(_)) => {}
                 Err(_) => {
-                    let where_ = session.stop_all();
+                    let where_ = self.stop_all();
                     return Err(PhaseError::Boot(format!(
                         "the guest did not boot within {BOOT_TIMEOUT:?}; {where_}"
                     )));
                 }
             }
         }
-        Ok(session)
+        Ok(())
     }
 
-    /// Runs one phase on every vCPU and collects validated records.
-    pub fn dispatch(
+    /// Waits for every vCPU's PhaseDone, up to `timeout`; the first failure (a stop request, the
+    /// timeout, a vCPU that exited) ends the wait.
+    fn await_samples(
         &mut self,
-        mut desc: PhaseDescriptor,
-        irq: IrqSource,
         timeout: Duration,
         stop: &AtomicBool,
-    ) -> Result<Dispatch, PhaseError> {
-        if self.dead {
-            return Err(PhaseError::Guest("the VM is no longer running".into()));
-        }
-        self.seq = (self.seq + 1) & 0xFF_FFFF;
-        desc.seq = self.seq;
-        desc.hypercall_transport = match self.hypercall {
-            HypercallTransport::Port => abi::hypercall::PORT,
-            HypercallTransport::Vmcall => abi::hypercall::VMCALL,
-        };
-        let shared_counter = abi::MAILBOX_GPA + abi::offset::SHARED_LOCK_COUNTER as u64;
-        let barrier = abi::MAILBOX_GPA + abi::offset::SHARED_BARRIER as u64;
-        for (gpa, what) in [(shared_counter, "lock counter"), (barrier, "block barrier")] {
-            self.mailbox
-                .write_u64(gpa, 0, what)
-                .map_err(|e| PhaseError::Guest(error_chain(&e)))?;
-        }
-        let vm_before = self.vm_stats.as_ref().and_then(|s| s.snapshot().ok());
-        let raised_before = self.irqs_raised();
-        let load = IrqLoad::start(irq, &self.controls, &self.mailbox);
-        for tx in &self.commands {
-            if tx.send(VcpuCommand::Run(desc)).is_err() {
-                self.dead = true;
-                return Err(PhaseError::Guest("a vCPU thread has exited".into()));
-            }
-        }
+    ) -> Result<Vec<PhaseSample>, PhaseError> {
         let started = Instant::now();
         let mut samples: Vec<Option<PhaseSample>> = vec![None; self.vcpus as usize];
         let mut failure = None;
@@ -320,14 +272,57 @@ impl Session {
                 }
             }
         }
+        match failure {
+            Some(f) => Err(f),
+            None => Ok(samples.into_iter().flatten().collect()),
+        }
+    }
+
+    /// Runs one phase on every vCPU and collects validated records.
+    pub fn dispatch(
+        &mut self,
+        mut desc: PhaseDescriptor,
+        irq: IrqSource,
+        timeout: Duration,
+        stop: &AtomicBool,
+    ) -> Result<Dispatch, PhaseError> {
+        if self.dead {
+            return Err(PhaseError::Guest("the VM is no longer running".into()));
+        }
+        self.seq = (self.seq + 1) & 0xFF_FFFF;
+        desc.seq = self.seq;
+        desc.hypercall_transport = match self.hypercall {
+            HypercallTransport::Port => abi::hypercall::PORT,
+            HypercallTransport::Vmcall => abi::hypercall::VMCALL,
+        };
+        let shared_counter = abi::MAILBOX_GPA + abi::offset::SHARED_LOCK_COUNTER as u64;
+        let barrier = abi::MAILBOX_GPA + abi::offset::SHARED_BARRIER as u64;
+        for (gpa, what) in [(shared_counter, "lock counter"), (barrier, "block barrier")] {
+            self.mailbox
+                .write_u64(gpa, 0, what)
+                .map_err(|e| PhaseError::Guest(error_chain(&e)))?;
+        }
+        let vm_before = self.vm_stats.as_ref().and_then(|s| s.snapshot().ok());
+        let raised_before = self.irqs_raised();
+        let load = IrqLoad::start(irq, &self.controls, &self.mailbox);
+        for tx in &self.commands {
+            if tx.send(VcpuCommand::Run(desc)).is_err() {
+                self.dead = true;
+                return Err(PhaseError::Guest("a vCPU thread has exited".into()));
+            }
+        }
+        let collected = self.await_samples(timeout, stop);
         load.stop();
         let irqs_raised = self.irqs_raised() - raised_before;
-        if let Some(f) = failure {
-            if matches!(f, PhaseError::Interrupted) {
-                self.stop_all();
+        let samples = match collected {
+            Ok(samples) => samples,
+            Err(f) => {
+                if matches!(f, PhaseError::Interrupted) {
+                    self.stop_all();
+                }
+                return Err(f);
             }
-            return Err(f);
-        }
+        };
         let vm_stats = match (
             vm_before,
             self.vm_stats.as_ref().and_then(|s| s.snapshot().ok()),
@@ -335,7 +330,6 @@ impl Session {
             (Some(b), Some(a)) => Some(a.delta(&b)),
             _ => None,
         };
-        let samples: Vec<PhaseSample> = samples.into_iter().flatten().collect();
         let mut records = Vec::new();
         for s in &samples {
             records.push(protocol::validate_record(s.index, &desc, &s.record)?);
@@ -444,6 +438,43 @@ impl Drop for Session {
             self.close();
         }
     }
+}
+
+/// Starts the thread of one vCPU (pinned to `cpu` if given). A panic in it (a VMM bug) ends
+/// that vCPU with a fault report, so the run reports it instead of hanging.
+fn spawn_vcpu_thread(
+    ctx: VcpuContext,
+    events: Sender<VcpuEvent>,
+    cpu: Option<usize>,
+) -> Result<JoinHandle<()>, PhaseError> {
+    let index = ctx.index;
+    std::thread::Builder::new()
+        .name(format!("vcpu{index}"))
+        .spawn(move || {
+            if let Some(cpu) = cpu {
+                pin_to_cpu(cpu);
+            }
+            let outcome =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| vcpu::run_vcpu(ctx)))
+                    .unwrap_or_else(|panic| {
+                        let what = panic
+                            .downcast_ref::<&str>()
+                            .map(|s| s.to_string())
+                            .or_else(|| panic.downcast_ref::<String>().cloned())
+                            .unwrap_or_default();
+                        VcpuOutcome::Fault(Box::new(vcpu::FaultReport {
+                            vcpu: index,
+                            kind: format!("irqbench bug: the vCPU thread panicked: {what}"),
+                            rip: 0,
+                            instruction: String::new(),
+                            symbol: None,
+                            regs: None,
+                            cr2: None,
+                        }))
+                    });
+            let _ = events.send(VcpuEvent::Exited { index, outcome });
+        })
+        .map_err(|e| PhaseError::Boot(format!("spawning vCPU thread {index}: {e}")))
 }
 
 fn pin_to_cpu(cpu: usize) {
