@@ -168,8 +168,12 @@ pub struct PhaseResult {
     pub stats_ci95: BTreeMap<String, [f64; 2]>,
     /// The same for the VM-wide stats (whole group, per operation of all its rows).
     pub vm_stats_per_op: BTreeMap<String, f64>,
-    /// The VMM's own count of userspace exits by reason, per operation (markers subtracted).
+    /// The VMM's own count of userspace exits by reason, per operation (markers subtracted):
+    /// totals over all rounds.
     pub userspace_exits_per_op: BTreeMap<String, f64>,
+    /// All userspace exits per operation, one sample per round (median and 95% CI).
+    #[serde(default)]
+    pub userspace_exits_per_round: Summary,
     pub interrupts: u64,
     /// Interrupts (`inject`) or events (`pv-event`) the host raised during the group's rounds,
     /// shared among its rows by block time.
@@ -316,6 +320,10 @@ pub struct RunReport {
     /// Single-instruction costs derived from paired differences (instruction suite).
     #[serde(default)]
     pub differences: Vec<PairedDifference>,
+    /// VM-wide KVM stats by group: exact totals over the group's rounds (every row and the
+    /// baseline together; a VM-wide counter belongs to no one row).
+    #[serde(default)]
+    pub vm_stats_by_group: BTreeMap<String, BTreeMap<String, u64>>,
     #[serde(default)]
     pub disturbance: DisturbanceInfo,
     /// [`CI_METHOD`].

@@ -20,6 +20,8 @@ pub struct Obs {
     pub vcpu: u32,
     pub cycles: u64,
     pub ops: u64,
+    /// Userspace exits the VMM handled in the block (doorbells excluded).
+    pub userspace_exits: u64,
     pub host_disturbed: bool,
 }
 
@@ -126,6 +128,7 @@ impl Collected {
                     vcpu: s.index,
                     cycles: v.tsc_cycles,
                     ops: v.ops,
+                    userspace_exits: b.userspace_exits,
                     host_disturbed: self.host_rules
                         && disturbance::host_flags(b.off_cpu_ns, b.involuntary_switches, b.wall_ns),
                 });
@@ -227,6 +230,7 @@ impl Collected {
             cell.cycles_mean += o.cycles as f64;
             cell.cycles_max = cell.cycles_max.max(o.cycles as f64);
             cell.ops = o.ops;
+            cell.userspace_exits += o.userspace_exits;
             cell.disturbed |= o.host_disturbed || *out;
             *n += 1;
         }

@@ -20,6 +20,8 @@ pub struct Cell {
     /// Operations per vCPU in the block.
     pub ops: u64,
     pub vcpus: u32,
+    /// Userspace exits over the block, summed over vCPUs.
+    pub userspace_exits: u64,
     /// Non-zero KVM stats over the block, summed over vCPUs, by index into
     /// [`RoundTable::stat_names`]; `None` without binary stats.
     pub stats: Option<BTreeMap<u16, u64>>,
@@ -115,6 +117,16 @@ impl RoundTable {
             .collect()
     }
 
+    /// Per round: userspace exits(v) / (ops(v) × vCPUs), nothing subtracted (the baseline's
+    /// blocks take none unless an interrupt load lands in them, and those are the load's).
+    pub fn userspace_exits(&self, v: usize) -> Vec<f64> {
+        self.pairs(0, v)
+            .map(|(_, x)| {
+                x.userspace_exits as f64 / (x.ops.max(1) * u64::from(x.vcpus.max(1))) as f64
+            })
+            .collect()
+    }
+
     /// Per round: operations per second over all vCPUs, from the slowest vCPU's block.
     pub fn ops_per_sec(&self, v: usize, tsc_hz: f64) -> Vec<f64> {
         self.pairs(0, v)
@@ -205,6 +217,7 @@ mod tests {
             cycles_max: cycles,
             ops,
             vcpus: 1,
+            userspace_exits: ops / 4,
             stats: Some(BTreeMap::from([(0, (cycles / 1000.0) as u64)])),
             disturbed: false,
         })
@@ -224,6 +237,23 @@ mod tests {
             ]);
         }
         t
+    }
+
+    #[test]
+    fn userspace_exits_have_per_round_samples_with_a_ci() {
+        // 100 ops per block; round r takes 25 + r % 5 userspace exits: 0.25..=0.29 per op,
+        // median 0.27. A disturbed round is left out like every other figure.
+        let mut t = RoundTable::new(2);
+        for r in 0..50u64 {
+            let mut x = cell(20_000.0, 100).unwrap();
+            x.userspace_exits = 25 + r % 5;
+            x.disturbed = r == 7;
+            t.rounds.push(vec![cell(10_000.0, 100), Some(x)]);
+        }
+        let s = Summary::from_samples(&t.userspace_exits(1));
+        assert_eq!(s.samples.len(), 49);
+        assert!((s.median - 0.27).abs() < 1e-12, "{s:?}");
+        assert!(s.ci95[0] >= 0.25 && s.ci95[1] <= 0.29 && s.ci95[0] <= s.ci95[1]);
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! One group's measurement: calibrate the block size, warm up, then run rounds until every
 //! row's CI reaches the plan's precision or the group's time budget runs out.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -40,6 +41,8 @@ pub struct GroupOutcome {
     pub results: Vec<PhaseResult>,
     pub comparisons: Vec<PairedComparison>,
     pub differences: Vec<PairedDifference>,
+    /// VM-wide KVM stats that moved, totals over the group's dispatches.
+    pub vm_stats: BTreeMap<String, u64>,
     /// The user stopped the run during this group; the figures are from the rounds before.
     pub interrupted: bool,
     /// The group's threads outnumbered the host CPUs: only the outlier rule flagged blocks.

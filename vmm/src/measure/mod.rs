@@ -184,6 +184,11 @@ pub fn run_plan(
                 report.results.extend(outcome.results);
                 report.comparisons.extend(outcome.comparisons);
                 report.differences.extend(outcome.differences);
+                if !outcome.vm_stats.is_empty() {
+                    report
+                        .vm_stats_by_group
+                        .insert(first.group.clone(), outcome.vm_stats);
+                }
                 if outcome.host_rules_off {
                     report.disturbance.not_used.push(format!(
                         "{} and {} for group {}: its vCPU and interrupt-load threads outnumber \

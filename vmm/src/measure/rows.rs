@@ -48,6 +48,8 @@ pub(super) fn build(
         } else {
             0
         };
+        // Kept for readers of the JSON; reports show the group's totals instead, since a
+        // VM-wide counter belongs to no one row.
         for (k, n) in collected.vm_stats.nonzero() {
             r.vm_stats_per_op
                 .insert(k.to_string(), n as f64 / total_ops.max(1) as f64);
@@ -78,6 +80,11 @@ pub(super) fn build(
         results,
         comparisons,
         differences,
+        vm_stats: collected
+            .vm_stats
+            .nonzero()
+            .map(|(k, n)| (k.to_string(), n))
+            .collect(),
         interrupted,
         host_rules_off: !collected.host_rules,
     }
@@ -131,6 +138,7 @@ fn row_result(
         }
     }
     r.exits_per_round = exits;
+    r.userspace_exits_per_round = Summary::from_samples(&table.userspace_exits(v));
     r.cycles_per_op = cycles;
     r.baseline_cycles = baseline;
     r

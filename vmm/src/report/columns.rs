@@ -78,9 +78,29 @@ pub(crate) fn exits_stat(r: &PhaseResult) -> Option<f64> {
     r.exits_per_op.get(EXITS_STAT).copied()
 }
 
-/// All userspace exits per op, whatever the reason.
+/// All userspace exits per op, whatever the reason (totals over all rounds).
 pub(crate) fn userspace_exits(r: &PhaseResult) -> f64 {
     r.userspace_exits_per_op.values().sum()
+}
+
+/// Userspace exits per op: the median of its per-round values with their CI; files written
+/// before those existed have only the total ratio, shown without a CI (`±?`).
+pub(crate) fn userspace_exits_estimate(r: &PhaseResult) -> Estimate {
+    let s = &r.userspace_exits_per_round;
+    if s.samples.is_empty() {
+        let total = userspace_exits(r);
+        if total == 0.0 {
+            return Estimate {
+                median: 0.0,
+                ci: Some([0.0, 0.0]),
+            };
+        }
+        return Estimate {
+            median: total,
+            ci: None,
+        };
+    }
+    Estimate::of(s)
 }
 
 /// KVM stat `name` per op with the CI of its per-round samples (`exits` also has its own
@@ -290,8 +310,16 @@ pub(crate) const COLUMNS: &[Column] = &[
         align: Align::Right,
         scope: Scope::All,
         omit: Omit::IfAllZero,
-        cell: |r| fmt_rate(userspace_exits(r)),
-        csv: &[("userspace_exits_per_op", |r| raw_number(userspace_exits(r)))],
+        cell: |r| fmt_cost(userspace_exits_estimate(r)),
+        csv: &[
+            ("userspace_exits_per_op", |r| raw_number(userspace_exits(r))),
+            ("uexits_ci_lo", |r| {
+                raw_number(r.userspace_exits_per_round.ci95[0])
+            }),
+            ("uexits_ci_hi", |r| {
+                raw_number(r.userspace_exits_per_round.ci95[1])
+            }),
+        ],
     },
     Column {
         header: "rounds",

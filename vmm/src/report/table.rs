@@ -2,7 +2,6 @@
 //! comparisons and derived costs, the legend, exits by KVM stat, exit sites, mixed phases,
 //! scaling and failures.
 
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use crate::results::{
@@ -482,19 +481,9 @@ pub(crate) fn push_wrapped(out: &mut String, first_prefix: &str, indent: &str, i
     out.push('\n');
 }
 
-fn nonzero_entries(map: &BTreeMap<String, f64>, prefix: &str) -> Vec<String> {
-    map.iter()
-        .filter(|(_, v)| **v != 0.0)
-        .map(|(k, v)| format!("{prefix}{k}={}", fmt_rate(*v)))
-        .collect()
-}
-
 fn render_stats(out: &mut String, report: &RunReport) {
     // Every result, with its full name: the tables above show only its strategy.
-    out.push_str(
-        "\nexits per op by KVM stat (net of the baseline ±95% CI; non-zero only; vm.*: VM-wide, \
-         whole group)\n",
-    );
+    out.push_str("\nexits per op by KVM stat (net of the baseline ±95% CI; non-zero only)\n");
     for r in &report.results {
         let mut items: Vec<String> = r
             .exits_per_op
@@ -502,11 +491,33 @@ fn render_stats(out: &mut String, report: &RunReport) {
             .filter(|(_, v)| **v != 0.0)
             .filter_map(|(k, _)| Some(format!("{k}={}", fmt_cost(stat_estimate(r, k)?))))
             .collect();
-        items.extend(nonzero_entries(&r.vm_stats_per_op, "vm."));
+        if report.vm_stats_by_group.is_empty() {
+            // Files written before the group totals existed: the per-op share has no CI.
+            items.extend(
+                r.vm_stats_per_op
+                    .iter()
+                    .filter(|(_, v)| **v != 0.0)
+                    .map(|(k, v)| format!("vm.{k}={} ±?", fmt_rate(*v))),
+            );
+        }
         if items.is_empty() {
             items.push("-".into());
         }
         push_wrapped(out, &format!("  {}: ", r.name), "      ", &items);
+    }
+    if report.vm_stats_by_group.is_empty() {
+        return;
+    }
+    out.push_str(
+        "\nVM-wide KVM stats by group (exact totals over all its rounds and rows; a VM-wide \
+         counter belongs to no one row)\n",
+    );
+    for (group, stats) in &report.vm_stats_by_group {
+        let items: Vec<String> = stats
+            .iter()
+            .map(|(k, n)| format!("vm.{k}={}", fmt_count(*n)))
+            .collect();
+        push_wrapped(out, &format!("  {group}: "), "      ", &items);
     }
 }
 

@@ -96,6 +96,7 @@ fn with_exits(mut r: PhaseResult, exits: f64, spread: f64) -> PhaseResult {
     }
     r.userspace_exits_per_op
         .insert("io-out".into(), exits * 0.75);
+    r.userspace_exits_per_round = rounds(exits * 0.75, spread * 0.75, ROUNDS);
     r
 }
 
@@ -240,6 +241,10 @@ fn sample_report() -> RunReport {
         },
         ci_method: crate::results::CI_METHOD.into(),
         description: "Paravirt flag save/restore against native, quick settings.".into(),
+        vm_stats_by_group: BTreeMap::from([(
+            "strategies/n0/none/1v".into(),
+            BTreeMap::from([("mmu_pte_write".into(), 119_000)]),
+        )]),
     }
 }
 
@@ -285,6 +290,34 @@ fn table_has_every_group_unit_and_section() {
     for line in table.lines() {
         assert!(line.chars().count() <= 120, "too wide: {line}");
     }
+}
+
+#[test]
+fn userspace_exits_and_vm_stats_print_with_what_bounds_them() {
+    let report = sample_report();
+    let table = render_table(&report);
+    // pvop-popf: 1.5 userspace exits per op, with the CI of its per-round values.
+    let popf = table_row(&table, "pvop-popf");
+    assert!(popf.contains("1.5000 ±0.0031"), "{popf}");
+    // A VM-wide counter is a group total, not a per-row rate.
+    assert!(!table.contains("vm.mmu_pte_write=0"), "{table}");
+    let vm = table
+        .lines()
+        .find(|l| l.contains("vm.mmu_pte_write"))
+        .expect("VM-wide stats line");
+    assert!(
+        vm.contains("strategies/n0/none/1v: vm.mmu_pte_write=119k"),
+        "{vm}"
+    );
+    // A file without group totals (schema 2 before they existed) keeps its per-op share,
+    // marked as having no CI.
+    let mut old = report.clone();
+    old.vm_stats_by_group.clear();
+    old.results[0]
+        .vm_stats_per_op
+        .insert("mmu_pte_write".into(), 0.5);
+    let table = render_table(&old);
+    assert!(table.contains("vm.mmu_pte_write=0.5000 ±?"), "{table}");
 }
 
 #[test]
