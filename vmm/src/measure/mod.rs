@@ -619,26 +619,38 @@ mod tests {
         plan.pin_vcpus = true; // vCPU 0 on host CPU 0
         plan.min_rounds = 200;
         plan.max_seconds = 3.0;
-        let Some(quiet) = run(&plan) else { return };
+        // Quiet, competed, quiet again: the host's emulation speed drifts between runs (the
+        // benchmark compares inside one run), so the competed median is held against the mean
+        // of the two quiet runs around it.
+        let Some(before) = run(&plan) else { return };
         let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let spinner = competitor(stop.clone());
         let busy = run(&plan);
         stop.store(true, Ordering::Relaxed);
         spinner.join().expect("competitor");
-        let (q, b) = (&quiet.results[0], &busy.expect("run").results[0]);
+        let after = run(&plan).expect("run");
+        let b = &busy.expect("run").results[0];
         assert!(
             b.disturbed_fraction > 0.0,
             "a thread sharing the vCPU's CPU disturbed no block"
         );
-        // Between two runs this host's emulation speed itself drifts by several percent (the
-        // benchmark compares inside one run); what must hold is that preempted blocks — each
-        // several times slower — did not reach the median.
-        let change = b.cycles_per_op.median / q.cycles_per_op.median - 1.0;
-        assert!(
-            change.abs() < 0.10,
-            "median {} under competition vs {} quiet ({:+.1}%)",
+        let quiet = [&before.results[0], &after.results[0]].map(|r| r.cycles_per_op.median);
+        let reference = (quiet[0] + quiet[1]) / 2.0;
+        let change = b.cycles_per_op.median / reference - 1.0;
+        eprintln!(
+            "competed median {:.0} ({:.1}% of blocks disturbed) vs quiet {:.0} and {:.0}: {:+.2}%",
             b.cycles_per_op.median,
-            q.cycles_per_op.median,
+            b.disturbed_fraction * 100.0,
+            quiet[0],
+            quiet[1],
+            change * 100.0
+        );
+        // Preempted blocks are several times slower: had they reached the median it would be
+        // far more than 3% off.
+        assert!(
+            change.abs() < 0.03,
+            "median {} under competition vs {reference} quiet ({:+.1}%)",
+            b.cycles_per_op.median,
             change * 100.0
         );
     }
