@@ -1,0 +1,198 @@
+#!/usr/bin/env python3
+"""Do irqbench's numbers hold still? Runs the checks a reviewer would, prints them as a table.
+
+    scripts/check-stability.py [--binary PATH] [--keep DIR] [--load N]
+
+What it runs (about 20-60 s on a 2-CPU host; it builds the release binary first unless given
+--binary):
+  1. `irqbench run strategies` twice back to back, quiet;
+  2. `irqbench run strategies` with N busy loops (`sh -c 'while :; do :; done'`, default one per
+     host CPU) competing for the CPUs;
+  3. `irqbench run insn-cost` quiet, then under the same load.
+Then it checks, from the JSON results:
+  - quiet: every row's 95% CI half-width is <= 2% of its median, and the run took <= 20 s;
+  - back to back: each row's ratio to native-popf at the same nesting agrees within 3%;
+  - under load: every median within 5% of the quiet run's and every ratio within 3%; no median
+    <= 0; disturbed_fraction > 0 in some row (the load did disturb blocks, and they were seen);
+  - insn-cost under load: cli, sti and pio-exit within 3% of their quiet values.
+Exit status: 0 when every check passes, 1 when one fails, 2 when a run fails.
+Needs only Python 3 and what `cargo` builds; the busy loops are killed on exit, whatever happens.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+REFERENCE = "native-popf"
+
+
+def run(binary, config, out, note):
+    print(f"  {note}: irqbench run {config}", file=sys.stderr, flush=True)
+    t = time.monotonic()
+    proc = subprocess.run(
+        [binary, "run", config, "--quiet", "--no-save", "--json", str(out)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    if proc.returncode != 0:
+        # Old binaries have no --no-save: retry without it.
+        if "--no-save" in proc.stderr:
+            proc = subprocess.run(
+                [binary, "run", config, "--quiet", "--json", str(out)],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        if proc.returncode != 0:
+            sys.exit(f"check-stability: `irqbench run {config}` failed:\n{proc.stderr}")
+    with open(out) as f:
+        report = json.load(f)
+    report["_wall"] = time.monotonic() - t
+    return report
+
+
+class Load:
+    """N busy loops, one per host CPU by default; stopped on exit even after an error."""
+
+    def __init__(self, n):
+        self.n = n
+        self.procs = []
+
+    def __enter__(self):
+        for _ in range(self.n):
+            self.procs.append(subprocess.Popen(["sh", "-c", "while :; do :; done"]))
+        time.sleep(0.5)  # let the scheduler spread them
+        return self
+
+    def __exit__(self, *exc):
+        for p in self.procs:
+            p.kill()
+        for p in self.procs:
+            p.wait()
+
+
+def rows(report):
+    return {r["name"]: r for r in report["results"]}
+
+
+def median(r):
+    return r["cycles_per_op"]["median"]
+
+
+def half_width_pct(r):
+    s = r["cycles_per_op"]
+    m = s["median"]
+    if m == 0:
+        return float("inf")
+    return max(m - s["ci95"][0], s["ci95"][1] - m) / abs(m) * 100.0
+
+
+def ratios(report):
+    """Row name -> its ratio to native-popf of the same group (per-round paired median)."""
+    out = {}
+    for c in report.get("comparisons", []):
+        a = c["a"].split("/")
+        if len(a) > 1 and a[1] == REFERENCE:
+            out[c["b"]] = c["ratio"]["median"]
+    return out
+
+
+def pct(a, b):
+    return (a / b - 1.0) * 100.0 if b else float("inf")
+
+
+def worst(pairs):
+    """(name, value) with the largest |value|; ('-', 0) for none."""
+    return max(pairs, key=lambda p: abs(p[1]), default=("-", 0.0))
+
+
+def short(name):
+    parts = name.split("/")
+    return "/".join(parts[1:3]) if len(parts) > 2 else name
+
+
+def checks(q1, q2, busy, iq, ib):
+    out = []
+    r1, r2, rb = rows(q1), rows(q2), rows(busy)
+    n, v = worst([(k, half_width_pct(r)) for k, r in r1.items()])
+    out.append(("quiet: CI half-width of every row", f"{v:.2f}% ({short(n)})", "<= 2%", v <= 2.0))
+    out.append(("quiet: wall time of the run", f"{q1['wall_seconds']:.1f} s", "<= 20 s",
+                q1["wall_seconds"] <= 20.0))
+    a1, a2, ab = ratios(q1), ratios(q2), ratios(busy)
+    n, v = worst([(k, pct(a2[k], a1[k])) for k in a1 if k in a2])
+    out.append((f"back to back: ratio to {REFERENCE}", f"{v:+.2f}% ({short(n)})", "within 3%",
+                abs(v) <= 3.0 and len(a1) > 0))
+    n, v = worst([(k, pct(median(rb[k]), median(r))) for k, r in r1.items() if k in rb])
+    out.append(("under load: median vs quiet", f"{v:+.2f}% ({short(n)})", "within 5%", abs(v) <= 5.0))
+    n, v = worst([(k, pct(ab[k], a1[k])) for k in a1 if k in ab])
+    out.append((f"under load: ratio to {REFERENCE}", f"{v:+.2f}% ({short(n)})", "within 3%",
+                abs(v) <= 3.0))
+    lowest = min((median(r) for r in rb.values()), default=0.0)
+    out.append(("under load: lowest median", f"{lowest:.0f} cycles/op", "> 0", lowest > 0))
+    fracs = [r["disturbed_fraction"] for r in rb.values()]
+    out.append(("under load: disturbed_fraction seen", f"{min(fracs):.2f}..{max(fracs):.2f}",
+                "> 0", max(fracs) > 0))
+    ri, rib = rows(iq), rows(ib)
+    for insn in ("cli", "sti", "pio-exit"):
+        names = [k for k, r in ri.items() if r.get("strategy") == insn]
+        if not names or names[0] not in rib:
+            out.append((f"insn-cost under load: {insn}", "missing", "within 3%", False))
+            continue
+        k = names[0]
+        v = pct(median(rib[k]), median(ri[k]))
+        out.append((f"insn-cost under load: {insn}", f"{v:+.2f}% ({median(ri[k]):.0f} quiet)",
+                    "within 3%", abs(v) <= 3.0))
+    return out
+
+
+def table(results):
+    head = ("check", "measured", "limit", "")
+    cells = [head] + [(c, m, l, "PASS" if ok else "FAIL") for c, m, l, ok in results]
+    widths = [max(len(row[i]) for row in cells) for i in range(4)]
+    lines = []
+    for i, row in enumerate(cells):
+        lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+        if i == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--binary", help="irqbench binary (default: build target/release/irqbench)")
+    ap.add_argument("--keep", help="directory to keep the JSON results in")
+    ap.add_argument("--load", type=int, default=os.cpu_count() or 1,
+                    help="busy loops for the loaded runs (default: one per host CPU)")
+    args = ap.parse_args()
+    binary = args.binary
+    if binary is None:
+        subprocess.run(["cargo", "build", "--release", "-q", "-p", "irqbench"], cwd=ROOT, check=True)
+        binary = str(ROOT / "target" / "release" / "irqbench")
+    out = Path(args.keep or tempfile.mkdtemp(prefix="irqbench-stability-"))
+    out.mkdir(parents=True, exist_ok=True)
+    print(f"check-stability: results in {out}", file=sys.stderr)
+    q1 = run(binary, "strategies", out / "strategies-quiet-1.json", "quiet")
+    q2 = run(binary, "strategies", out / "strategies-quiet-2.json", "quiet, again")
+    iq = run(binary, "insn-cost", out / "insn-quiet.json", "quiet")
+    with Load(args.load):
+        busy = run(binary, "strategies", out / "strategies-load.json", f"{args.load} busy loops")
+        ib = run(binary, "insn-cost", out / "insn-load.json", f"{args.load} busy loops")
+    host = q1.get("host", {})
+    print(f"host: {host.get('cpu_model', '?')}, {host.get('host_cpus', '?')} CPUs, "
+          f"KVM {host.get('kvm_flavour', '?')}, irqbench {q1.get('irqbench_version', '?')}")
+    results = checks(q1, q2, busy, iq, ib)
+    print(table(results))
+    failed = sum(1 for r in results if not r[3])
+    print(f"{len(results) - failed} of {len(results)} checks pass")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
