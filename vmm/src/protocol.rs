@@ -497,6 +497,181 @@ mod tests {
         assert_eq!(err.field, "fault.rip");
     }
 
+    fn good_block() -> abi::BlockRecord {
+        abi::BlockRecord {
+            seq: 7,
+            round: 0,
+            variant: 0,
+            position: 0,
+            tsc_start: 1000,
+            tsc_end: 5000,
+            ops: 100,
+            ..Default::default()
+        }
+    }
+
+    /// A valid phase record with field `field` (mod 9) set to `value`, and the field the
+    /// validator must name if that makes the record invalid (`None`: still valid).
+    fn corrupt_record(field: u8, value: u64) -> (PhaseRecord, Option<&'static str>) {
+        let mut r = good();
+        let must = |f: &'static str, bad: bool| bad.then_some(f);
+        let named = match field % 9 {
+            0 => {
+                r.seq = value as u32;
+                must("record.seq", r.seq != 7)
+            }
+            1 => {
+                r.status = value as u32;
+                must("record.status", r.status != record_status::DONE)
+            }
+            2 => {
+                r.tsc_end = value;
+                must("record.tsc_end", value < r.tsc_start)
+            }
+            3 => {
+                r.ops = value;
+                must("record.ops", value != 100)
+            }
+            4 => {
+                r.interrupts = value;
+                must("record.interrupts", value > MAX_EVENTS_PER_PHASE)
+            }
+            5 => {
+                r.hypercalls = value;
+                must("record.hypercalls", value > MAX_EVENTS_PER_PHASE)
+            }
+            6 => {
+                r.if_violations = value;
+                must("record.if_violations", value > 100)
+            }
+            7 => {
+                r.lock_acquisitions = value;
+                must("record.lock_acquisitions", value != 0)
+            }
+            _ => {
+                r.strategy_ops[(value % 8) as usize] = value;
+                must("record.strategy_ops", value != 0)
+            }
+        };
+        (r, named)
+    }
+
+    /// The same for a block record (announced variant 0 of a 1-variant, 1-round phase).
+    fn corrupt_block(field: u8, value: u64) -> (abi::BlockRecord, Option<&'static str>) {
+        let mut b = good_block();
+        let must = |f: &'static str, bad: bool| bad.then_some(f);
+        let v32 = value as u32;
+        let named = match field % 9 {
+            0 => {
+                b.seq = v32;
+                must("block.seq", v32 != 7)
+            }
+            1 => {
+                b.variant = v32;
+                must("block.variant", v32 != 0)
+            }
+            2 => {
+                b.round = v32;
+                must("block.round", v32 != 0)
+            }
+            3 => {
+                b.position = v32;
+                must("block.position", v32 != 0)
+            }
+            4 => {
+                b.tsc_end = value;
+                must("block.tsc_end", value < b.tsc_start)
+            }
+            5 => {
+                b.ops = value;
+                must("block.ops", value != 100)
+            }
+            6 => {
+                b.interrupts = value;
+                must("block.interrupts", value > MAX_EVENTS_PER_PHASE)
+            }
+            7 => {
+                b.lock_spins = value;
+                must("block.lock_spins", value > MAX_EVENTS_PER_PHASE)
+            }
+            _ => {
+                b.if_violations = value;
+                must("block.if_violations", value > 100)
+            }
+        };
+        (b, named)
+    }
+
+    /// Values that sit on and around every boundary the validators know.
+    fn edge_value() -> impl Strategy<Value = u64> {
+        prop_oneof![
+            Just(0u64),
+            Just(7),
+            Just(99),
+            Just(100),
+            Just(101),
+            Just(999),
+            Just(MAX_EVENTS_PER_PHASE),
+            Just(MAX_EVENTS_PER_PHASE + 1),
+            Just(u64::from(u32::MAX)),
+            Just(u64::MAX),
+            any::<u64>(),
+        ]
+    }
+
+    /// One corruption of each kind: rejected, by the field's name, or accepted when the value
+    /// is still valid. Returns whether it was rejected.
+    fn check_corruption(field: u8, value: u64) -> Result<bool, TestCaseError> {
+        let (r, named) = corrupt_record(field, value);
+        match (validate_record(0, &desc(), &r), named) {
+            (Ok(_), None) => {}
+            (Err(e), Some(f)) => prop_assert_eq!(e.field, f),
+            (got, want) => prop_assert!(
+                false,
+                "record field {field} = {value}: {got:?}, want {want:?}"
+            ),
+        }
+        let (b, named) = corrupt_block(field, value);
+        match (validate_block(0, &desc(), 0, &b), named) {
+            (Ok(_), None) => Ok(false),
+            (Err(e), Some(f)) => {
+                prop_assert_eq!(e.field, f);
+                Ok(true)
+            }
+            (got, want) => {
+                prop_assert!(
+                    false,
+                    "block field {field} = {value}: {got:?}, want {want:?}"
+                );
+                Ok(false)
+            }
+        }
+    }
+
+    #[test]
+    fn each_block_inconsistency_names_its_field() {
+        assert!(validate_block(0, &desc(), 0, &good_block()).is_ok());
+        for field in 0..9 {
+            let value = [8, 3, 1, 1, 1, 99, u64::MAX, u64::MAX, 101][field as usize];
+            let (b, named) = corrupt_block(field, value);
+            let err = validate_block(5, &desc(), 0, &b).expect_err("corrupt block");
+            assert_eq!(Some(err.field), named);
+            assert!(err.to_string().contains("vCPU 5"), "{err}");
+        }
+        // A block that is valid in itself but not the one the doorbell announced.
+        let err = validate_block(
+            0,
+            &PhaseDescriptor {
+                variant_count: 2,
+                ..desc()
+            },
+            1,
+            &good_block(),
+        )
+        .expect_err("announced 1");
+        assert_eq!(err.field, "block.variant");
+    }
+
     fn any_record() -> impl Strategy<Value = PhaseRecord> {
         (
             any::<u32>(),
@@ -564,6 +739,13 @@ mod tests {
             }
         }
 
+        /// Adversarial: one field of a valid record or block set to a boundary or random value
+        /// is rejected by that field's name exactly when the value breaks its rule.
+        #[test]
+        fn single_field_corruptions_are_rejected_by_name(field in 0u8..9, value in edge_value()) {
+            check_corruption(field, value)?;
+        }
+
         /// Random and adversarial records never panic; whatever passes is self-consistent.
         #[test]
         fn random_records_never_panic(rec in any_record(), workload in 0u32..12, iters in any::<u64>()) {
@@ -590,7 +772,7 @@ mod tests {
             .unwrap_or(60);
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
         let mut cases = 0u64;
-        let mut accepted = 0u64;
+        let mut rejected = 0u64;
         while std::time::Instant::now() < deadline {
             let mut runner = TestRunner::new(Config {
                 cases: 10_000,
@@ -643,18 +825,25 @@ mod tests {
                 )
                 .expect("no failure");
             cases += 10_000;
-            // Adversarial: single-field mutations of a valid record.
-            let mut r = good();
-            r.ops = cases;
-            let d = PhaseDescriptor {
-                iterations: cases,
-                ..desc()
-            };
-            if validate_record(0, &d, &r).is_ok() {
-                accepted += 1;
+            // Adversarial: single-field corruptions of a valid record and block, each rejected
+            // by that field's name exactly when it breaks the field's rule.
+            runner
+                .run(&(0u8..9, edge_value()), |(field, value)| {
+                    check_corruption(field, value).map(|_| ())
+                })
+                .expect("no failure");
+            cases += 10_000;
+            for field in 0..9 {
+                if check_corruption(field, cases).expect("consistent verdict") {
+                    rejected += 1;
+                }
             }
         }
-        println!("fuzzed {cases} records in {secs} s; {accepted} mutation checks passed");
-        assert!(cases > 0);
+        println!(
+            "fuzzed {cases} records in {secs} s; {rejected} counter-valued corruptions rejected"
+        );
+        // Every round corrupts seq, variant, round, position and ops with a value (the case
+        // count) that no valid block carries.
+        assert!(rejected >= 5 * (cases / 30_000));
     }
 }

@@ -198,9 +198,9 @@ pub fn interval(samples: &[f64]) -> Interval {
 pub const FLOOR_OF_BASELINE: f64 = 0.02;
 
 /// Whether a row's CI is narrow enough: its half-width at most `precision` of |median|, or, for
-/// nets near zero where a relative target could never be met, of [`FLOOR_OF_BASELINE`] of `baseline` (the
-/// loop's own cycles per op: the scale of the noise every net is measured against). Fewer than
-/// 6 rounds have no CI and are never precise.
+/// nets near zero where a relative target could never be met, of [`FLOOR_OF_BASELINE`] of
+/// `baseline` (the loop's own cycles per op: the scale of the noise every net is measured
+/// against). Fewer than 6 rounds have no CI and are never precise.
 pub fn precise(summary: &Summary, baseline: f64, precision: f64) -> bool {
     if summary.samples.len() < 6 {
         return false;
