@@ -70,7 +70,7 @@ enum Command {
     /// Run a benchmark config and report cycles and exits per operation.
     #[command(after_help = "Examples:
   irqbench run                                   # built-in quick config (5 strategies)
-  irqbench run configs/strategies.toml           # all seven strategies, nesting 0 and 0.5
+  irqbench run configs/strategies.toml           # every strategy, nesting 0 and 0.5
   irqbench run pv-restore-skip --out results     # results/pv-restore-skip-<UTC time>/...
   irqbench run epoll-irqsave-vs-irq --markdown mail.md
   irqbench run my.toml --guest ./my-guest.elf    # another guest payload

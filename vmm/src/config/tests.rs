@@ -5,6 +5,7 @@ use super::spans::{key_norm, Source};
 use super::validate::{closest, fmt_int};
 use super::*;
 use crate::plan::{HypercallTransport, InsnId, IrqSource, StrategyId, Workload};
+use irqbench_abi as abi;
 
 const CONFIG_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../configs");
 const FILE: &str = "configs/x.toml";
@@ -760,12 +761,14 @@ fn every_shipped_config_parses() {
 fn shipped_configs_are_sized_as_documented() {
     let load =
         |name: &str| load_file(&Path::new(CONFIG_DIR).join(name), &Limits::default()).expect(name);
-    assert_eq!(load("strategies.toml").phases.len(), 14);
+    // `strategies` and soak's first bench name no strategies: every one but `empty`.
+    let strategies = abi::strategy::COUNT as usize - 1;
+    assert_eq!(load("strategies.toml").phases.len(), 2 * strategies);
     assert_eq!(load("insn-cost.toml").phases.len(), 10);
     assert_eq!(load("pv-restore-skip.toml").phases.len(), 36);
     assert_eq!(load("epoll-irqsave-vs-irq.toml").phases.len(), 24);
     let soak = load("soak.toml");
-    assert_eq!((soak.phases.len(), soak.max_vcpus()), (8, 4));
+    assert_eq!((soak.phases.len(), soak.max_vcpus()), (strategies + 1, 4));
 }
 
 #[test]
@@ -839,8 +842,8 @@ fn defaults_applied() {
     assert!(!plan.pin_vcpus);
     assert_eq!(plan.hypercall, HypercallTransport::Port);
     assert_eq!(plan.phase_timeout_ms, None);
-    // The 7 non-empty strategies, in id order, in one group.
-    assert_eq!(plan.phases.len(), 7);
+    // Every strategy but `empty`, in id order, in one group.
+    assert_eq!(plan.phases.len(), abi::strategy::COUNT as usize - 1);
     for (i, p) in plan.phases.iter().enumerate() {
         assert_eq!(
             p.workload,
