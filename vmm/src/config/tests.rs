@@ -640,11 +640,13 @@ fn too_many_phases() {
         .map(|i| format!("{}", f64::from(i) / 1000.0))
         .collect();
     let irq = r#"irq = [{ source = "none" }, { source = "inject", rate_hz = 1 }]"#;
+    // Every strategy but `empty` × 1001 nesting values × 2 sources.
+    let phases = (abi::strategy::COUNT - 1) * 1001 * 2;
     bad(
         &bench(&format!("nesting = [{}]\n{irq}", nesting.join(", "))),
         "3:8",
         "`bench[0]`",
-        &["expands to 14014 phases, more than 10000"],
+        &[&format!("expands to {phases} phases, more than 10000")],
     );
 }
 
@@ -691,30 +693,37 @@ fn kinds_map_to_workloads() {
             .filter(|p| p.workload.kind().name() == k)
             .count()
     };
-    assert_eq!(kinds("insn"), 10);
+    // The insn bench names none: every instruction but `empty`.
+    let insns = abi::insn::COUNT as usize - 1;
+    assert_eq!(kinds("insn"), insns);
     assert_eq!(kinds("lock"), 2);
     assert_eq!(kinds("mixed"), 2 * 2 + 1);
     assert_eq!(plan.phases[0].workload, Workload::Insn { insn: InsnId(1) });
     assert_eq!(
-        plan.phases[10].workload,
+        plan.phases[insns].workload,
         Workload::Lock {
             strategy: StrategyId(1)
         }
     );
-    let mixed = &plan.phases[12];
+    let mixed = &plan.phases[insns + 2];
     assert_eq!(mixed.name, "m/mixed/n0/pv-event@10Hz/1v");
     assert_eq!(mixed.irq, IrqSource::PvEvent { rate_hz: 10.0 });
     assert_eq!(
         mixed.workload,
         Workload::Mixed {
-            weights: vec![(StrategyId(1), 3), (StrategyId(7), 2)]
+            weights: vec![
+                (StrategyId(abi::strategy::NATIVE_POPF), 3),
+                (StrategyId(abi::strategy::VIF_SKIP), 2)
+            ]
         }
     );
     let default_mixed = plan.phases.last().expect("phases");
     assert_eq!(
         default_mixed.workload,
         Workload::Mixed {
-            weights: (1..8).map(|i| (StrategyId(i), 1)).collect()
+            weights: (1..abi::strategy::COUNT)
+                .map(|i| (StrategyId(i), 1))
+                .collect()
         }
     );
 }
