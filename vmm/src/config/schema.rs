@@ -260,7 +260,7 @@ fn substitute(text: &str) -> String {
         .replace("{insns}", &abi::insn::NAMES.join(", "))
         .replace("{irq_sources}", &irq_sources())
         .replace("{irq_source_meanings}", &irq_source_meanings());
-    for param in [abi::irq::PERIOD_US, abi::irq::RATE_HZ] {
+    for param in abi::irq::SOURCES.iter().filter_map(|s| s.param) {
         let takers = abi::irq::SOURCES
             .iter()
             .filter(|s| s.param == Some(param))
