@@ -130,90 +130,332 @@ pub mod workload {
     pub const HALT_FOREVER: u32 = 10;
 }
 
-/// Irq-flag strategies; index into the guest's operation table. `EMPTY` is the baseline.
-pub mod strategy {
-    pub const EMPTY: u32 = 0;
-    pub const NATIVE_POPF: u32 = 1;
-    pub const NATIVE_CLI_STI: u32 = 2;
-    pub const NATIVE_SKIP: u32 = 3;
-    pub const PVOP_POPF: u32 = 4;
-    pub const PVOP_SKIP: u32 = 5;
-    pub const VIF_RESTORE: u32 = 6;
-    pub const VIF_SKIP: u32 = 7;
-    pub const COUNT: u32 = 8;
-    /// Name as used in configs and reports, and the guest symbol stem
-    /// (`irqbench_op_<name with '-' as '_'>`).
-    pub const NAMES: [&str; COUNT as usize] = [
-        "empty",
-        "native-popf",
-        "native-cli-sti",
-        "native-skip",
-        "pvop-popf",
-        "pvop-skip",
-        "vif-restore",
-        "vif-skip",
-    ];
-    /// `vif-*` keep IF in the slot's mask byte, not in RFLAGS.
-    pub const fn is_vif(id: u32) -> bool {
-        id == VIF_RESTORE || id == VIF_SKIP
-    }
+/// `[table[0].name, table[1].name, …]` as a const array (the `NAMES` of an identity table).
+macro_rules! names_of {
+    ($table:expr) => {{
+        let mut names = [""; $table.len()];
+        let mut i = 0;
+        while i < names.len() {
+            names[i] = $table[i].name;
+            i += 1;
+        }
+        names
+    }};
 }
 
-/// Single instructions (and exits) under test in the instruction-cost suite.
-pub mod insn {
-    pub const EMPTY: u32 = 0;
-    pub const CLI: u32 = 1;
-    pub const STI: u32 = 2;
-    /// `popf` with IF=1 in the popped value while IF is clear.
-    pub const POPF_SET_IF: u32 = 3;
-    /// `popf` with IF=0 in the popped value while IF is set.
-    pub const POPF_CLEAR_IF: u32 = 4;
-    /// `popf` of the current flags (IF unchanged).
-    pub const POPF_SAME_IF: u32 = 5;
-    /// `pushf; pop`.
-    pub const PUSHF: u32 = 6;
-    /// `out` to [`super::port::EXIT_PROBE`]: one port-I/O exit to the VMM.
-    pub const PIO_EXIT: u32 = 7;
-    /// A store to [`super::MMIO_PROBE_GPA`]: one MMIO exit to the VMM.
-    pub const MMIO_EXIT: u32 = 8;
-    /// `cpuid` leaf 0: handled in the kernel on VMX/SVM.
-    pub const CPUID: u32 = 9;
-    /// `hlt` with IF set: on a userspace irqchip KVM hands every HLT to the VMM, which resumes
-    /// the vCPU at once (the "HLT with a pending wake-up" round trip).
-    pub const HLT_EXIT: u32 = 10;
-    pub const COUNT: u32 = 11;
-    pub const NAMES: [&str; COUNT as usize] = [
-        "empty",
-        "cli",
-        "sti",
-        "popf-set-if",
-        "popf-clear-if",
-        "popf-same-if",
-        "pushf",
-        "pio-exit",
-        "mmio-exit",
-        "cpuid",
-        "hlt-exit",
+const fn same(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
+/// The id of `name`: its position in an identity table. A name not in the table is a compile
+/// error where the constant is defined.
+const fn id(names: &[&str], name: &str) -> u32 {
+    let mut i = 0;
+    while i < names.len() {
+        if same(names[i], name) {
+            return i as u32;
+        }
+        i += 1;
+    }
+    panic!("an id constant names an entry its table does not have");
+}
+
+/// Identity names become assembler symbols and macro names (`-` as `_`): non-empty, lower-case
+/// ASCII letters, digits and `-`, starting with a letter, and unique within their table.
+const fn names_ok(names: &[&str]) -> bool {
+    let mut i = 0;
+    while i < names.len() {
+        let b = names[i].as_bytes();
+        if b.is_empty() || !b[0].is_ascii_lowercase() || id(names, names[i]) != i as u32 {
+            return false;
+        }
+        let mut j = 0;
+        while j < b.len() {
+            if !(b[j].is_ascii_lowercase() || b[j].is_ascii_digit() || b[j] == b'-') {
+                return false;
+            }
+            j += 1;
+        }
+        i += 1;
+    }
+    true
+}
+
+const _: () = assert!(names_ok(&strategy::NAMES) && names_ok(&insn::NAMES));
+const _: () = assert!(names_ok(&irq::NAMES));
+
+/// Irq-flag strategies: one table, indexed by id; `EMPTY` is the baseline.
+///
+/// A strategy is its entry in [`strategy::STRATEGIES`] plus its `OP_<NAME>` macro in
+/// guest/src/ops.S. guest/build.rs generates the guest's dispatch tables (`irqbench_ops`,
+/// `irqbench_lockops`, in id order) from this table. Ids are positions and part of the ABI:
+/// append, and bump [`ABI_VERSION`] (`COUNT` sizes `PhaseDescriptor::weights` and
+/// `PhaseRecord::strategy_ops`).
+pub mod strategy {
+    /// Everything irqbench knows about a strategy besides its code.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct Info {
+        /// Config and report name. With `-` as `_` it is the stem of the guest's symbols
+        /// (`irqbench_op_<stem>`, `irqbench_lockop_<stem>`) and macro (`OP_<STEM>` upper-cased).
+        pub name: &'static str,
+        /// Keeps IF in the slot's mask byte (the virtual IF), not in RFLAGS.
+        pub vif: bool,
+        /// One line for `irqbench list` and `irqbench disasm`.
+        pub describe: &'static str,
+        /// Guest functions its code reaches through indirect calls or the hypercall stub;
+        /// `irqbench disasm` shows them after the operation.
+        pub calls: &'static [&'static str],
+        /// The flag instructions its code contains; a test decodes the built guest against it.
+        pub flags: FlagOps,
+    }
+
+    /// Flag-relevant instructions of one operation's own code (the critical section excluded),
+    /// as counts.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct FlagOps {
+        pub cli: u8,
+        pub sti: u8,
+        pub pushf: u8,
+        pub popf: u8,
+        /// `call *mem`: a pv-op.
+        pub indirect_calls: u8,
+        /// `test $0x200` (X86_EFLAGS_IF) on the saved flags.
+        pub test_if_bit: u8,
+        pub cond_branches: u8,
+        /// Stores to the slot's virtual-IF mask byte.
+        pub vif_mask_writes: u8,
+        /// Direct calls of the hypercall stub.
+        pub hypercall_calls: u8,
+    }
+
+    impl FlagOps {
+        #[rustfmt::skip]
+        pub const NONE: FlagOps = FlagOps {
+            cli: 0, sti: 0, pushf: 0, popf: 0, indirect_calls: 0, test_if_bit: 0, cond_branches: 0,
+            vif_mask_writes: 0, hypercall_calls: 0,
+        };
+    }
+
+    const PV_SAVE_FL: &str = "irqbench_pv_save_fl";
+    const PV_RESTORE_FL: &str = "irqbench_pv_restore_fl";
+    const PV_IRQ_DISABLE: &str = "irqbench_pv_irq_disable";
+    const PV_IRQ_ENABLE: &str = "irqbench_pv_irq_enable";
+    const HYPERCALL: &str = "irqbench_hypercall";
+
+    /// In id order.
+    #[rustfmt::skip]
+    pub const STRATEGIES: &[Info] = &[
+        Info { name: "empty", vif: false, calls: &[], flags: FlagOps::NONE,
+               describe: "baseline: the same loop and body with no flag handling" },
+        Info { name: "native-popf", vif: false, calls: &[],
+               flags: FlagOps { cli: 1, pushf: 1, popf: 1, ..FlagOps::NONE },
+               describe: "pushf; pop / cli / push; popf (irqsave before 2021)" },
+        Info { name: "native-cli-sti", vif: false, calls: &[],
+               flags: FlagOps { cli: 1, sti: 1, ..FlagOps::NONE },
+               describe: "cli / sti (spin_lock_irq: re-enables even if IRQs were off)" },
+        Info { name: "native-skip", vif: false, calls: &[],
+               flags: FlagOps { cli: 1, sti: 1, pushf: 1, test_if_bit: 1, cond_branches: 1, ..FlagOps::NONE },
+               describe: "pushf; pop / cli / test $IF; jz; sti (upstream since 2021)" },
+        Info { name: "pvop-popf", vif: false, calls: &[PV_SAVE_FL, PV_IRQ_DISABLE, PV_RESTORE_FL],
+               flags: FlagOps { indirect_calls: 3, ..FlagOps::NONE },
+               describe: "call *save_fl / call *irq_disable / call *restore_fl (popf)" },
+        Info { name: "pvop-skip", vif: false, calls: &[PV_SAVE_FL, PV_IRQ_DISABLE, PV_IRQ_ENABLE],
+               flags: FlagOps { indirect_calls: 3, test_if_bit: 1, cond_branches: 1, ..FlagOps::NONE },
+               describe: "call *save_fl / call *irq_disable / test $IF; jz; call *irq_enable (2017 patch)" },
+        Info { name: "vif-restore", vif: true, calls: &[HYPERCALL],
+               flags: FlagOps { vif_mask_writes: 2, hypercall_calls: 1, cond_branches: 2, ..FlagOps::NONE },
+               describe: "virtual IF byte: mask=!(f&IF); hypercall if unmasked and pending" },
+        Info { name: "vif-skip", vif: true, calls: &[HYPERCALL],
+               flags: FlagOps { vif_mask_writes: 2, hypercall_calls: 1, cond_branches: 2, ..FlagOps::NONE },
+               describe: "virtual IF byte: only if (f&IF) { mask=0; hypercall if pending }" },
     ];
-    /// How many times one iteration executes the instruction. Exits are not unrolled: each
-    /// costs microseconds and one per iteration keeps phases short.
+
+    pub const COUNT: u32 = STRATEGIES.len() as u32;
+    /// Names as configs and reports use them, in id order.
+    pub const NAMES: [&str; COUNT as usize] = names_of!(STRATEGIES);
+
+    pub const EMPTY: u32 = super::id(&NAMES, "empty");
+    pub const NATIVE_POPF: u32 = super::id(&NAMES, "native-popf");
+    pub const NATIVE_CLI_STI: u32 = super::id(&NAMES, "native-cli-sti");
+    pub const NATIVE_SKIP: u32 = super::id(&NAMES, "native-skip");
+    pub const PVOP_POPF: u32 = super::id(&NAMES, "pvop-popf");
+    pub const PVOP_SKIP: u32 = super::id(&NAMES, "pvop-skip");
+    pub const VIF_RESTORE: u32 = super::id(&NAMES, "vif-restore");
+    pub const VIF_SKIP: u32 = super::id(&NAMES, "vif-skip");
+
+    /// Bit `id` set for the strategies with [`Info::vif`] (a mask, so the guest's check does
+    /// not pull the table, strings and all, into its image).
+    const VIF_IDS: u64 = {
+        let mut mask = 0;
+        let mut i = 0;
+        while i < STRATEGIES.len() {
+            if STRATEGIES[i].vif {
+                mask |= 1 << i;
+            }
+            i += 1;
+        }
+        mask
+    };
+    const _: () = assert!(STRATEGIES.len() <= 64, "VIF_IDS holds 64 strategies");
+
+    /// `vif-*` keep IF in the slot's mask byte, not in RFLAGS.
+    pub const fn is_vif(id: u32) -> bool {
+        id < 64 && VIF_IDS & (1 << id) != 0
+    }
+
+    /// Entries of `PhaseDescriptor::weights`: `COUNT` rounded up so that no padding follows
+    /// the u16 array whatever the count (the VMM copies the descriptor as bytes).
+    pub const WEIGHT_SLOTS: usize = (COUNT as usize).next_multiple_of(4);
+}
+
+/// Single instructions (and exits) under test in the instruction-cost suite: one table, indexed
+/// by id. A probe is its entry in [`insn::INSNS`] plus its function `irqbench_insn_<stem>` in
+/// guest/src/ops.S; guest/build.rs generates the guest's `irqbench_insns` table from this one.
+pub mod insn {
+    /// Everything irqbench knows about an instruction probe besides its code.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct Info {
+        /// Config and report name; with `-` as `_`, the stem of `irqbench_insn_<stem>`.
+        pub name: &'static str,
+        /// One line for `irqbench list`.
+        pub describe: &'static str,
+        /// How many times one iteration executes the instruction.
+        pub unroll: u32,
+    }
+
+    /// Instructions are unrolled eight times per iteration; exits are not: each costs
+    /// microseconds, and one per iteration keeps phases short.
+    const UNROLLED: u32 = 8;
+
+    /// In id order.
+    #[rustfmt::skip]
+    pub const INSNS: &[Info] = &[
+        Info { name: "empty", unroll: UNROLLED, describe: "baseline: the loop alone" },
+        Info { name: "cli", unroll: UNROLLED, describe: "cli" },
+        Info { name: "sti", unroll: UNROLLED, describe: "sti" },
+        // `popf` with IF=1 in the popped value while IF is clear.
+        Info { name: "popf-set-if", unroll: UNROLLED, describe: "cli; push; popf that sets IF" },
+        // `popf` with IF=0 in the popped value while IF is set.
+        Info { name: "popf-clear-if", unroll: UNROLLED, describe: "sti; push; popf that clears IF" },
+        // `popf` of the current flags (IF unchanged).
+        Info { name: "popf-same-if", unroll: UNROLLED, describe: "push; popf that leaves IF set" },
+        Info { name: "pushf", unroll: UNROLLED, describe: "pushf; pop" },
+        // `out` to `port::EXIT_PROBE`.
+        Info { name: "pio-exit", unroll: 1, describe: "out to a VMM port: one port-I/O exit" },
+        // A store to `MMIO_PROBE_GPA`.
+        Info { name: "mmio-exit", unroll: 1, describe: "store to unbacked memory: one MMIO exit" },
+        Info { name: "cpuid", unroll: 1, describe: "cpuid leaf 0 (in-kernel exit on VMX/SVM)" },
+        // On a userspace irqchip KVM hands every HLT to the VMM, which resumes the vCPU at once
+        // (the "HLT with a pending wake-up" round trip).
+        Info { name: "hlt-exit", unroll: 1, describe: "hlt with IF set: one KVM_EXIT_HLT to the VMM" },
+    ];
+
+    pub const COUNT: u32 = INSNS.len() as u32;
+    /// Names as configs and reports use them, in id order.
+    pub const NAMES: [&str; COUNT as usize] = names_of!(INSNS);
+
+    pub const EMPTY: u32 = super::id(&NAMES, "empty");
+    pub const CLI: u32 = super::id(&NAMES, "cli");
+    pub const STI: u32 = super::id(&NAMES, "sti");
+    pub const POPF_SET_IF: u32 = super::id(&NAMES, "popf-set-if");
+    pub const POPF_CLEAR_IF: u32 = super::id(&NAMES, "popf-clear-if");
+    pub const POPF_SAME_IF: u32 = super::id(&NAMES, "popf-same-if");
+    pub const PUSHF: u32 = super::id(&NAMES, "pushf");
+    pub const PIO_EXIT: u32 = super::id(&NAMES, "pio-exit");
+    pub const MMIO_EXIT: u32 = super::id(&NAMES, "mmio-exit");
+    pub const CPUID: u32 = super::id(&NAMES, "cpuid");
+    pub const HLT_EXIT: u32 = super::id(&NAMES, "hlt-exit");
+
+    /// [`Info::unroll`] by id (an array of numbers, so the guest's lookup does not pull the
+    /// table, strings and all, into its image).
+    const UNROLLS: [u32; COUNT as usize] = {
+        let mut unrolls = [0; COUNT as usize];
+        let mut i = 0;
+        while i < unrolls.len() {
+            unrolls[i] = INSNS[i].unroll;
+            i += 1;
+        }
+        unrolls
+    };
+
+    /// How many times one iteration of probe `id` executes its instruction (1 for an id
+    /// outside the table).
     pub const fn unroll(id: u32) -> u32 {
-        match id {
-            PIO_EXIT | MMIO_EXIT | CPUID | HLT_EXIT => 1,
-            _ => 8,
+        if (id as usize) < UNROLLS.len() {
+            UNROLLS[id as usize]
+        } else {
+            1
         }
     }
 }
 
-/// Interrupt sources the guest must know about.
+/// Interrupt sources: one table, indexed by id, plus the vectors the guest takes.
 pub mod irq {
-    pub const NONE: u32 = 0;
-    /// The guest programs its LAPIC timer (in-kernel irqchip) with `timer_period_ns`.
-    pub const LAPIC_TIMER: u32 = 1;
-    /// The VMM injects `INJECT_VECTOR` with KVM_INTERRUPT.
-    pub const INJECT: u32 = 2;
-    /// The VMM sets the slot's virtual-IF pending byte.
-    pub const PV_EVENT: u32 = 3;
+    /// The one parameter a source takes: its config key and the unit its label shows
+    /// (`inject@1000Hz`).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct Param {
+        pub key: &'static str,
+        pub unit: &'static str,
+    }
+
+    pub const PERIOD_US: Param = Param {
+        key: "period_us",
+        unit: "us",
+    };
+    pub const RATE_HZ: Param = Param {
+        key: "rate_hz",
+        unit: "Hz",
+    };
+
+    /// Everything irqbench knows about an interrupt source besides how it is delivered.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct Info {
+        /// Config and report name.
+        pub name: &'static str,
+        /// One line for `irqbench list` and the config key reference.
+        pub describe: &'static str,
+        pub param: Option<Param>,
+        /// Needs KVM's in-kernel irqchip (`false`: a userspace one, which KVM_INTERRUPT needs).
+        pub in_kernel_irqchip: bool,
+    }
+
+    /// In id order.
+    #[rustfmt::skip]
+    pub const SOURCES: &[Info] = &[
+        Info { name: "none", param: None, in_kernel_irqchip: false,
+               describe: "no interrupt load" },
+        // The guest programs its LAPIC timer with `PhaseDescriptor::timer_initial_count`.
+        Info { name: "lapic-timer", param: Some(PERIOD_US), in_kernel_irqchip: true,
+               describe: "in-kernel irqchip; the guest's LAPIC timer every period_us" },
+        // The VMM injects `INJECT_VECTOR` with KVM_INTERRUPT.
+        Info { name: "inject", param: Some(RATE_HZ), in_kernel_irqchip: false,
+               describe: "userspace irqchip; the VMM injects with KVM_INTERRUPT rate_hz times/s" },
+        // The VMM sets the slot's virtual-IF pending byte.
+        Info { name: "pv-event", param: Some(RATE_HZ), in_kernel_irqchip: false,
+               describe: "the VMM sets the virtual-IF pending byte rate_hz times/s (vif-*)" },
+    ];
+
+    pub const COUNT: u32 = SOURCES.len() as u32;
+    /// Names as configs and reports use them, in id order.
+    pub const NAMES: [&str; COUNT as usize] = names_of!(SOURCES);
+
+    pub const NONE: u32 = super::id(&NAMES, "none");
+    pub const LAPIC_TIMER: u32 = super::id(&NAMES, "lapic-timer");
+    pub const INJECT: u32 = super::id(&NAMES, "inject");
+    pub const PV_EVENT: u32 = super::id(&NAMES, "pv-event");
+
     pub const TIMER_VECTOR: u8 = 0x40;
     pub const INJECT_VECTOR: u8 = 0x41;
     pub const SPURIOUS_VECTOR: u8 = 0xFF;
@@ -254,8 +496,9 @@ pub struct PhaseDescriptor {
     /// LAPIC timer period in TSC-deadline-free "initial count" units (bus clock ticks).
     pub timer_initial_count: u32,
     pub hypercall_transport: u32,
-    /// Relative weights per strategy for `MIXED` (index = strategy id).
-    pub weights: [u16; strategy::COUNT as usize],
+    /// Relative weights per strategy for `MIXED` (index = strategy id; slots past
+    /// `strategy::COUNT` stay 0).
+    pub weights: [u16; strategy::WEIGHT_SLOTS],
     /// Rounds to run in this dispatch.
     pub rounds: u32,
     /// The number of the first round (the shuffle of round r depends on seed and r only).

@@ -14,6 +14,7 @@ use core::ptr::{addr_of, addr_of_mut};
 use irqbench_abi::{self as abi, doorbell, offset, port, record_status, workload, VcpuSlot};
 
 global_asm!(
+    include_str!(concat!(env!("OUT_DIR"), "/tables.S")),
     include_str!("ops.S"),
     FAULT = const offset::SLOT_FAULT,
     INTERRUPTS = const offset::SLOT_INTERRUPTS,

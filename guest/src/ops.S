@@ -242,9 +242,11 @@ irqbench_pv_irq_enable:
 irqbench_pv_end:
 
 /* ---------------------------------------------------------------------------------------------
- * The strategies (DESIGN.md's table). Each is defined twice: with the plain BODY (irq-flag
+ * The strategies (README's table). Each is defined twice: with the plain BODY (irq-flag
  * phases, prefix irqbench_op_) and with LOCK_BODY (lock phases, prefix irqbench_lockop_).
  * Sites: <name> = save, <name>_disable, <name>_body, <name>_restore, <name>_end.
+ * A strategy is an OP_<NAME> macro here plus its entry in irqbench_abi::strategy::STRATEGIES
+ * (the build checks that the two agree, and generates the instantiation and the tables).
  */
     .macro OP_EMPTY p, body
     .global \p\()_empty
@@ -402,17 +404,8 @@ irqbench_pv_end:
 \p\()_vif_skip_end:
     .endm
 
-    .macro ALL_OPS p, body
-    OP_EMPTY \p, \body
-    OP_NATIVE_POPF \p, \body
-    OP_NATIVE_CLI_STI \p, \body
-    OP_NATIVE_SKIP \p, \body
-    OP_PVOP_POPF \p, \body
-    OP_PVOP_SKIP \p, \body
-    OP_VIF_RESTORE \p, \body
-    OP_VIF_SKIP \p, \body
-    .endm
-
+/* ALL_OPS and OP_TABLE come from guest/build.rs, generated from irqbench_abi::strategy's table:
+ * every strategy's OP_<NAME> macro above, and its entry point, in id order. */
     ALL_OPS irqbench_op, BODY
     ALL_OPS irqbench_lockop, LOCK_BODY
 
@@ -421,14 +414,10 @@ irqbench_pv_end:
     .balign 8
     .global irqbench_ops
 irqbench_ops:
-    .quad irqbench_op_empty, irqbench_op_native_popf, irqbench_op_native_cli_sti
-    .quad irqbench_op_native_skip, irqbench_op_pvop_popf, irqbench_op_pvop_skip
-    .quad irqbench_op_vif_restore, irqbench_op_vif_skip
+    OP_TABLE irqbench_op
     .global irqbench_lockops
 irqbench_lockops:
-    .quad irqbench_lockop_empty, irqbench_lockop_native_popf, irqbench_lockop_native_cli_sti
-    .quad irqbench_lockop_native_skip, irqbench_lockop_pvop_popf, irqbench_lockop_pvop_skip
-    .quad irqbench_lockop_vif_restore, irqbench_lockop_vif_skip
+    OP_TABLE irqbench_lockop
     .text
 
 /* ---------------------------------------------------------------------------------------------
@@ -548,7 +537,8 @@ irqbench_op_once:
     ret
 
 /* ---------------------------------------------------------------------------------------------
- * The instruction-cost suite: each function runs its instruction abi::insn::unroll(id) times.
+ * The instruction-cost suite: each function irqbench_insn_<name> runs its instruction
+ * abi::insn::unroll(id) times; a probe is its function here plus its entry in abi::insn::INSNS.
  * void irqbench_insn_loop(fn, iterations); %rdi/%rsi inside = rflags with IF set / clear.
  */
     .global irqbench_insn_loop
@@ -659,9 +649,6 @@ irqbench_insn_end:
     .section .data
     .balign 8
     .global irqbench_insns
-irqbench_insns:
-    .quad irqbench_insn_empty, irqbench_insn_cli, irqbench_insn_sti, irqbench_insn_popf_set_if
-    .quad irqbench_insn_popf_clear_if, irqbench_insn_popf_same_if, irqbench_insn_pushf
-    .quad irqbench_insn_pio_exit, irqbench_insn_mmio_exit, irqbench_insn_cpuid
-    .quad irqbench_insn_hlt_exit
+irqbench_insns:                 /* indexed by instruction id (generated from irqbench_abi::insn) */
+    INSN_TABLE
     .text

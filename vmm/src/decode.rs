@@ -108,6 +108,8 @@ pub fn find_simd(code: &[u8], addr: u64) -> Vec<DecodedInsn> {
 mod tests {
     use super::*;
     use crate::machine::image::GuestImage;
+    use crate::plan::StrategyId;
+    use irqbench_abi::strategy::FlagOps;
 
     #[test]
     fn decodes_known_bytes() {
@@ -161,26 +163,13 @@ mod tests {
         assert!(total > 200, "decoded only {total} instructions");
     }
 
-    /// Flag-relevant instructions of one strategy's operation, as counts.
-    #[derive(Debug, Default, PartialEq)]
-    struct FlagOps {
-        cli: usize,
-        sti: usize,
-        pushf: usize,
-        popf: usize,
-        indirect_calls: usize,
-        test_if_bit: usize,
-        cond_branches: usize,
-        vif_mask_writes: usize,
-        hypercall_calls: usize,
-    }
-
-    fn flag_ops(image: &GuestImage, strategy: &str) -> FlagOps {
-        let sym = format!("irqbench_op_{}", strategy.replace('-', "_"));
+    /// Flag-relevant instructions of one strategy's operation, as counts (its body included).
+    fn flag_ops(image: &GuestImage, strategy: StrategyId) -> FlagOps {
+        let sym = strategy.symbol();
         let (addr, code) = image.function_code(&sym).expect("strategy symbol");
         let hypercall = image.symbols.address("irqbench_hypercall").expect("stub");
         let mut decoder = Decoder::with_ip(64, code, addr, DecoderOptions::NONE);
-        let mut ops = FlagOps::default();
+        let mut ops = FlagOps::NONE;
         let mut insn = Instruction::default();
         while decoder.can_decode() {
             decoder.decode_out(&mut insn);
@@ -213,88 +202,20 @@ mod tests {
         ops
     }
 
-    /// Every strategy contains exactly the flag instructions its definition (DESIGN.md) names.
-    /// The body's loop adds one `jz` and one `jnz` to every strategy's branch count.
+    /// Every strategy contains exactly the flag instructions its entry in
+    /// `abi::strategy::STRATEGIES` names. The body's loop adds one `jz` and one `jnz` to every
+    /// strategy's branch count.
     #[test]
     fn each_strategy_decodes_to_exactly_its_definition() {
         let image = GuestImage::embedded().expect("embedded guest");
         let body_branches = 2;
-        let expect = [
-            (
-                "empty",
-                FlagOps {
-                    cond_branches: body_branches,
-                    ..Default::default()
-                },
-            ),
-            (
-                "native-popf",
-                FlagOps {
-                    cli: 1,
-                    pushf: 1,
-                    popf: 1,
-                    cond_branches: body_branches,
-                    ..Default::default()
-                },
-            ),
-            (
-                "native-cli-sti",
-                FlagOps {
-                    cli: 1,
-                    sti: 1,
-                    cond_branches: body_branches,
-                    ..Default::default()
-                },
-            ),
-            (
-                "native-skip",
-                FlagOps {
-                    cli: 1,
-                    sti: 1,
-                    pushf: 1,
-                    test_if_bit: 1,
-                    cond_branches: body_branches + 1,
-                    ..Default::default()
-                },
-            ),
-            (
-                "pvop-popf",
-                FlagOps {
-                    indirect_calls: 3,
-                    cond_branches: body_branches,
-                    ..Default::default()
-                },
-            ),
-            (
-                "pvop-skip",
-                FlagOps {
-                    indirect_calls: 3,
-                    test_if_bit: 1,
-                    cond_branches: body_branches + 1,
-                    ..Default::default()
-                },
-            ),
-            (
-                "vif-restore",
-                FlagOps {
-                    vif_mask_writes: 2,
-                    hypercall_calls: 1,
-                    cond_branches: body_branches + 2,
-                    ..Default::default()
-                },
-            ),
-            (
-                "vif-skip",
-                FlagOps {
-                    vif_mask_writes: 2,
-                    hypercall_calls: 1,
-                    cond_branches: body_branches + 2,
-                    ..Default::default()
-                },
-            ),
-        ];
-        for (name, want) in expect {
-            assert_eq!(flag_ops(&image, name), want, "{name}");
+        for s in StrategyId::all() {
+            let info = s.info().expect("an id from the table");
+            let want = FlagOps {
+                cond_branches: info.flags.cond_branches + body_branches,
+                ..info.flags
+            };
+            assert_eq!(flag_ops(&image, s), want, "{}", info.name);
         }
         // The pv-ops the indirect calls reach: save_fl is pushf, restore_fl popf, enable sti.
         for (sym, mnemonic) in [

@@ -12,7 +12,7 @@ use irqbench::machine::image::GuestImage;
 use irqbench::measure;
 use irqbench::measure::session::RunOptions;
 use irqbench::output::{self, OutputError, OutputTarget};
-use irqbench::plan::{InsnId, IrqSource, Plan, StrategyId};
+use irqbench::plan::{InsnId, Plan, StrategyId};
 use irqbench::report::{self, OutputDir};
 use irqbench::results::RunReport;
 use irqbench::{decode, host};
@@ -70,7 +70,7 @@ enum Command {
     /// Run a benchmark config and report cycles and exits per operation.
     #[command(after_help = "Examples:
   irqbench run                                   # built-in quick config (5 strategies)
-  irqbench run configs/strategies.toml           # all seven strategies, nesting 0 and 0.5
+  irqbench run configs/strategies.toml           # every strategy, nesting 0 and 0.5
   irqbench run pv-restore-skip --out results     # results/pv-restore-skip-<UTC time>/...
   irqbench run epoll-irqsave-vs-irq --markdown mail.md
   irqbench run my.toml --guest ./my-guest.elf    # another guest payload
@@ -562,24 +562,6 @@ fn cmd_host(json: bool) -> ExitCode {
     }
 }
 
-/// The pv-op implementations a strategy reaches through its indirect calls.
-fn pv_targets(strategy: StrategyId) -> &'static [&'static str] {
-    match strategy.name() {
-        "pvop-popf" => &[
-            "irqbench_pv_save_fl",
-            "irqbench_pv_irq_disable",
-            "irqbench_pv_restore_fl",
-        ],
-        "pvop-skip" => &[
-            "irqbench_pv_save_fl",
-            "irqbench_pv_irq_disable",
-            "irqbench_pv_irq_enable",
-        ],
-        "vif-restore" | "vif-skip" => &["irqbench_hypercall"],
-        _ => &[],
-    }
-}
-
 fn cmd_disasm(names: &[String], guest: Option<&Path>) -> ExitCode {
     let image = match load_image(guest) {
         Ok(i) => i,
@@ -612,7 +594,7 @@ fn disasm_strategy(out: &mut String, image: &GuestImage, s: StrategyId) {
     use std::fmt::Write as _;
     let _ = writeln!(out, "{} — {}", s.name(), s.describe());
     let mut functions = vec![s.symbol()];
-    functions.extend(pv_targets(s).iter().map(|t| t.to_string()));
+    functions.extend(s.calls().iter().map(|t| t.to_string()));
     for f in functions {
         let Some((addr, code)) = image.function_code(&f) else {
             let _ = writeln!(out, "  <{f}>: not found in {}", image.source);
@@ -670,23 +652,8 @@ fn list_text() -> String {
         );
     }
     out.push_str("\ninterrupt sources (bench key irq = [{ source = ... }]):\n");
-    let sources = [
-        (IrqSource::None, "no interrupt load"),
-        (
-            IrqSource::LapicTimer { period_us: 100.0 },
-            "in-kernel irqchip; the guest's LAPIC timer every period_us",
-        ),
-        (
-            IrqSource::Inject { rate_hz: 1000.0 },
-            "userspace irqchip; the VMM injects with KVM_INTERRUPT rate_hz times/s",
-        ),
-        (
-            IrqSource::PvEvent { rate_hz: 1000.0 },
-            "the VMM sets the virtual-IF pending byte rate_hz times/s (vif-*)",
-        ),
-    ];
-    for (s, what) in sources {
-        let _ = writeln!(out, "  {:<16} {what}", s.name());
+    for s in irqbench_abi::irq::SOURCES {
+        let _ = writeln!(out, "  {:<16} {}", s.name, s.describe);
     }
     out.push_str("\nshipped configs (irqbench run NAME, or configs/NAME.toml):\n");
     for (name, text) in BUILTIN_CONFIGS {

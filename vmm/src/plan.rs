@@ -7,122 +7,87 @@ use serde::{Deserialize, Serialize};
 
 use crate::results::ResultKind;
 
-/// An interrupt-flag save/restore strategy (see DESIGN.md's table), or the empty baseline.
+/// What an identity newtype gets from its abi table (`abi::strategy::STRATEGIES`,
+/// `abi::insn::INSNS`): the id is the entry's position, everything else is read from the entry.
+macro_rules! identity_from_table {
+    ($id:ident, $table:path, $info:ty, $symbol_prefix:literal) => {
+        impl $id {
+            /// Every id of the table, in id order (the baseline `empty` included).
+            pub fn all() -> impl Iterator<Item = $id> {
+                (0..$table.len() as u32).map($id)
+            }
+
+            /// Its table entry (`None` for an id outside the table).
+            pub fn info(self) -> Option<&'static $info> {
+                $table.get(self.0 as usize)
+            }
+
+            /// The name configs and reports use.
+            pub fn name(self) -> &'static str {
+                self.info().map_or("?", |i| i.name)
+            }
+
+            pub fn from_name(name: &str) -> Option<$id> {
+                $table
+                    .iter()
+                    .position(|i| i.name == name)
+                    .map(|i| $id(i as u32))
+            }
+
+            /// One line for `irqbench list`.
+            pub fn describe(self) -> &'static str {
+                self.info().map_or("?", |i| i.describe)
+            }
+
+            /// The guest symbol of its code (`-` in the name becomes `_`).
+            pub fn symbol(self) -> String {
+                format!(concat!($symbol_prefix, "{}"), self.name().replace('-', "_"))
+            }
+        }
+    };
+}
+
+/// An interrupt-flag save/restore strategy (README's table), or the empty baseline: an index
+/// into `abi::strategy::STRATEGIES`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct StrategyId(pub u32);
 
+identity_from_table!(
+    StrategyId,
+    abi::strategy::STRATEGIES,
+    abi::strategy::Info,
+    "irqbench_op_"
+);
+
 impl StrategyId {
     pub const EMPTY: StrategyId = StrategyId(abi::strategy::EMPTY);
-
-    /// All strategies a config may name (the baseline `empty` included).
-    pub fn all() -> impl Iterator<Item = StrategyId> {
-        (0..abi::strategy::COUNT).map(StrategyId)
-    }
-
-    pub fn name(self) -> &'static str {
-        abi::strategy::NAMES
-            .get(self.0 as usize)
-            .copied()
-            .unwrap_or("?")
-    }
-
-    pub fn from_name(name: &str) -> Option<StrategyId> {
-        abi::strategy::NAMES
-            .iter()
-            .position(|n| *n == name)
-            .map(|i| StrategyId(i as u32))
-    }
-
-    /// The guest symbol of the operation (`irqbench_op_native_popf`).
-    pub fn symbol(self) -> String {
-        format!("irqbench_op_{}", self.name().replace('-', "_"))
-    }
 
     pub fn is_vif(self) -> bool {
         abi::strategy::is_vif(self.0)
     }
 
-    /// One line for `irqbench list` and `--help`.
-    pub fn describe(self) -> &'static str {
-        match self.0 {
-            abi::strategy::EMPTY => "baseline: the same loop and body with no flag handling",
-            abi::strategy::NATIVE_POPF => "pushf; pop / cli / push; popf (irqsave before 2021)",
-            abi::strategy::NATIVE_CLI_STI => {
-                "cli / sti (spin_lock_irq: re-enables even if IRQs were off)"
-            }
-            abi::strategy::NATIVE_SKIP => {
-                "pushf; pop / cli / test $IF; jz; sti (upstream since 2021)"
-            }
-            abi::strategy::PVOP_POPF => {
-                "call *save_fl / call *irq_disable / call *restore_fl (popf)"
-            }
-            abi::strategy::PVOP_SKIP => {
-                "call *save_fl / call *irq_disable / test $IF; jz; call *irq_enable (2017 patch)"
-            }
-            abi::strategy::VIF_RESTORE => {
-                "virtual IF byte: mask=!(f&IF); hypercall if unmasked and pending"
-            }
-            abi::strategy::VIF_SKIP => {
-                "virtual IF byte: only if (f&IF) { mask=0; hypercall if pending }"
-            }
-            _ => "?",
-        }
+    /// Guest functions its code calls (pv-ops, the hypercall stub), for `irqbench disasm`.
+    pub fn calls(self) -> &'static [&'static str] {
+        self.info().map_or(&[], |i| i.calls)
     }
 }
 
-/// An instruction (or exit) of the instruction-cost suite.
+/// An instruction (or exit) of the instruction-cost suite: an index into `abi::insn::INSNS`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct InsnId(pub u32);
+
+identity_from_table!(InsnId, abi::insn::INSNS, abi::insn::Info, "irqbench_insn_");
 
 impl InsnId {
     pub const EMPTY: InsnId = InsnId(abi::insn::EMPTY);
 
-    pub fn all() -> impl Iterator<Item = InsnId> {
-        (0..abi::insn::COUNT).map(InsnId)
-    }
-
-    pub fn name(self) -> &'static str {
-        abi::insn::NAMES
-            .get(self.0 as usize)
-            .copied()
-            .unwrap_or("?")
-    }
-
-    pub fn from_name(name: &str) -> Option<InsnId> {
-        abi::insn::NAMES
-            .iter()
-            .position(|n| *n == name)
-            .map(|i| InsnId(i as u32))
-    }
-
     pub fn unroll(self) -> u32 {
         abi::insn::unroll(self.0)
     }
-
-    pub fn symbol(self) -> String {
-        format!("irqbench_insn_{}", self.name().replace('-', "_"))
-    }
-
-    /// One line for `irqbench list`.
-    pub fn describe(self) -> &'static str {
-        match self.0 {
-            abi::insn::EMPTY => "baseline: the loop alone",
-            abi::insn::CLI => "cli",
-            abi::insn::STI => "sti",
-            abi::insn::POPF_SET_IF => "cli; push; popf that sets IF",
-            abi::insn::POPF_CLEAR_IF => "sti; push; popf that clears IF",
-            abi::insn::POPF_SAME_IF => "push; popf that leaves IF set",
-            abi::insn::PUSHF => "pushf; pop",
-            abi::insn::PIO_EXIT => "out to a VMM port: one port-I/O exit",
-            abi::insn::MMIO_EXIT => "store to unbacked memory: one MMIO exit",
-            abi::insn::CPUID => "cpuid leaf 0 (in-kernel exit on VMX/SVM)",
-            abi::insn::HLT_EXIT => "hlt with IF set: one KVM_EXIT_HLT to the VMM",
-            _ => "?",
-        }
-    }
 }
 
-/// Where a phase's interrupts come from.
+/// Where a phase's interrupts come from. The variant's position in [`IrqSource::with_param`]
+/// is its id in `abi::irq::SOURCES`, which has its name, description, parameter and irqchip.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "source", rename_all = "kebab-case")]
 pub enum IrqSource {
@@ -141,26 +106,26 @@ pub enum IrqSource {
     },
 }
 
+/// How a host thread raises a source's events (`measure/irq_load.rs` does it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HostRaise {
+    /// A vector, injected with KVM_INTERRUPT (userspace irqchip).
+    Interrupt,
+    /// The slot's virtual-IF pending byte.
+    VifEvent,
+}
+
 impl IrqSource {
-    pub const NAMES: [&'static str; 4] = ["none", "lapic-timer", "inject", "pv-event"];
-
-    pub fn name(&self) -> &'static str {
-        match self {
-            IrqSource::None => "none",
-            IrqSource::LapicTimer { .. } => "lapic-timer",
-            IrqSource::Inject { .. } => "inject",
-            IrqSource::PvEvent { .. } => "pv-event",
-        }
-    }
-
-    /// `inject@1000Hz`, `lapic-timer@100us`, `none`.
-    pub fn label(&self) -> String {
-        match self {
-            IrqSource::None => "none".into(),
-            IrqSource::LapicTimer { period_us } => format!("lapic-timer@{period_us}us"),
-            IrqSource::Inject { rate_hz } => format!("inject@{rate_hz}Hz"),
-            IrqSource::PvEvent { rate_hz } => format!("pv-event@{rate_hz}Hz"),
-        }
+    /// The source of id `id` with its parameter (if it takes one) set to `x`.
+    pub fn with_param(id: usize, x: f64) -> Option<IrqSource> {
+        // One per table entry, in id order (a test checks `abi_id` and the parameter's key).
+        let all: [IrqSource; abi::irq::COUNT as usize] = [
+            IrqSource::None,
+            IrqSource::LapicTimer { period_us: x },
+            IrqSource::Inject { rate_hz: x },
+            IrqSource::PvEvent { rate_hz: x },
+        ];
+        all.get(id).copied()
     }
 
     pub fn abi_id(&self) -> u32 {
@@ -172,10 +137,56 @@ impl IrqSource {
         }
     }
 
+    /// The value of its parameter (`abi::irq::Info::param` says which).
+    pub fn param(&self) -> Option<f64> {
+        match *self {
+            IrqSource::None => None,
+            IrqSource::LapicTimer { period_us } => Some(period_us),
+            IrqSource::Inject { rate_hz } | IrqSource::PvEvent { rate_hz } => Some(rate_hz),
+        }
+    }
+
+    /// What a host thread raises for this source, and how many times a second.
+    pub fn host_raised(&self) -> Option<(HostRaise, f64)> {
+        match *self {
+            IrqSource::Inject { rate_hz } => Some((HostRaise::Interrupt, rate_hz)),
+            IrqSource::PvEvent { rate_hz } => Some((HostRaise::VifEvent, rate_hz)),
+            IrqSource::None | IrqSource::LapicTimer { .. } => None,
+        }
+    }
+
+    /// The guest's LAPIC timer initial count (`PhaseDescriptor::timer_initial_count`).
+    pub fn timer_initial_count(&self) -> u32 {
+        match *self {
+            // KVM's emulated LAPIC counts at 1 GHz (APIC_BUS_CYCLE_NS = 1) with divide-by-1.
+            IrqSource::LapicTimer { period_us } => {
+                (period_us * 1000.0).clamp(1.0, u32::MAX as f64) as u32
+            }
+            IrqSource::None | IrqSource::Inject { .. } | IrqSource::PvEvent { .. } => 0,
+        }
+    }
+
+    /// Its entry in `abi::irq::SOURCES`.
+    pub fn info(&self) -> &'static abi::irq::Info {
+        &abi::irq::SOURCES[self.abi_id() as usize]
+    }
+
+    pub fn name(&self) -> &'static str {
+        self.info().name
+    }
+
+    /// `inject@1000Hz`, `lapic-timer@100us`, `none`.
+    pub fn label(&self) -> String {
+        match self.info().param.zip(self.param()) {
+            Some((p, x)) => format!("{}@{x}{}", self.name(), p.unit),
+            None => self.name().into(),
+        }
+    }
+
     /// The in-kernel irqchip is needed for the LAPIC timer; `inject` needs it absent
     /// (KVM_INTERRUPT works only with a userspace irqchip).
     pub fn needs_in_kernel_irqchip(&self) -> bool {
-        matches!(self, IrqSource::LapicTimer { .. })
+        self.info().in_kernel_irqchip
     }
 }
 
@@ -365,5 +376,43 @@ impl Plan {
     /// The largest vCPU count any phase uses.
     pub fn max_vcpus(&self) -> u32 {
         self.phases.iter().map(|p| p.vcpus).max().unwrap_or(1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `IrqSource::with_param` has one source per entry of `abi::irq::SOURCES`, in id order,
+    /// each taking the parameter (serde key and value) its entry names.
+    #[test]
+    fn irq_sources_follow_the_abi_table() {
+        for (id, info) in abi::irq::SOURCES.iter().enumerate() {
+            let s = IrqSource::with_param(id, 250.0).expect("a source per table entry");
+            assert_eq!(s.abi_id() as usize, id, "{}", info.name);
+            assert_eq!(s.name(), info.name);
+            let json = serde_json::to_value(s).expect("serialize");
+            assert_eq!(json["source"], info.name);
+            match info.param {
+                Some(p) => {
+                    assert_eq!(json[p.key], 250.0, "{}", info.name);
+                    assert_eq!(s.label(), format!("{}@250{}", info.name, p.unit));
+                }
+                None => assert_eq!((s.param(), s.label()), (None, info.name.to_string())),
+            }
+        }
+        assert_eq!(IrqSource::with_param(abi::irq::SOURCES.len(), 1.0), None);
+    }
+
+    #[test]
+    fn identities_read_their_table() {
+        assert_eq!(StrategyId::from_name("native-skip"), Some(StrategyId(3)));
+        assert_eq!(StrategyId(3).symbol(), "irqbench_op_native_skip");
+        assert_eq!(StrategyId(99).name(), "?");
+        assert_eq!(InsnId::all().count(), abi::insn::COUNT as usize);
+        assert_eq!(InsnId::from_name("pio-exit").map(InsnId::unroll), Some(1));
+        assert!(StrategyId::all()
+            .filter(|s| s.is_vif())
+            .all(|s| s.name().starts_with("vif-")));
     }
 }

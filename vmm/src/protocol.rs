@@ -682,7 +682,7 @@ mod tests {
             any::<u64>(),
             any::<u64>(),
             any::<u64>(),
-            any::<[u64; 8]>(),
+            any::<[u64; abi::strategy::COUNT as usize]>(),
         )
             .prop_map(|(seq, status, a, b, ops, i, h, v, so)| PhaseRecord {
                 seq,

@@ -36,57 +36,6 @@ impl Kind {
     }
 }
 
-/// An irq `source` before its parameter is read.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum IrqKind {
-    None,
-    LapicTimer,
-    Inject,
-    PvEvent,
-}
-
-/// In the order of [`IrqSource::NAMES`] (a test checks they agree).
-const IRQ_KINDS: [(&str, IrqKind); 4] = [
-    ("none", IrqKind::None),
-    ("lapic-timer", IrqKind::LapicTimer),
-    ("inject", IrqKind::Inject),
-    ("pv-event", IrqKind::PvEvent),
-];
-
-impl IrqKind {
-    fn name(self) -> &'static str {
-        match self {
-            IrqKind::None => "none",
-            IrqKind::LapicTimer => "lapic-timer",
-            IrqKind::Inject => "inject",
-            IrqKind::PvEvent => "pv-event",
-        }
-    }
-
-    /// The key that holds this source's parameter, and its value in `raw`.
-    fn param(self, raw: &RawIrq) -> Option<(&'static str, Option<&Spanned<f64>>)> {
-        match self {
-            IrqKind::None => None,
-            IrqKind::LapicTimer => Some(("period_us", raw.period_us.as_ref())),
-            IrqKind::Inject | IrqKind::PvEvent => Some(("rate_hz", raw.rate_hz.as_ref())),
-        }
-    }
-
-    fn with(self, x: f64) -> IrqSource {
-        match self {
-            IrqKind::None => IrqSource::None,
-            IrqKind::LapicTimer => IrqSource::LapicTimer { period_us: x },
-            IrqKind::Inject => IrqSource::Inject { rate_hz: x },
-            IrqKind::PvEvent => IrqSource::PvEvent { rate_hz: x },
-        }
-    }
-}
-
-#[cfg(test)]
-pub(super) fn irq_kind_names() -> Vec<&'static str> {
-    IRQ_KINDS.iter().map(|(_, k)| k.name()).collect()
-}
-
 impl Ctx<'_> {
     /// The rows of one `[[bench]]` (`key` = `bench[i]`).
     pub(super) fn bench(
@@ -298,15 +247,13 @@ impl Ctx<'_> {
 
     fn irq(&self, v: &Spanned<RawIrq>, key: &str) -> Checked<IrqSource> {
         let raw = v.get_ref();
-        let kind = self.choice(
-            &raw.source,
-            &format!("{key}.source"),
-            "irq source",
-            &IRQ_KINDS,
-        )?;
-        let source_name = kind.name();
-        let wanted = kind.param(raw).map(|(name, _)| name);
-        for (name, value) in [("period_us", &raw.period_us), ("rate_hz", &raw.rate_hz)] {
+        let sk = format!("{key}.source");
+        let id = self.choice_index(&raw.source, &sk, "irq source", &abi::irq::NAMES)?;
+        let source = &abi::irq::SOURCES[id];
+        let source_name = source.name;
+        let wanted = source.param.map(|p| p.key);
+        let params = [("period_us", &raw.period_us), ("rate_hz", &raw.rate_hz)];
+        for (name, value) in params {
             let Some(value) = value else { continue };
             if wanted == Some(name) {
                 continue;
@@ -318,11 +265,16 @@ impl Ctx<'_> {
                 format!("`{name}` does not apply to source \"{source_name}\", which takes {takes}"),
             ));
         }
-        let Some((param, value)) = kind.param(raw) else {
-            return Ok(kind.with(0.0));
+        let with = |x| {
+            IrqSource::with_param(id, x)
+                .unwrap_or_else(|| panic!("IrqSource::with_param lacks source {source_name}"))
+        };
+        let Some(param) = wanted else {
+            return Ok(with(0.0));
         };
         let pk = format!("{key}.{param}");
-        let Some(value) = value else {
+        let value = params.iter().find(|(name, _)| *name == param);
+        let Some(value) = value.and_then(|(_, v)| v.as_ref()) else {
             let expected = schema::expected(&format!("bench.irq.{param}")).unwrap_or_default();
             return Err(self.invalid(
                 v.span(),
@@ -330,7 +282,7 @@ impl Ctx<'_> {
                 format!("missing; source \"{source_name}\" needs `{param}`: {expected}"),
             ));
         };
-        Ok(kind.with(self.num(value, &pk)?))
+        Ok(with(self.num(value, &pk)?))
     }
 }
 

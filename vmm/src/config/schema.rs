@@ -64,7 +64,7 @@ impl Default {
             Default::Toml(t) => format!("`{t}`"),
             Default::Int(i) => format!("`{}`", fmt_int(i)),
             Default::Num(x) => format!("`{}`", fmt_num(x)),
-            Default::Absent(t) => t.into(),
+            Default::Absent(t) => substitute(t),
         }
     }
 }
@@ -91,7 +91,12 @@ impl Key {
         } else {
             " "
         };
-        format!("{}{sep}{range}: {}", self.ty, self.meaning)
+        format!("{}{sep}{range}: {}", self.ty, self.meaning())
+    }
+
+    /// What the key means, placeholders filled (see [`substitute`]).
+    pub(super) fn meaning(&self) -> String {
+        substitute(self.meaning)
     }
 }
 
@@ -144,13 +149,13 @@ pub(super) const KEYS: &[Key] = &[
           default: Default::Toml("\"strategy\""),
           meaning: "one row per strategy, per instruction, per strategy in the epoll ready-list pattern, or one row of strategies interleaved by weight" },
     Key { table: "bench", key: "strategies", ty: "a non-empty list of strategy names:", range: Range::Text("{strategies}"),
-          default: Default::Absent("the 7 non-empty strategies"),
+          default: Default::Absent("every strategy but `empty`"),
           meaning: "kinds strategy and lock" },
     Key { table: "bench", key: "insns", ty: "a non-empty list of instruction names:", range: Range::Text("{insns}"),
-          default: Default::Absent("the 10 non-empty instructions"),
+          default: Default::Absent("every instruction but `empty`"),
           meaning: "kind insn" },
     Key { table: "bench", key: "weights", ty: "an inline table", range: Range::Text("{ strategy-name = weight 1..=65_535 }"),
-          default: Default::Absent("weight 1 for each of the 7 non-empty strategies"),
+          default: Default::Absent("weight 1 for every strategy but `empty`"),
           meaning: "kind mixed" },
     Key { table: "bench", key: "nesting", ty: "a non-empty list of numbers, each", range: Range::Fraction,
           default: Default::Toml("[0.0]"),
@@ -169,14 +174,14 @@ pub(super) const KEYS: &[Key] = &[
           default: Default::Toml("[{ source = \"none\" }]"),
           meaning: "interrupt loads" },
 
-    Key { table: "bench.irq", key: "source", ty: "", range: Range::Text("\"none\", \"lapic-timer\", \"inject\" or \"pv-event\""),
+    Key { table: "bench.irq", key: "source", ty: "", range: Range::Text("{irq_sources}"),
           default: Default::Required,
-          meaning: "lapic-timer needs the in-kernel irqchip, inject a userspace one; pv-event sets the virtual-IF pending byte, so only vif-* notice it" },
+          meaning: "{irq_source_meanings}" },
     Key { table: "bench.irq", key: "period_us", ty: "a number", range: Range::Num { lo: 1.0, hi: MAX_RATE, lo_open: false },
-          default: Default::Absent("required by lapic-timer"),
+          default: Default::Absent("required by {sources_taking:period_us}"),
           meaning: "microseconds between LAPIC timer interrupts" },
     Key { table: "bench.irq", key: "rate_hz", ty: "a number", range: Range::Num { lo: 0.0, hi: MAX_RATE, lo_open: true },
-          default: Default::Absent("required by inject and pv-event"),
+          default: Default::Absent("required by {sources_taking:rate_hz}"),
           meaning: "events per second; use source = \"none\" for no interrupts" },
 ];
 
@@ -246,15 +251,50 @@ pub(super) fn removed(table: &str, key: &str) -> Option<String> {
         .map(|r| substitute(r.instead))
 }
 
-/// Fills the placeholders the table's texts use with the current names and defaults.
+/// Fills the placeholders the table's texts use with the current names and defaults: a list of
+/// names comes from its identity table, so the texts do not go stale when one is added.
 fn substitute(text: &str) -> String {
-    text.replace("{rounds}", ROUNDS)
+    let mut text = text
+        .replace("{rounds}", ROUNDS)
         .replace("{strategies}", &abi::strategy::NAMES.join(", "))
         .replace("{insns}", &abi::insn::NAMES.join(", "))
-        .replace("{precision}", &fmt_num(plan_defaults::PRECISION))
+        .replace("{irq_sources}", &irq_sources())
+        .replace("{irq_source_meanings}", &irq_source_meanings());
+    for param in abi::irq::SOURCES.iter().filter_map(|s| s.param) {
+        let takers = abi::irq::SOURCES
+            .iter()
+            .filter(|s| s.param == Some(param))
+            .map(|s| s.name);
+        let placeholder = format!("{{sources_taking:{}}}", param.key);
+        text = text.replace(&placeholder, &joined(takers, "", "and"));
+    }
+    text.replace("{precision}", &fmt_num(plan_defaults::PRECISION))
         .replace("{max_seconds}", &fmt_num(plan_defaults::MAX_SECONDS))
         .replace("{min_rounds}", &plan_defaults::MIN_ROUNDS.to_string())
         .replace("{block_us}", &plan_defaults::BLOCK_US.to_string())
+}
+
+/// `"none", "lapic-timer", "inject" or "pv-event"`.
+fn irq_sources() -> String {
+    joined(abi::irq::NAMES.iter().copied(), "\"", "or")
+}
+
+/// `none: no interrupt load. lapic-timer: …`, from the sources' descriptions.
+fn irq_source_meanings() -> String {
+    abi::irq::SOURCES
+        .iter()
+        .map(|s| format!("{}: {}", s.name, s.describe))
+        .collect::<Vec<_>>()
+        .join(". ")
+}
+
+/// `a, b and c` (`quote` around each item; `and` or `or` before the last).
+fn joined<'a>(items: impl Iterator<Item = &'a str>, quote: &str, last: &str) -> String {
+    let items: Vec<String> = items.map(|i| format!("{quote}{i}{quote}")).collect();
+    match items.split_last() {
+        Some((tail, head)) if !head.is_empty() => format!("{} {last} {tail}", head.join(", ")),
+        _ => items.concat(),
+    }
 }
 
 /// `8.0` → `8`, `1e6` → `1_000_000`, `0.02` → `0.02`.
@@ -286,7 +326,7 @@ pub(super) fn markdown() -> String {
                 k.key,
                 accepts.trim().replace('|', "\\|"),
                 k.default.render(),
-                k.meaning
+                k.meaning()
             ));
         }
     }

@@ -5,6 +5,7 @@ use super::spans::{key_norm, Source};
 use super::validate::{closest, fmt_int};
 use super::*;
 use crate::plan::{HypercallTransport, InsnId, IrqSource, StrategyId, Workload};
+use irqbench_abi as abi;
 
 const CONFIG_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../configs");
 const FILE: &str = "configs/x.toml";
@@ -639,11 +640,13 @@ fn too_many_phases() {
         .map(|i| format!("{}", f64::from(i) / 1000.0))
         .collect();
     let irq = r#"irq = [{ source = "none" }, { source = "inject", rate_hz = 1 }]"#;
+    // Every strategy but `empty` × 1001 nesting values × 2 sources.
+    let phases = (abi::strategy::COUNT - 1) * 1001 * 2;
     bad(
         &bench(&format!("nesting = [{}]\n{irq}", nesting.join(", "))),
         "3:8",
         "`bench[0]`",
-        &["expands to 14014 phases, more than 10000"],
+        &[&format!("expands to {phases} phases, more than 10000")],
     );
 }
 
@@ -690,30 +693,37 @@ fn kinds_map_to_workloads() {
             .filter(|p| p.workload.kind().name() == k)
             .count()
     };
-    assert_eq!(kinds("insn"), 10);
+    // The insn bench names none: every instruction but `empty`.
+    let insns = abi::insn::COUNT as usize - 1;
+    assert_eq!(kinds("insn"), insns);
     assert_eq!(kinds("lock"), 2);
     assert_eq!(kinds("mixed"), 2 * 2 + 1);
     assert_eq!(plan.phases[0].workload, Workload::Insn { insn: InsnId(1) });
     assert_eq!(
-        plan.phases[10].workload,
+        plan.phases[insns].workload,
         Workload::Lock {
             strategy: StrategyId(1)
         }
     );
-    let mixed = &plan.phases[12];
+    let mixed = &plan.phases[insns + 2];
     assert_eq!(mixed.name, "m/mixed/n0/pv-event@10Hz/1v");
     assert_eq!(mixed.irq, IrqSource::PvEvent { rate_hz: 10.0 });
     assert_eq!(
         mixed.workload,
         Workload::Mixed {
-            weights: vec![(StrategyId(1), 3), (StrategyId(7), 2)]
+            weights: vec![
+                (StrategyId(abi::strategy::NATIVE_POPF), 3),
+                (StrategyId(abi::strategy::VIF_SKIP), 2)
+            ]
         }
     );
     let default_mixed = plan.phases.last().expect("phases");
     assert_eq!(
         default_mixed.workload,
         Workload::Mixed {
-            weights: (1..8).map(|i| (StrategyId(i), 1)).collect()
+            weights: (1..abi::strategy::COUNT)
+                .map(|i| (StrategyId(i), 1))
+                .collect()
         }
     );
 }
@@ -760,12 +770,14 @@ fn every_shipped_config_parses() {
 fn shipped_configs_are_sized_as_documented() {
     let load =
         |name: &str| load_file(&Path::new(CONFIG_DIR).join(name), &Limits::default()).expect(name);
-    assert_eq!(load("strategies.toml").phases.len(), 14);
+    // `strategies` and soak's first bench name no strategies: every one but `empty`.
+    let strategies = abi::strategy::COUNT as usize - 1;
+    assert_eq!(load("strategies.toml").phases.len(), 2 * strategies);
     assert_eq!(load("insn-cost.toml").phases.len(), 10);
     assert_eq!(load("pv-restore-skip.toml").phases.len(), 36);
     assert_eq!(load("epoll-irqsave-vs-irq.toml").phases.len(), 24);
     let soak = load("soak.toml");
-    assert_eq!((soak.phases.len(), soak.max_vcpus()), (8, 4));
+    assert_eq!((soak.phases.len(), soak.max_vcpus()), (strategies + 1, 4));
 }
 
 #[test]
@@ -839,8 +851,8 @@ fn defaults_applied() {
     assert!(!plan.pin_vcpus);
     assert_eq!(plan.hypercall, HypercallTransport::Port);
     assert_eq!(plan.phase_timeout_ms, None);
-    // The 7 non-empty strategies, in id order, in one group.
-    assert_eq!(plan.phases.len(), 7);
+    // Every strategy but `empty`, in id order, in one group.
+    assert_eq!(plan.phases.len(), abi::strategy::COUNT as usize - 1);
     for (i, p) in plan.phases.iter().enumerate() {
         assert_eq!(
             p.workload,
@@ -1206,5 +1218,4 @@ fn schema_is_consistent() {
         "{ source = \"pv-event\", rate_hz = 10 }]\n",
     );
     ok(all);
-    assert_eq!(expand::irq_kind_names(), IrqSource::NAMES);
 }

@@ -104,7 +104,7 @@ impl Ctx<'_> {
         T: TryFrom<i64>,
     {
         let spec = schema::spec(&key_norm(key));
-        self.int_in(v, key, int_range(spec), spec.meaning)
+        self.int_in(v, key, int_range(spec), &spec.meaning())
     }
 
     /// An optional integer key, or `default`.
@@ -120,7 +120,11 @@ impl Ctx<'_> {
         let spec = schema::spec(&key_norm(key));
         let x = *v.get_ref();
         if !spec.range.contains(x) {
-            let message = format!("{x} is outside {} ({})", spec.range.render(), spec.meaning);
+            let message = format!(
+                "{x} is outside {} ({})",
+                spec.range.render(),
+                spec.meaning()
+            );
             return Err(self.invalid(v.span(), key, message));
         }
         Ok(x)

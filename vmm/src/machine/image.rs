@@ -446,25 +446,98 @@ fn load_segment(elf: &ElfView<'_>, i: u64, base: usize) -> Result<Option<Segment
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::plan::{InsnId, StrategyId};
 
     fn embedded() -> GuestImage {
         GuestImage::embedded().expect("the embedded guest is valid")
     }
 
+    /// Entry `id` of the guest's dispatch table `table` (a `.quad` array in ops.S).
+    fn table_entry(image: &GuestImage, table: &str, id: u32) -> Option<u64> {
+        let base = image.symbols.address(table)?;
+        let bytes = image.code_bytes(base + 8 * u64::from(id), 8)?;
+        Some(u64::from_le_bytes(bytes.try_into().ok()?))
+    }
+
+    /// The sites a strategy's operation labels (`empty` has no `_disable`).
+    const SITES: [&str; 5] = ["", "_disable", "_body", "_restore", "_end"];
+
+    /// Every entry of `abi::strategy::STRATEGIES` is in the built guest: both variants with
+    /// their sites, at their id in `irqbench_ops` / `irqbench_lockops`, and what `calls` names.
     #[test]
-    fn embedded_guest_has_every_strategy_symbol() {
+    fn embedded_guest_has_every_strategy_of_the_table() {
         let image = embedded();
-        for s in crate::plan::StrategyId::all() {
-            let sym = s.symbol();
-            assert!(image.symbols.address(&sym).is_some(), "missing {sym}");
-            for site in ["restore", "end"] {
-                assert!(
-                    image.symbols.address(&format!("{sym}_{site}")).is_some(),
-                    "missing {sym}_{site}"
-                );
+        for s in StrategyId::all() {
+            let stem = s.name().replace('-', "_");
+            for (prefix, table) in [
+                ("irqbench_op_", "irqbench_ops"),
+                ("irqbench_lockop_", "irqbench_lockops"),
+            ] {
+                let sym = format!("{prefix}{stem}");
+                let addr = image.symbols.address(&sym);
+                assert!(addr.is_some(), "missing {sym}");
+                assert_eq!(table_entry(&image, table, s.0), addr, "{table}[{}]", s.0);
+                for site in ["_body", "_restore", "_end"] {
+                    let label = format!("{sym}{site}");
+                    assert!(image.symbols.address(&label).is_some(), "missing {label}");
+                }
+            }
+            for f in s.calls() {
+                assert!(image.function_code(f).is_some(), "{}: no {f}", s.name());
             }
         }
+        let (ops, lockops) = ("irqbench_ops", "irqbench_lockops");
+        let span = image
+            .symbols
+            .address(lockops)
+            .zip(image.symbols.address(ops));
+        let count = u64::from(abi::strategy::COUNT);
+        assert_eq!(span.map(|(l, o)| l - o), Some(8 * count), "{ops} entries");
         assert!(image.function_code("irqbench_op_native_popf").is_some());
+    }
+
+    /// Every entry of `abi::insn::INSNS` has its function at its id in `irqbench_insns`.
+    #[test]
+    fn embedded_guest_has_every_probe_of_the_table() {
+        let image = embedded();
+        for i in InsnId::all() {
+            let sym = i.symbol();
+            let addr = image.symbols.address(&sym);
+            assert!(addr.is_some(), "missing {sym}");
+            assert_eq!(
+                table_entry(&image, "irqbench_insns", i.0),
+                addr,
+                "entry {}",
+                i.0
+            );
+        }
+    }
+
+    /// The other way round: every strategy or probe symbol of the guest belongs to an entry of
+    /// the tables (a macro or function added to ops.S alone would not be measurable).
+    #[test]
+    fn embedded_guest_has_no_strategy_or_probe_the_tables_lack() {
+        let image = embedded();
+        let op_sites: Vec<String> = StrategyId::all()
+            .flat_map(|s| SITES.map(|site| format!("{}{site}", s.name().replace('-', "_"))))
+            .collect();
+        let probes: Vec<String> = InsnId::all().map(InsnId::symbol).collect();
+        for sym in image.symbols.iter().map(|s| s.name.as_str()) {
+            let op = sym.strip_prefix("irqbench_lockop_").or_else(|| {
+                // irqbench_op_once is the mixed workload's helper.
+                sym.strip_prefix("irqbench_op_").filter(|r| *r != "once")
+            });
+            if let Some(rest) = op {
+                assert!(
+                    op_sites.iter().any(|s| s == rest),
+                    "{sym}: no such strategy"
+                );
+            }
+            let helpers = ["irqbench_insn_loop", "irqbench_insn_end"];
+            if sym.starts_with("irqbench_insn_") && !helpers.contains(&sym) {
+                assert!(probes.iter().any(|p| p == sym), "{sym}: no such probe");
+            }
+        }
     }
 
     #[test]

@@ -369,7 +369,7 @@ const _: () = {
     // Eight u32s, two u64s, the u16 weights, four u32s and the u32 variant ids: no padding.
     assert!(
         size_of::<PhaseDescriptor>()
-            == 8 * 4 + 2 * 8 + 2 * abi::strategy::COUNT as usize + 4 * 4 + 4 * abi::MAX_VARIANTS
+            == 8 * 4 + 2 * 8 + 2 * abi::strategy::WEIGHT_SLOTS + 4 * 4 + 4 * abi::MAX_VARIANTS
     );
     assert!(size_of::<PhaseRecord>() == 8 + 8 * 8 + 8 * abi::strategy::COUNT as usize);
     assert!(size_of::<FaultRecord>() == 7 * 8);

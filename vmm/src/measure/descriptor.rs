@@ -2,7 +2,7 @@
 
 use irqbench_abi::{self as abi, PhaseDescriptor};
 
-use crate::plan::{IrqSource, PhasePlan, Workload};
+use crate::plan::{PhasePlan, Workload};
 
 /// The workload kind and table id of `workload` (`VARIANT_MIXED` for the mixed workload).
 pub fn workload_ids(workload: &Workload) -> (u32, u32) {
@@ -22,7 +22,7 @@ pub fn workload_ids(workload: &Workload) -> (u32, u32) {
 
 /// The descriptor fields every phase of `row`'s group shares.
 fn common(row: &PhasePlan, kind: u32, iterations: u64) -> PhaseDescriptor {
-    let mut weights = [0u16; abi::strategy::COUNT as usize];
+    let mut weights = [0u16; abi::strategy::WEIGHT_SLOTS];
     if let Workload::Mixed { weights: w } = &row.workload {
         for (s, weight) in w {
             if let Some(slot) = weights.get_mut(s.0 as usize) {
@@ -30,13 +30,6 @@ fn common(row: &PhasePlan, kind: u32, iterations: u64) -> PhaseDescriptor {
             }
         }
     }
-    let timer_initial_count = match row.irq {
-        // KVM's emulated LAPIC counts at 1 GHz (APIC_BUS_CYCLE_NS = 1) with divide-by-1.
-        IrqSource::LapicTimer { period_us } => {
-            (period_us * 1000.0).clamp(1.0, u32::MAX as f64) as u32
-        }
-        IrqSource::None | IrqSource::Inject { .. } | IrqSource::PvEvent { .. } => 0,
-    };
     PhaseDescriptor {
         workload: kind,
         irq_source: row.irq.abi_id(),
@@ -44,7 +37,7 @@ fn common(row: &PhasePlan, kind: u32, iterations: u64) -> PhaseDescriptor {
         nesting_per_65536: (row.nesting * 65536.0).round().clamp(0.0, 65536.0) as u32,
         body_ops: row.body_ops,
         seed: row.seed,
-        timer_initial_count,
+        timer_initial_count: row.irq.timer_initial_count(),
         weights,
         ..Default::default()
     }

@@ -12,7 +12,7 @@ use super::descriptor::{self, workload_ids};
 use super::estimators;
 use super::rows;
 use crate::measure::session::{PhaseError, RunOptions, Session};
-use crate::plan::{IrqSource, PhasePlan, Plan, Workload};
+use crate::plan::{PhasePlan, Plan, Workload};
 use crate::results::{PairedComparison, PairedDifference, PhaseResult, Summary};
 
 /// Where calibration starts (operations per block).
@@ -161,10 +161,7 @@ impl GroupRun<'_> {
 
         let lock = matches!(self.rows[0].workload, Workload::Lock { .. });
         let first = self.rows[0];
-        let load_thread = matches!(
-            first.irq,
-            IrqSource::Inject { .. } | IrqSource::PvEvent { .. }
-        );
+        let load_thread = first.irq.host_raised().is_some();
         let host_cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
         let host_rules = host_rules_apply(first.vcpus, load_thread, host_cpus);
         let mut collected = Collected::new(variants.len(), first.vcpus, host_rules);

@@ -8,7 +8,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::machine::Mailbox;
-use crate::plan::IrqSource;
+use crate::plan::{HostRaise, IrqSource};
 use crate::vcpu::VcpuControl;
 
 /// A host thread that raises interrupts (`inject`) or virtual-IF events (`pv-event`) at a rate.
@@ -21,17 +21,13 @@ pub struct IrqLoad {
 impl IrqLoad {
     pub fn start(irq: IrqSource, controls: &[Arc<VcpuControl>], mailbox: &Mailbox) -> IrqLoad {
         let stop = Arc::new(AtomicBool::new(false));
-        let rate = match irq {
-            IrqSource::Inject { rate_hz } | IrqSource::PvEvent { rate_hz } => rate_hz,
-            IrqSource::None | IrqSource::LapicTimer { .. } => {
-                return IrqLoad { stop, thread: None };
-            }
+        let Some((raise, rate)) = irq.host_raised() else {
+            return IrqLoad { stop, thread: None };
         };
         let period = Duration::from_secs_f64(1.0 / rate);
         let controls = controls.to_vec();
         let mailbox = mailbox.clone();
         let flag = stop.clone();
-        let inject = matches!(irq, IrqSource::Inject { .. });
         let thread = std::thread::Builder::new()
             .name("irq-source".into())
             .spawn(move || {
@@ -47,13 +43,16 @@ impl IrqLoad {
                         next = Instant::now() + period;
                     }
                     for (i, c) in controls.iter().enumerate() {
-                        if inject {
-                            c.irq_pending.store(true, Ordering::SeqCst);
-                            c.irqs_raised.fetch_add(1, Ordering::Relaxed);
-                            c.kick();
-                        } else {
-                            let _ = mailbox.set_vif_pending(i as u32, 1);
-                            c.irqs_raised.fetch_add(1, Ordering::Relaxed);
+                        match raise {
+                            HostRaise::Interrupt => {
+                                c.irq_pending.store(true, Ordering::SeqCst);
+                                c.irqs_raised.fetch_add(1, Ordering::Relaxed);
+                                c.kick();
+                            }
+                            HostRaise::VifEvent => {
+                                let _ = mailbox.set_vif_pending(i as u32, 1);
+                                c.irqs_raised.fetch_add(1, Ordering::Relaxed);
+                            }
                         }
                     }
                 }
