@@ -549,7 +549,7 @@ mod tests {
                 must("record.lock_acquisitions", value != 0)
             }
             _ => {
-                r.strategy_ops[(value % 8) as usize] = value;
+                r.strategy_ops[(value % u64::from(abi::strategy::COUNT)) as usize] = value;
                 must("record.strategy_ops", value != 0)
             }
         };
