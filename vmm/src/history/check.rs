@@ -94,9 +94,10 @@ fn ci_text(v: f64, ci: Option<[f64; 2]>) -> String {
 /// The Markdown compare table (baseline = old, this run = new) and the verdict under it.
 pub fn render_check(o: &CheckOutcome) -> String {
     let mut out = render_compare(&o.comparison, true);
+    // 5, 2.5: the threshold as it was given.
     let rule = format!(
         "beyond noise (95% CIs apart) and at least {}%",
-        crate::report::format::fmt_sig(o.threshold_pct, 3)
+        o.threshold_pct
     );
     let _ = writeln!(out);
     if o.passed() {

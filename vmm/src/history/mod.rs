@@ -32,7 +32,10 @@ pub use check::{check, render_check, CheckOutcome, DEFAULT_MAX_REGRESSION_PCT};
 pub use query::{BaselineRow, RunFilter, RunRef, RunRow, TrendPoint, MAX_BASELINE_NAME};
 pub use save::{sha256_hex, Origin, RunMeta, Saved};
 pub use schema::LATEST_VERSION;
-pub use trend::{render_history, render_history_json, render_trend_svg, DEFAULT_LAST};
+pub use trend::{
+    render_baselines, render_history, render_history_json, render_time, render_trend_svg,
+    DEFAULT_LAST,
+};
 
 /// `PRAGMA application_id` of an irqbench history: "irqb" in ASCII.
 pub const APPLICATION_ID: i32 = 0x6972_7162;

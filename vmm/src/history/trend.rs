@@ -105,9 +105,10 @@ pub fn render_history(db: &std::path::Path, runs: &[RunRow], points: &[TrendPoin
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "history: {} ({} runs shown, oldest first)",
+        "history: {} ({} run{} shown, oldest first)",
         db.display(),
-        runs.len()
+        runs.len(),
+        if runs.len() == 1 { "" } else { "s" }
     );
     out.push_str(&runs_table(runs));
     let trends = trends(points);
@@ -271,4 +272,31 @@ pub fn render_trend_svg(points: &[TrendPoint]) -> Result<String, String> {
         root.present().map_err(|e| e.to_string())?;
     }
     Ok(svg)
+}
+
+/// `2026-03-21 14:25:01 UTC`.
+pub fn render_time(unix: u64) -> String {
+    human_timestamp(unix)
+}
+
+/// `baseline list`: name, run, config, when the run started, host.
+pub fn render_baselines(rows: &[super::BaselineRow]) -> String {
+    let mut t = TextTable::new(&[
+        ("baseline", Align::Left),
+        ("run", Align::Right),
+        ("config", Align::Left),
+        ("run started (UTC)", Align::Left),
+        ("host", Align::Left),
+    ]);
+    t.shrinkable = vec![("host", 24)];
+    for b in rows {
+        t.rows.push(vec![
+            b.name.clone(),
+            b.run_id.to_string(),
+            b.config_name.clone(),
+            minute(b.started_unix),
+            b.host_label.clone(),
+        ]);
+    }
+    t.render("", crate::report::table::TABLE_WIDTH)
 }
