@@ -20,9 +20,9 @@ use super::{chain, emit, fail, warn};
 pub(crate) struct SaveArgs {
     /// The history database to save the run in (default:
     /// $XDG_DATA_HOME/irqbench/history.sqlite, or ~/.local/share/irqbench/history.sqlite).
-    #[arg(long, value_name = "PATH", conflicts_with = "no_save")]
+    #[arg(long, value_name = "PATH")]
     pub db: Option<PathBuf>,
-    /// Do not save the run in the history database.
+    /// Do not save the run in the history database (check still reads its baseline there).
     #[arg(long)]
     pub no_save: bool,
 }
@@ -188,7 +188,7 @@ pub(crate) fn cmd_history(args: HistoryArgs) -> ExitCode {
     if let Some(target) = &svg {
         let chart = history::render_trend_svg(&points)
             .map_err(|why| format!("{why} (nothing matched, or no run has result rows)"));
-        if let Err(code) = super::write_one(target, chart, args.json) {
+        if let Err(code) = super::write_one(target, chart, false) {
             return code;
         }
     }

@@ -166,7 +166,12 @@ impl Store {
                 report.config_source,
                 meta.config_text,
                 meta.config_text.map(|t| sha256_hex(t.as_bytes())),
-                hostname(),
+                // An imported file says nothing about the machine it was measured on.
+                if meta.origin == Origin::Import {
+                    String::new()
+                } else {
+                    hostname()
+                },
                 host_json,
                 host_label(&report.host),
                 report.partial,

@@ -71,7 +71,6 @@ fn runs_table(runs: &[RunRow]) -> String {
         ("origin", Left),
         ("note", Left),
     ]);
-    t.shrinkable = vec![("host", 24), ("config", 12)];
     for r in runs {
         let mut note: Vec<String> = r
             .baselines
@@ -96,7 +95,8 @@ fn runs_table(runs: &[RunRow]) -> String {
             note.join(", "),
         ]);
     }
-    t.render("  ", crate::report::table::TABLE_WIDTH)
+    // Not shortened: a host cut in the middle ("kerne…18.44") says less than a long line.
+    t.render("  ", usize::MAX)
 }
 
 /// The text of `history`: the runs, then one small table per result row with its median ±CI
@@ -178,7 +178,13 @@ fn draw_trend<DB: DrawingBackend>(
         .map(|p| bounds(p)[1])
         .fold(f64::NEG_INFINITY, f64::max);
     let pad = ((hi - lo).abs() * 0.15).max(hi.abs() * 0.01).max(1e-9);
-    let (y0, y1) = (lo.min(0.0).max(lo - pad), hi + pad);
+    // Costs start at 0 when the padding would cross it; a negative net keeps its own range.
+    let y0 = if lo >= 0.0 {
+        (lo - pad).max(0.0)
+    } else {
+        lo - pad
+    };
+    let y1 = hi + pad;
     let ids: Vec<i64> = t.points.iter().map(|p| p.run_id).collect();
     let mut chart = ChartBuilder::on(area)
         .caption(t.name, ("sans-serif", 15))
@@ -199,6 +205,14 @@ fn draw_trend<DB: DrawingBackend>(
                 String::new()
             }
         })
+        .y_label_formatter(&|v| {
+            if y1 - y0 >= 10.0 {
+                format!("{v:.0}")
+            } else {
+                format!("{v:.3}")
+            }
+        })
+        .light_line_style(TRANSPARENT)
         .x_desc("run")
         .y_desc(format!("{} (median, band: 95% CI)", t.unit))
         .draw()
@@ -288,7 +302,6 @@ pub fn render_baselines(rows: &[super::BaselineRow]) -> String {
         ("run started (UTC)", Align::Left),
         ("host", Align::Left),
     ]);
-    t.shrinkable = vec![("host", 24)];
     for b in rows {
         t.rows.push(vec![
             b.name.clone(),
@@ -298,5 +311,5 @@ pub fn render_baselines(rows: &[super::BaselineRow]) -> String {
             b.host_label.clone(),
         ]);
     }
-    t.render("", crate::report::table::TABLE_WIDTH)
+    t.render("", usize::MAX)
 }
