@@ -382,7 +382,20 @@ impl Store {
     }
 
     /// Ours (our application id), or new (no id and no tables); anything else is refused.
+    /// Both are read in one transaction: another process creating the schema between the two
+    /// reads would otherwise look like tables without our id.
     fn identify(&self) -> Result<(), HistoryError> {
+        let tx = rusqlite::Transaction::new_unchecked(
+            &self.conn,
+            rusqlite::TransactionBehavior::Deferred,
+        )
+        .map_err(self.err())?;
+        self.identify_in_transaction()?;
+        tx.commit().map_err(self.err())
+    }
+
+    /// [`Store::identify`] inside a transaction the caller holds.
+    fn identify_in_transaction(&self) -> Result<(), HistoryError> {
         let app_id: i32 = self
             .conn
             .pragma_query_value(None, "application_id", |r| r.get(0))

@@ -147,7 +147,7 @@ pub(super) fn migrate(store: &Store) -> Result<(), HistoryError> {
     let tx =
         Transaction::new_unchecked(&store.conn, TransactionBehavior::Immediate).map_err(&err)?;
     // Another process may have migrated (or created a foreign schema) while this one waited.
-    store.identify()?;
+    store.identify_in_transaction()?;
     let version: i64 = tx
         .pragma_query_value(None, "user_version", |r| r.get(0))
         .map_err(&err)?;
