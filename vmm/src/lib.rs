@@ -6,11 +6,13 @@
 //! → [`measure`] (groups in interleaved rounds, estimators, disturbance; its session is the
 //! booted VM, one thread per vCPU) → [`vcpu`] run loops ([`kvm::stats`] deltas) → [`protocol`]
 //! → [`results::RunReport`] → [`report`] (table, JSON, CSV, Markdown, SVG, compare)
-//! → [`output`] (files replaced only where a regular file or nothing is, and stdout).
+//! → [`output`] (files replaced only where a regular file or nothing is, and stdout);
+//! every run is also kept in [`history`] (SQLite: trends, baselines, the `check` gate).
 
 pub mod bounded;
 pub mod config;
 pub mod decode;
+pub mod history;
 pub mod host;
 pub mod kvm;
 pub mod machine;

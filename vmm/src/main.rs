@@ -15,7 +15,9 @@ use irqbench::output::{self, OutputError, OutputTarget};
 use irqbench::plan::{InsnId, Plan, StrategyId};
 use irqbench::report::{self, OutputDir};
 use irqbench::results::RunReport;
-use irqbench::{decode, host};
+use irqbench::{decode, history, host};
+
+mod cli_history;
 
 /// The configs shipped in configs/, runnable by name (`irqbench run strategies`).
 const BUILTIN_CONFIGS: [(&str, &str); 6] = [
@@ -47,6 +49,10 @@ many VM exits and how many TSC cycles one operation costs, under a configurable 
   irqbench run configs/strategies.toml --out results
   irqbench run insn-cost --json insn.json   # a shipped config by name; SVG next to the JSON
   irqbench compare before.json after.json   # old --> new with the change and its noise
+  irqbench history --strategy native-popf   # every run is saved: runs and a row's trend
+  irqbench baseline save main               # name the latest run
+  irqbench check quick --baseline main      # run, compare, exit 1 on a regression (CI gate)
+  irqbench import old/*.json                # earlier JSON results into the history
   irqbench host                             # CPU, kernel, KVM flavour (vmx/svm/pvm), TSC
   irqbench disasm native-skip               # the exact instructions of a strategy
   irqbench list                             # strategies, instructions, irq sources, configs
@@ -55,6 +61,8 @@ Environment:
   IRQBENCH_KVM_DEVICE   the KVM device node to open instead of /dev/kvm; it must be KVM's
                         character device (10:232), nothing else is opened
   IRQBENCH_REQUIRE_KVM  tests only: 1 makes tests that need KVM fail instead of skip
+  XDG_DATA_HOME         the history database is $XDG_DATA_HOME/irqbench/history.sqlite
+                        (default ~/.local/share/irqbench/history.sqlite; --db names another)
 
 When stdout is a pipe that was closed (irqbench list | head -1) irqbench stops quietly with
 status 141, as a command killed by SIGPIPE; any other stdout error (a full disk) is reported
@@ -74,6 +82,11 @@ enum Command {
   irqbench run pv-restore-skip --out results     # results/pv-restore-skip-<UTC time>/...
   irqbench run epoll-irqsave-vs-irq --markdown mail.md
   irqbench run my.toml --guest ./my-guest.elf    # another guest payload
+  irqbench run quick --no-save                   # not kept in the history database
+
+Every run is saved in the history database (see `irqbench history`; --db PATH names another
+file, --no-save skips it). A database named with --db that cannot be used fails at once; when
+the default one cannot be written, the run warns and still prints and writes its results.
 
 Outputs: --json/--csv/--markdown take a new path, a regular file (replaced atomically) or `-`
 for stdout (then the table is not printed, and no chart is written); a symlink, FIFO or device
@@ -102,10 +115,16 @@ interrupted by SIGINT or SIGTERM, 129 by SIGHUP (partial results are still writt
         #[arg(long, value_name = "FILE")]
         guest: Option<PathBuf>,
     },
-    /// Compare two result files: old --> new per result, and whether it is beyond noise.
+    /// Compare two runs: old --> new per result, and whether it is beyond noise.
     #[command(after_help = "Examples:
   irqbench compare before.json after.json
   irqbench compare before.json after.json --markdown > mail.md
+  irqbench compare main latest                # baseline `main` against the latest saved run
+  irqbench compare 12 14                      # stored runs by id (irqbench history)
+
+Each side is a results JSON file (an existing path, or one with a `/` or ending in .json), a
+run id of the history database, `latest`, or a baseline name; `run:12` and `baseline:NAME`
+say which explicitly.
 
 A change is 'beyond noise' when the two runs' 95% CIs of the median (per-round paired
 figures, order statistics) do not overlap and the change is at least --min-change. Files
@@ -113,8 +132,10 @@ written as irqbench-results/1 carry no CI: for them Welch's t-test at 99% on the
 decides, and the output says so. Changes below
 --min-change (default 5%) are never called beyond noise: back-to-back runs drift that much.")]
     Compare {
-        old: PathBuf,
-        new: PathBuf,
+        old: String,
+        new: String,
+        #[command(flatten)]
+        db: cli_history::DbArg,
         /// Markdown table instead of aligned text.
         #[arg(long)]
         markdown: bool,
@@ -128,6 +149,14 @@ decides, and the output says so. Changes below
         )]
         min_change: f64,
     },
+    /// The saved runs, and each result row's median and CI across them.
+    History(cli_history::HistoryArgs),
+    /// Name a saved run as a baseline, list or remove baselines.
+    Baseline(cli_history::BaselineArgs),
+    /// Run a config and compare it with a baseline: exit 1 on a regression beyond noise.
+    Check(cli_history::CheckArgs),
+    /// Load results JSON files (irqbench-results/1 or /2) into the history database.
+    Import(cli_history::ImportArgs),
     /// List strategies, instruction probes, interrupt sources and shipped configs.
     #[command(after_help = "Example:\n  irqbench list")]
     List,
@@ -147,9 +176,14 @@ fn main() -> ExitCode {
         Command::Compare {
             old,
             new,
+            db,
             markdown,
             min_change,
-        } => cmd_compare(&old, &new, markdown, min_change),
+        } => cli_history::cmd_compare(&old, &new, db.db.as_deref(), markdown, min_change),
+        Command::History(args) => cli_history::cmd_history(args),
+        Command::Baseline(args) => cli_history::cmd_baseline(args),
+        Command::Check(args) => cli_history::cmd_check(args),
+        Command::Import(args) => cli_history::cmd_import(args),
         Command::List => emit(&list_text()),
         Command::Completions { shell } => {
             // Generated into memory: clap_complete panics when its writer fails.
@@ -245,16 +279,21 @@ struct RunArgs {
     /// Print nothing but errors (files are still written).
     #[arg(long, short)]
     quiet: bool,
+    #[command(flatten)]
+    save: cli_history::SaveArgs,
 }
 
-fn load_plan(config: Option<&str>, limits: &Limits) -> Result<Plan, ExitCode> {
+/// The plan and the config text it came from (saved with the run).
+fn load_plan(config: Option<&str>, limits: &Limits) -> Result<(Plan, String), ExitCode> {
     let Some(arg) = config else {
-        return Ok(config::default_plan(limits));
+        let text = config::DEFAULT_CONFIG_TOML.to_owned();
+        return Ok((config::default_plan(limits), text));
     };
     let path = Path::new(arg);
     if !path.exists() {
         if let Some((name, text)) = BUILTIN_CONFIGS.iter().find(|(n, _)| *n == arg) {
             return config::load_str(text, &format!("<shipped config {name}>"), limits)
+                .map(|plan| (plan, text.to_string()))
                 .map_err(|e| fail(2, e));
         }
         let names: Vec<&str> = BUILTIN_CONFIGS.iter().map(|(n, _)| *n).collect();
@@ -266,8 +305,13 @@ fn load_plan(config: Option<&str>, limits: &Limits) -> Result<Plan, ExitCode> {
             ),
         ));
     }
-    // Bounded inside: `irqbench run /dev/zero` or a FIFO must not read without end or block.
-    config::load_file(path, limits).map_err(|e| fail(2, chain(&e)))
+    // Bounded: `irqbench run /dev/zero` or a FIFO must not read without end or block.
+    let text =
+        irqbench::bounded::read_text_bounded(path, irqbench::bounded::MAX_CONFIG_BYTES, "config")
+            .map_err(|e| fail(2, chain(&e)))?;
+    config::load_str(&text, &path.display().to_string(), limits)
+        .map(|plan| (plan, text))
+        .map_err(|e| fail(2, chain(&e)))
 }
 
 /// The run's file outputs, each checked before any VM starts.
@@ -364,12 +408,16 @@ fn progress_bar(quiet: bool, phases: usize) -> Option<indicatif::ProgressBar> {
     })
 }
 
-fn cmd_run(args: RunArgs) -> ExitCode {
-    let outputs = match check_outputs(&args) {
-        Ok(o) => o,
-        Err(e) => return fail(2, chain(&e)),
-    };
-    // Config and guest errors come next, so both can be checked on a machine without KVM;
+/// What a measured run needs, each part checked: KVM, the plan and its config text, the guest.
+struct Prepared {
+    kvm: kvm_ioctls::Kvm,
+    plan: Plan,
+    config_text: String,
+    image: Arc<GuestImage>,
+}
+
+fn prepare(config: Option<&str>, guest: Option<&Path>) -> Result<Prepared, ExitCode> {
+    // Config and guest errors come first, so both can be checked on a machine without KVM;
     // the vCPU limit is KVM's when it can be asked.
     let kvm = host::open_kvm();
     let limits = match &kvm {
@@ -378,31 +426,20 @@ fn cmd_run(args: RunArgs) -> ExitCode {
         },
         Err(_) => Limits::default(),
     };
-    let plan = match load_plan(args.config.as_deref(), &limits) {
-        Ok(p) => p,
-        Err(code) => return code,
-    };
-    let image = match load_image(args.guest.as_deref()) {
-        Ok(i) => Arc::new(i),
-        Err(code) => return code,
-    };
-    let kvm = match kvm {
-        Ok(k) => k,
-        Err(e) => return fail(1, chain(&e)),
-    };
-    let out_dir = match &args.out {
-        Some(base) => match OutputDir::create(base, &plan.name) {
-            Ok(d) => Some(d),
-            Err(e) => return fail(2, chain(&e)),
-        },
-        None => None,
-    };
-    let signals = install_signals();
-    let report = match measure(&kvm, &plan, &image, &signals, args.quiet) {
-        Ok(r) => r,
-        Err(code) => return code,
-    };
-    let mut status = if report.partial {
+    let (plan, config_text) = load_plan(config, &limits)?;
+    let image = Arc::new(load_image(guest)?);
+    let kvm = kvm.map_err(|e| fail(1, chain(&e)))?;
+    Ok(Prepared {
+        kvm,
+        plan,
+        config_text,
+        image,
+    })
+}
+
+/// 130/129 for a run a signal stopped, 1 when a phase failed, else 0.
+fn run_status(report: &RunReport, signals: &Signals) -> ExitCode {
+    if report.partial {
         let sig = signals.which.load(Ordering::SeqCst) as i32;
         ExitCode::from(if sig == 0 {
             130
@@ -413,9 +450,42 @@ fn cmd_run(args: RunArgs) -> ExitCode {
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS
+    }
+}
+
+fn cmd_run(args: RunArgs) -> ExitCode {
+    let outputs = match check_outputs(&args) {
+        Ok(o) => o,
+        Err(e) => return fail(2, chain(&e)),
     };
+    // The history database is checked with the outputs: a bad --db must not cost a run.
+    let saver = match cli_history::Saver::prepare(&args.save) {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
+    let p = match prepare(args.config.as_deref(), args.guest.as_deref()) {
+        Ok(p) => p,
+        Err(code) => return code,
+    };
+    let out_dir = match &args.out {
+        Some(base) => match OutputDir::create(base, &p.plan.name) {
+            Ok(d) => Some(d),
+            Err(e) => return fail(2, chain(&e)),
+        },
+        None => None,
+    };
+    let signals = install_signals();
+    let report = match measure(&p.kvm, &p.plan, &p.image, &signals, args.quiet) {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    let mut status = run_status(&report, &signals);
     if let Err(code) = write_outputs(&report, &outputs, out_dir.as_ref(), args.quiet) {
         status = code;
+    }
+    if let Some(s) = &saver {
+        let meta = cli_history::run_meta(history::Origin::Run, &p.config_text, &p.image);
+        s.save(&report, &meta, args.quiet);
     }
     for f in &report.failures {
         warn(format_args!("phase {} failed:\n{}", f.name, f.error));
@@ -619,20 +689,6 @@ fn disasm_strategy(out: &mut String, image: &GuestImage, s: StrategyId) {
         }
     }
     out.push('\n');
-}
-
-fn cmd_compare(old: &Path, new: &Path, markdown: bool, min_change: f64) -> ExitCode {
-    // read_json is bounded: /dev/zero or a FIFO is refused before anything is read.
-    let a = match report::read_json(old) {
-        Ok(r) => r,
-        Err(e) => return fail(2, chain(&e)),
-    };
-    let b = match report::read_json(new) {
-        Ok(r) => r,
-        Err(e) => return fail(2, chain(&e)),
-    };
-    let c = report::compare_with(&a, &b, min_change);
-    emit(&report::render_compare(&c, markdown))
 }
 
 fn list_text() -> String {

@@ -6,8 +6,15 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+/// Every run these tests start is saved in a history database under target/ (cargo's
+/// CARGO_TARGET_TMPDIR), never in the real ~/.local/share.
 fn irqbench() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_irqbench"))
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_irqbench"));
+    cmd.env(
+        "XDG_DATA_HOME",
+        Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli-xdg-data"),
+    );
+    cmd
 }
 
 fn run(args: &[&str]) -> Output {
@@ -54,6 +61,10 @@ fn every_command_has_help_with_examples() {
         vec!["compare", "--help"],
         vec!["list", "--help"],
         vec!["completions", "--help"],
+        vec!["history", "--help"],
+        vec!["baseline", "--help"],
+        vec!["check", "--help"],
+        vec!["import", "--help"],
     ] {
         let out = run(&args);
         assert!(out.status.success(), "{args:?}");

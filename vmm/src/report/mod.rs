@@ -5,16 +5,16 @@
 //! Renderers are pure (`render_* -> String`); only [`output`] touches the filesystem, so the
 //! way files are written can change in one place.
 
-mod columns;
+pub(crate) mod columns;
 mod compare;
 mod csv;
-mod format;
+pub(crate) mod format;
 mod json;
-mod markdown;
+pub(crate) mod markdown;
 mod output;
 mod scaling;
 mod svg;
-mod table;
+pub(crate) mod table;
 
 #[cfg(test)]
 mod tests;

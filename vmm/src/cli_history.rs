@@ -1,0 +1,564 @@
+//! The command line of the results history: saving each run, `history`, `baseline`, `check`,
+//! `import`, and `compare`'s run ids and baseline names. The work is in `irqbench::history`;
+//! this is argument parsing, messages and exit codes.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use irqbench::history::{
+    self, DbLocation, HistoryError, Origin, RunFilter, RunMeta, RunRef, Saved, Store,
+};
+use irqbench::output::OutputTarget;
+use irqbench::report;
+use irqbench::results::RunReport;
+
+use super::{chain, emit, fail, warn};
+
+/// Where a run is saved: every command that measures takes these.
+#[derive(Debug, Default, clap::Args)]
+pub(crate) struct SaveArgs {
+    /// The history database to save the run in (default:
+    /// $XDG_DATA_HOME/irqbench/history.sqlite, or ~/.local/share/irqbench/history.sqlite).
+    #[arg(long, value_name = "PATH")]
+    pub db: Option<PathBuf>,
+    /// Do not save the run in the history database (check still reads its baseline there).
+    #[arg(long)]
+    pub no_save: bool,
+}
+
+/// The history database a reading command uses.
+#[derive(Debug, Default, clap::Args)]
+pub(crate) struct DbArg {
+    /// The history database (default: $XDG_DATA_HOME/irqbench/history.sqlite, or
+    /// ~/.local/share/irqbench/history.sqlite).
+    #[arg(long, value_name = "PATH")]
+    pub db: Option<PathBuf>,
+}
+
+fn location(db: Option<&Path>) -> Result<DbLocation, ExitCode> {
+    DbLocation::resolve(db).map_err(|e| fail(2, chain(&e)))
+}
+
+fn history_fail(e: &HistoryError) -> ExitCode {
+    fail(e.exit_code(), chain(e))
+}
+
+/// The history a run is saved in, checked before the run starts.
+#[derive(Debug)]
+pub(crate) struct Saver {
+    loc: DbLocation,
+}
+
+impl Saver {
+    /// `None` with --no-save, or when the default location cannot be used (a warning: the
+    /// run goes on). A database named with --db that cannot be used fails at once, with 2,
+    /// before any VM starts, as a bad output path does.
+    pub(crate) fn prepare(args: &SaveArgs) -> Result<Option<Saver>, ExitCode> {
+        if args.no_save {
+            return Ok(None);
+        }
+        let opened =
+            DbLocation::resolve(args.db.as_deref()).and_then(|loc| Store::open(&loc).map(|_| loc));
+        match opened {
+            Ok(loc) => Ok(Some(Saver { loc })),
+            Err(e) if args.db.is_some() => Err(fail(2, chain(&e))),
+            Err(e) => {
+                warn(format_args!(
+                    "warning: this run will not be saved in the history (--db PATH names \
+                     another file; --no-save silences this): {}",
+                    chain(&e)
+                ));
+                Ok(None)
+            }
+        }
+    }
+
+    /// Saves the run; a failure is a warning, never a lost result: the caller still writes
+    /// and prints everything.
+    pub(crate) fn save(&self, report: &RunReport, meta: &RunMeta, quiet: bool) -> Option<i64> {
+        match Store::open(&self.loc).and_then(|s| s.save(report, meta)) {
+            Ok(saved) => {
+                if !quiet {
+                    let how = match saved {
+                        Saved::New(_) => "saved as run",
+                        Saved::Duplicate(_) => "already saved as run",
+                    };
+                    warn(format_args!(
+                        "{how} {} in {}",
+                        saved.id(),
+                        self.loc.path.display()
+                    ));
+                }
+                Some(saved.id())
+            }
+            Err(e) => {
+                warn(format_args!(
+                    "warning: the run was not saved in the history (its results are still \
+                     printed and written): {}",
+                    chain(&e)
+                ));
+                None
+            }
+        }
+    }
+}
+
+/// What a measured run knows about itself, for the history.
+pub(crate) fn run_meta<'a>(
+    origin: Origin,
+    config_text: &'a str,
+    image: &'a irqbench::machine::image::GuestImage,
+) -> RunMeta<'a> {
+    RunMeta {
+        origin,
+        config_text: Some(config_text),
+        guest: Some((&image.source, &image.bytes)),
+        source_file: None,
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// history
+
+#[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:
+  irqbench history                               # the last 20 runs and every row's trend
+  irqbench history --config quick --strategy native-popf --last 10
+  irqbench history --host epyc --json > history.json
+  irqbench history --strategy pvop-skip --svg trend.svg   # median line, 95% CI band
+
+A trend lists, per result row, its median with the 95% CI of each run (`±h` reaches the
+farther end of the CI; a CI that includes 0 prints `≈0 (±h)`). --host matches part of the
+hostname or of the host (CPU, kernel, KVM flavour), in any case.")]
+pub(crate) struct HistoryArgs {
+    /// Only runs of this config (its name, as `irqbench list` shows it).
+    #[arg(long, value_name = "NAME")]
+    config: Option<String>,
+    /// Only runs with a row of this strategy (or instruction probe), and only those rows.
+    #[arg(long, value_name = "NAME")]
+    strategy: Option<String>,
+    /// Only runs on a host whose name or description contains this.
+    #[arg(long, value_name = "TEXT")]
+    host: Option<String>,
+    /// The most recent N matching runs.
+    #[arg(long, value_name = "N", default_value_t = history::DEFAULT_LAST as u32,
+          value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    last: u32,
+    /// JSON on stdout instead of the table.
+    #[arg(long)]
+    json: bool,
+    /// Draw the trends as an SVG chart (a new path or a regular file; replaced atomically).
+    #[arg(long, value_name = "FILE")]
+    svg: Option<PathBuf>,
+    #[command(flatten)]
+    db: DbArg,
+}
+
+pub(crate) fn cmd_history(args: HistoryArgs) -> ExitCode {
+    let svg = match args.svg.as_deref().map(|p| OutputTarget::new("--svg", p)) {
+        Some(Ok(t)) => Some(t),
+        Some(Err(e)) => return fail(2, chain(&e)),
+        None => None,
+    };
+    let loc = match location(args.db.db.as_deref()) {
+        Ok(l) => l,
+        Err(code) => return code,
+    };
+    let filter = RunFilter {
+        config: args.config,
+        strategy: args.strategy,
+        host: args.host,
+        last: args.last as usize,
+    };
+    let (runs, points) = match Store::open_existing(&loc) {
+        Ok(store) => match history_rows(&store, &filter) {
+            Ok(found) => found,
+            Err(e) => return history_fail(&e),
+        },
+        Err(HistoryError::Missing { path }) => {
+            warn(format_args!(
+                "no runs saved yet: {} does not exist (`irqbench run` creates it)",
+                path.display()
+            ));
+            (Vec::new(), Vec::new())
+        }
+        Err(e) => return history_fail(&e),
+    };
+    if let Some(target) = &svg {
+        let chart = history::render_trend_svg(&points)
+            .map_err(|why| format!("{why} (nothing matched, or no run has result rows)"));
+        if let Err(code) = super::write_one(target, chart, false) {
+            return code;
+        }
+    }
+    if args.json {
+        match history::render_history_json(&loc.path, &runs, &points) {
+            Ok(text) => emit(&text),
+            Err(e) => fail(1, format!("cannot encode the history: {e}")),
+        }
+    } else {
+        emit(&history::render_history(&loc.path, &runs, &points))
+    }
+}
+
+/// The runs `filter` selects and their trend points; a filter that matches nothing in a
+/// history that has runs is an error that lists what would match.
+fn history_rows(
+    store: &Store,
+    filter: &RunFilter,
+) -> Result<(Vec<history::RunRow>, Vec<history::TrendPoint>), HistoryError> {
+    let runs = store.runs(filter)?;
+    let filtered = filter.config.is_some() || filter.strategy.is_some() || filter.host.is_some();
+    if runs.is_empty() && filtered && store.run_count()? > 0 {
+        return Err(store.explain_no_match(filter)?);
+    }
+    let ids: Vec<i64> = runs.iter().map(|r| r.id).collect();
+    let points = store.trend(&ids, filter.strategy.as_deref())?;
+    Ok((runs, points))
+}
+
+// ---------------------------------------------------------------------------------------------
+// baseline
+
+#[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:
+  irqbench run quick && irqbench baseline save main   # name the run just made
+  irqbench baseline save before-patch 12              # name run 12 (see irqbench history)
+  irqbench baseline list
+  irqbench baseline rm before-patch
+  irqbench check quick --baseline main                # a new run against it
+
+A baseline names a stored run. Saving a name again moves it to the new run. Names are letters,
+digits, `.`, `_` and `-` (not only digits, so they never read as run ids).")]
+pub(crate) struct BaselineArgs {
+    #[command(subcommand)]
+    action: BaselineAction,
+    #[command(flatten)]
+    db: DbArg,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum BaselineAction {
+    /// Name a run (default: the latest) as a baseline.
+    Save {
+        name: String,
+        /// The run id (`irqbench history` lists them).
+        #[arg(value_name = "RUN-ID", value_parser = clap::value_parser!(i64).range(1..))]
+        run: Option<i64>,
+    },
+    /// List the baselines.
+    List,
+    /// Remove a baseline (the run stays in the history).
+    Rm { name: String },
+}
+
+pub(crate) fn cmd_baseline(args: BaselineArgs) -> ExitCode {
+    let loc = match location(args.db.db.as_deref()) {
+        Ok(l) => l,
+        Err(code) => return code,
+    };
+    let store = match Store::open_existing(&loc) {
+        Ok(s) => s,
+        Err(HistoryError::Missing { .. }) if matches!(args.action, BaselineAction::List) => {
+            return emit(&format!(
+                "no baselines: {} does not exist yet\n",
+                loc.path.display()
+            ));
+        }
+        Err(e) => return history_fail(&e),
+    };
+    let text = match args.action {
+        BaselineAction::Save { name, run } => baseline_save(&store, &name, run),
+        BaselineAction::List => baseline_list(&store),
+        BaselineAction::Rm { name } => store
+            .remove_baseline(&name)
+            .map(|id| format!("removed baseline {name} (run {id} stays in the history)\n")),
+    };
+    match text {
+        Ok(t) => emit(&t),
+        Err(e) => history_fail(&e),
+    }
+}
+
+fn baseline_save(store: &Store, name: &str, run: Option<i64>) -> Result<String, HistoryError> {
+    let (id, before) = store.save_baseline(name, run)?;
+    let r = store.report(id)?;
+    if r.partial {
+        warn(format_args!(
+            "warning: run {id} is partial ({}): a check against it compares only what it has",
+            r.partial_reason.as_deref().unwrap_or("reason unknown")
+        ));
+    }
+    let moved = match before {
+        Some(b) if b != id => format!(" (was run {b})"),
+        _ => String::new(),
+    };
+    Ok(format!(
+        "baseline {name}: run {id}{moved}, config {}, {} results, started {}\n",
+        r.config_name,
+        r.results.len(),
+        human_time(r.started_unix)
+    ))
+}
+
+fn human_time(unix: u64) -> String {
+    history::render_time(unix)
+}
+
+fn baseline_list(store: &Store) -> Result<String, HistoryError> {
+    let rows = store.baselines()?;
+    if rows.is_empty() {
+        return Ok(format!(
+            "no baselines in {} (`irqbench baseline save NAME` names the latest run)\n",
+            store.path().display()
+        ));
+    }
+    Ok(history::render_baselines(&rows))
+}
+
+// ---------------------------------------------------------------------------------------------
+// import
+
+#[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:
+  irqbench import results/*/results.json       # earlier --out folders
+  irqbench import old.json --db /tmp/h.sqlite
+
+Reads results files of schema irqbench-results/1 and /2 (regular files only, bounded in size).
+A file whose report is already stored is skipped. Exit status: 0 every file stored (or already
+there), 2 a file could not be read (the others are still imported), 1 the database failed.")]
+pub(crate) struct ImportArgs {
+    /// Results JSON files written by `irqbench run --json` or `--out`.
+    #[arg(required = true, value_name = "FILE.json")]
+    files: Vec<PathBuf>,
+    #[command(flatten)]
+    db: DbArg,
+}
+
+pub(crate) fn cmd_import(args: ImportArgs) -> ExitCode {
+    let loc = match location(args.db.db.as_deref()) {
+        Ok(l) => l,
+        Err(code) => return code,
+    };
+    let store = match Store::open(&loc) {
+        Ok(s) => s,
+        Err(e) => return history_fail(&e),
+    };
+    let mut out = String::new();
+    let mut status = ExitCode::SUCCESS;
+    for file in &args.files {
+        let report = match report::read_json(file) {
+            Ok(r) => r,
+            Err(e) => {
+                status = fail(2, chain(&e));
+                continue;
+            }
+        };
+        let meta = RunMeta {
+            origin: Origin::Import,
+            config_text: None,
+            guest: None,
+            source_file: Some(file),
+        };
+        match store.save(&report, &meta) {
+            Ok(Saved::New(id)) => {
+                out.push_str(&format!("imported {} as run {id}\n", file.display()))
+            }
+            Ok(Saved::Duplicate(id)) => {
+                out.push_str(&format!("{}: already stored as run {id}\n", file.display()))
+            }
+            Err(e) => return history_fail(&e),
+        }
+    }
+    let printed = emit(&out);
+    if status == ExitCode::SUCCESS {
+        printed
+    } else {
+        status
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// compare and check
+
+/// A compare argument's report: a file, or a run the history holds.
+fn load_ref(arg: &str, loc: &DbLocation, store: &mut Option<Store>) -> Result<RunReport, ExitCode> {
+    let r = RunRef::parse(arg);
+    if let RunRef::File(path) = &r {
+        // read_json is bounded: /dev/zero or a FIFO is refused before anything is read.
+        return report::read_json(path).map_err(|e| fail(2, chain(&e)));
+    }
+    if store.is_none() {
+        *store = Some(Store::open_existing(loc).map_err(|e| {
+            fail(
+                2,
+                format!(
+                    "`{arg}` is no file, so it names a stored run: {}",
+                    chain(&e)
+                ),
+            )
+        })?);
+    }
+    let Some(s) = store.as_ref() else {
+        return Err(ExitCode::from(2));
+    };
+    s.resolve(&r)
+        .and_then(|id| s.report(id))
+        .map_err(|e| history_fail(&e))
+}
+
+pub(crate) fn cmd_compare(
+    old: &str,
+    new: &str,
+    db: Option<&Path>,
+    markdown: bool,
+    min_change: f64,
+) -> ExitCode {
+    let loc = match location(db) {
+        Ok(l) => l,
+        Err(code) => return code,
+    };
+    let mut store = None;
+    let a = match load_ref(old, &loc, &mut store) {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    let b = match load_ref(new, &loc, &mut store) {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    let c = report::compare_with(&a, &b, min_change);
+    emit(&report::render_compare(&c, markdown))
+}
+
+#[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:
+  irqbench run quick && irqbench baseline save main    # once, on a known-good tree
+  irqbench check quick --baseline main                 # after a change: exit 1 on a regression
+  irqbench check configs/strategies.toml --baseline main --max-regression 10 > check.md
+
+Runs CONFIG, saves the run (unless --no-save), and compares it with the baseline by the rule of
+`irqbench compare`: a change is beyond noise when the two runs' 95% CIs do not overlap and it is
+at least --max-regression percent. A change for the worse that is beyond noise (more cycles or
+exits per op, fewer ops/s), or a baseline result this run lacks, is a regression. Prints the
+Markdown compare table and the verdict.
+
+Exit status: 0 no regression; 1 a regression; 2 an error (bad config or arguments, no such
+baseline, no KVM, a phase failed); 130/129 interrupted by a signal.")]
+pub(crate) struct CheckArgs {
+    /// A config file, or the name of a shipped config.
+    config: String,
+    /// The baseline to compare with (`irqbench baseline list`).
+    #[arg(long, value_name = "NAME")]
+    baseline: String,
+    /// Changes for the worse below this many percent are never regressions.
+    #[arg(long, value_name = "PCT", default_value_t = history::DEFAULT_MAX_REGRESSION_PCT,
+          value_parser = super::parse_min_change, allow_hyphen_values = true)]
+    max_regression: f64,
+    /// Also write this run's results as JSON (a new path or a regular file; `-` not allowed:
+    /// stdout carries the verdict).
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// Guest kernel ELF to boot instead of the embedded one.
+    #[arg(long, value_name = "FILE")]
+    guest: Option<PathBuf>,
+    /// No progress messages on stderr.
+    #[arg(long, short)]
+    quiet: bool,
+    #[command(flatten)]
+    save: SaveArgs,
+}
+
+/// The baseline's run id and report, from the database the run will be saved in.
+fn load_baseline(args: &CheckArgs) -> Result<(i64, RunReport), ExitCode> {
+    let loc = location(args.save.db.as_deref())?;
+    let store = Store::open_existing(&loc).map_err(|e| fail(2, chain(&e)))?;
+    let id = store
+        .baseline_run(&args.baseline)
+        .map_err(|e| fail(2, chain(&e)))?;
+    let report = store.report(id).map_err(|e| fail(2, chain(&e)))?;
+    Ok((id, report))
+}
+
+fn json_target(path: Option<&Path>, args: &CheckArgs) -> Result<Option<OutputTarget>, ExitCode> {
+    let Some(path) = path else {
+        return Ok(None);
+    };
+    if path.as_os_str() == irqbench::output::STDOUT_ARG {
+        return Err(fail(
+            2,
+            "check --json takes a file: stdout carries the verdict",
+        ));
+    }
+    let target = OutputTarget::new("--json", path).map_err(|e| fail(2, chain(&e)))?;
+    let mut inputs: Vec<(&str, &Path)> = vec![("config", Path::new(&args.config))];
+    if let Some(g) = &args.guest {
+        inputs.push(("guest image", g));
+    }
+    irqbench::output::check_distinct(&[&target], &inputs).map_err(|e| fail(2, chain(&e)))?;
+    Ok(Some(target))
+}
+
+pub(crate) fn cmd_check(args: CheckArgs) -> ExitCode {
+    // Everything that can be wrong with the arguments is found before the run.
+    let (base_id, base) = match load_baseline(&args) {
+        Ok(b) => b,
+        Err(code) => return code,
+    };
+    let json = match json_target(args.json.as_deref(), &args) {
+        Ok(j) => j,
+        Err(code) => return code,
+    };
+    let saver = match Saver::prepare(&args.save) {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
+    let Ok(prepared) = super::prepare(Some(&args.config), args.guest.as_deref()) else {
+        return ExitCode::from(2);
+    };
+    let signals = super::install_signals();
+    let image: Arc<_> = prepared.image.clone();
+    let Ok(report) = super::measure(&prepared.kvm, &prepared.plan, &image, &signals, args.quiet)
+    else {
+        return ExitCode::from(2);
+    };
+    let mut status = ExitCode::SUCCESS;
+    if let Some(t) = &json {
+        if let Err(code) = super::write_one(t, super::render_json(&report), args.quiet) {
+            status = code;
+        }
+    }
+    if let Some(s) = &saver {
+        s.save(
+            &report,
+            &run_meta(Origin::Check, &prepared.config_text, &image),
+            args.quiet,
+        );
+    }
+    if report.partial {
+        warn("the run was interrupted: no verdict");
+        return super::run_status(&report, &signals);
+    }
+    for f in &report.failures {
+        warn(format_args!("phase {} failed:\n{}", f.name, f.error));
+    }
+    if base.config_name != report.config_name {
+        warn(format_args!(
+            "warning: baseline {} is config {}, this run is config {}",
+            args.baseline, base.config_name, report.config_name
+        ));
+    }
+    let outcome = history::check(&base, &report, &args.baseline, base_id, args.max_regression);
+    let printed = emit(&history::render_check(&outcome));
+    if printed != ExitCode::SUCCESS {
+        return printed;
+    }
+    if !report.failures.is_empty() || status != ExitCode::SUCCESS {
+        ExitCode::from(2)
+    } else if outcome.passed() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
+}

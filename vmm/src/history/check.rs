@@ -1,0 +1,140 @@
+//! `irqbench check`: a run against a baseline, judged by `compare`'s rule (the two runs' 95%
+//! CIs do not overlap and the change is at least the threshold); a change for the worse that
+//! passes it is a regression.
+
+use std::fmt::Write as _;
+
+use crate::report::{compare_with, render_compare, CompareRow, Comparison};
+use crate::results::RunReport;
+
+/// A change below this is never a regression (back-to-back runs drift this much), unless
+/// `--max-regression` says otherwise.
+pub const DEFAULT_MAX_REGRESSION_PCT: f64 = crate::report::DEFAULT_MIN_CHANGE_PCT;
+
+/// The verdict of one check.
+#[derive(Debug)]
+pub struct CheckOutcome {
+    pub comparison: Comparison,
+    /// Rows whose change for the worse is beyond noise and the threshold.
+    pub regressions: Vec<CompareRow>,
+    /// Rows beyond noise and the threshold, for the better.
+    pub improvements: Vec<CompareRow>,
+    /// Baseline results this run does not have (a phase failed, or the config changed).
+    pub missing: Vec<String>,
+    pub baseline: String,
+    pub baseline_run: i64,
+    pub threshold_pct: f64,
+}
+
+impl CheckOutcome {
+    pub fn passed(&self) -> bool {
+        self.regressions.is_empty() && self.missing.is_empty()
+    }
+}
+
+/// Worse is more cycles or exits per operation, or fewer operations per second.
+fn worse(row: &CompareRow) -> bool {
+    if row.metric == "ops/s" {
+        row.change_pct < 0.0
+    } else {
+        row.change_pct > 0.0
+    }
+}
+
+/// Compares `new` with `baseline` (run `baseline_run`, named `name`) at `threshold_pct`.
+pub fn check(
+    baseline: &RunReport,
+    new: &RunReport,
+    name: &str,
+    baseline_run: i64,
+    threshold_pct: f64,
+) -> CheckOutcome {
+    let comparison = compare_with(baseline, new, threshold_pct);
+    let (regressions, improvements): (Vec<CompareRow>, Vec<CompareRow>) = comparison
+        .rows
+        .iter()
+        .filter(|r| r.beyond_noise)
+        .cloned()
+        .partition(worse);
+    CheckOutcome {
+        missing: comparison.only_in_a.clone(),
+        comparison,
+        regressions,
+        improvements,
+        baseline: name.to_owned(),
+        baseline_run,
+        threshold_pct,
+    }
+}
+
+fn row_line(r: &CompareRow) -> String {
+    let change = if r.change_pct.is_finite() {
+        format!("{:+.1}%", r.change_pct)
+    } else {
+        "from 0".into()
+    };
+    format!(
+        "- `{}` {}: {change} (old {} → new {}, CIs apart)",
+        r.name,
+        r.metric,
+        ci_text(r.old, r.old_ci95),
+        ci_text(r.new, r.new_ci95)
+    )
+}
+
+fn ci_text(v: f64, ci: Option<[f64; 2]>) -> String {
+    let e = crate::report::format::Estimate { median: v, ci };
+    if ci.is_some() {
+        crate::report::format::fmt_cost(e)
+    } else {
+        format!("{} (no CI)", crate::report::format::fmt_sig(v, 4))
+    }
+}
+
+/// The Markdown compare table (baseline = old, this run = new) and the verdict under it.
+pub fn render_check(o: &CheckOutcome) -> String {
+    let mut out = render_compare(&o.comparison, true);
+    // 5, 2.5: the threshold as it was given.
+    let rule = format!(
+        "beyond noise (95% CIs apart) and at least {}%",
+        o.threshold_pct
+    );
+    let _ = writeln!(out);
+    if o.passed() {
+        let _ = writeln!(
+            out,
+            "**check passed**: no regression {rule} against baseline `{}` (run {}); {} \
+             figures compared.",
+            o.baseline,
+            o.baseline_run,
+            o.comparison.rows.len()
+        );
+    } else {
+        let _ = writeln!(
+            out,
+            "**check FAILED** against baseline `{}` (run {}): {} regression(s) {rule}{}.",
+            o.baseline,
+            o.baseline_run,
+            o.regressions.len(),
+            if o.missing.is_empty() {
+                String::new()
+            } else {
+                format!(", {} baseline result(s) missing", o.missing.len())
+            }
+        );
+        let _ = writeln!(out);
+        for r in &o.regressions {
+            let _ = writeln!(out, "{}", row_line(r));
+        }
+        for m in &o.missing {
+            let _ = writeln!(out, "- `{m}`: in the baseline, missing from this run");
+        }
+    }
+    if !o.improvements.is_empty() {
+        let _ = writeln!(out, "\nImprovements {rule}:\n");
+        for r in &o.improvements {
+            let _ = writeln!(out, "{}", row_line(r));
+        }
+    }
+    out
+}

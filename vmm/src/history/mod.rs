@@ -1,0 +1,467 @@
+//! Every run kept: the results history, an embedded SQLite database (rusqlite with its bundled
+//! SQLite, so nothing is installed besides the Rust toolchain).
+//!
+//! One file, by default `$XDG_DATA_HOME/irqbench/history.sqlite` (or
+//! `~/.local/share/irqbench/history.sqlite`). What it holds, per run: when (UTC), the irqbench
+//! version, the guest ELF's SHA-256, the config's name, text and SHA-256, the host manifest,
+//! every result row (medians, CIs, per-round samples), the paired comparisons, whether the run
+//! is partial, and the whole report as JSON, so `compare` and `check` see exactly what was
+//! measured. Baselines are names for runs.
+//!
+//! Reliability: WAL mode and a busy timeout (two processes saving at once both land); one
+//! transaction per run (a `kill -9` mid-save loses that run only); a schema version in
+//! `PRAGMA user_version` with migrations ([`schema`]); `PRAGMA application_id` marks the file
+//! as irqbench's, and a file at the path that is not an SQLite database, is another
+//! application's, or is damaged is refused with its path named and never written; a symlink,
+//! FIFO, device or directory at the path is refused without being opened.
+
+mod check;
+mod query;
+mod save;
+mod schema;
+mod trend;
+
+use std::fs;
+use std::io::{self, Read};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use rusqlite::{Connection, ErrorCode, OpenFlags};
+
+pub use check::{check, render_check, CheckOutcome, DEFAULT_MAX_REGRESSION_PCT};
+pub use query::{BaselineRow, RunFilter, RunRef, RunRow, TrendPoint, MAX_BASELINE_NAME};
+pub use save::{sha256_hex, Origin, RunMeta, Saved};
+pub use schema::LATEST_VERSION;
+pub use trend::{
+    render_baselines, render_history, render_history_json, render_time, render_trend_svg,
+    DEFAULT_LAST,
+};
+
+/// `PRAGMA application_id` of an irqbench history: "irqb" in ASCII.
+pub const APPLICATION_ID: i32 = 0x6972_7162;
+/// The file name under the data folder.
+pub const DB_FILE: &str = "history.sqlite";
+/// How long a save waits for another process's transaction before giving up.
+pub const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
+/// Tests only: milliseconds a save sleeps inside its transaction, after a line on stderr, so a
+/// test can kill the process mid-save.
+pub const SAVE_PAUSE_ENV: &str = "IRQBENCH_TEST_SAVE_PAUSE_MS";
+
+/// The 16 bytes every SQLite database file starts with.
+const SQLITE_MAGIC: &[u8; 16] = b"SQLite format 3\0";
+/// Offset of the big-endian application id in the database header.
+const HEADER_APPLICATION_ID: usize = 68;
+const HEADER_LEN: usize = 100;
+
+#[derive(Debug, thiserror::Error)]
+pub enum HistoryError {
+    #[error(
+        "no folder for the history database: neither XDG_DATA_HOME nor HOME is an absolute \
+         path (name a file with --db, or pass --no-save)"
+    )]
+    NoLocation,
+    #[error("cannot create the folder {dir} for the history database")]
+    CreateDir {
+        dir: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("history database {path}: the folder {dir} does not exist or is not a folder")]
+    NoFolder { path: PathBuf, dir: PathBuf },
+    #[error(
+        "history database {path} is a {kind}, not a regular file: irqbench opens only a regular \
+         file there (remove it, or name another file with --db)"
+    )]
+    NotRegular { path: PathBuf, kind: &'static str },
+    #[error("cannot look at the history database {path}")]
+    Inspect {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error(
+        "{path} is not an SQLite database ({what}): it is no irqbench history, and irqbench \
+         leaves it untouched; move it away or name another file with --db"
+    )]
+    NotSqlite { path: PathBuf, what: &'static str },
+    #[error(
+        "{path} is another application's SQLite database (application_id {found:#010x}; an \
+         irqbench history has {APPLICATION_ID:#010x}): irqbench leaves it untouched; name \
+         another file with --db"
+    )]
+    Foreign { path: PathBuf, found: i32 },
+    #[error(
+        "{path} is an SQLite database with tables but without irqbench's application_id: it is \
+         no irqbench history, and irqbench leaves it untouched; name another file with --db"
+    )]
+    Unmarked { path: PathBuf },
+    #[error(
+        "history database {path} is damaged: irqbench leaves it untouched; move it away (a new \
+         history then starts) or try `sqlite3 {path} .recover`"
+    )]
+    Corrupt {
+        path: PathBuf,
+        #[source]
+        source: rusqlite::Error,
+    },
+    #[error(
+        "history database {path} has schema version {found}, newer than the {LATEST_VERSION} \
+         this irqbench knows: use a newer irqbench, or name another file with --db"
+    )]
+    Newer { path: PathBuf, found: i64 },
+    #[error("history database {path}")]
+    Sqlite {
+        path: PathBuf,
+        #[source]
+        source: rusqlite::Error,
+    },
+    #[error("cannot encode the run for the history database")]
+    Encode {
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("history database {path}: the report of run {id} cannot be read back")]
+    Decode {
+        path: PathBuf,
+        id: i64,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("there is no history database at {path} yet: `irqbench run` creates it")]
+    Missing { path: PathBuf },
+    #[error("{path} holds no runs yet: `irqbench run` saves one")]
+    NoRuns { path: PathBuf },
+    #[error(
+        "there is no run {id} in {path}; its runs are {known} (`irqbench history` lists them)"
+    )]
+    NoSuchRun {
+        path: PathBuf,
+        id: i64,
+        known: String,
+    },
+    #[error("there is no baseline `{name}` in {path}; {known}")]
+    NoSuchBaseline {
+        path: PathBuf,
+        name: String,
+        known: String,
+    },
+    #[error(
+        "`{name}` cannot name a baseline: {why} (use letters, digits, `.`, `_` and `-`, at most \
+         {MAX_BASELINE_NAME} characters, not only digits)"
+    )]
+    BadBaselineName { name: String, why: &'static str },
+    #[error("no stored run matches {what}; stored: {known}")]
+    NoMatch { what: String, known: String },
+}
+
+impl HistoryError {
+    /// 2 for what the user named wrongly (a path, a run, a baseline, a filter); 1 for the rest.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            HistoryError::Sqlite { .. }
+            | HistoryError::Encode { .. }
+            | HistoryError::Decode { .. }
+            | HistoryError::CreateDir { .. }
+            | HistoryError::Inspect { .. } => 1,
+            _ => 2,
+        }
+    }
+}
+
+/// An SQLite error as ours: corruption and "not a database" name the damage, the rest the path.
+fn db_error(path: &Path) -> impl Fn(rusqlite::Error) -> HistoryError + '_ {
+    move |source| match source.sqlite_error_code() {
+        Some(ErrorCode::DatabaseCorrupt | ErrorCode::NotADatabase) => HistoryError::Corrupt {
+            path: path.to_owned(),
+            source,
+        },
+        _ => HistoryError::Sqlite {
+            path: path.to_owned(),
+            source,
+        },
+    }
+}
+
+/// Where the history lives: `--db PATH`, or the default under the XDG data folder.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DbLocation {
+    pub path: PathBuf,
+    /// Named with `--db`: its folder must exist (the default folder is created).
+    pub explicit: bool,
+}
+
+impl DbLocation {
+    /// `--db` if given, else the default from the environment.
+    pub fn resolve(db: Option<&Path>) -> Result<DbLocation, HistoryError> {
+        match db {
+            Some(p) => Ok(DbLocation {
+                path: p.to_owned(),
+                explicit: true,
+            }),
+            None => Ok(DbLocation {
+                path: default_path(
+                    std::env::var_os("XDG_DATA_HOME").as_deref(),
+                    std::env::var_os("HOME").as_deref(),
+                )?,
+                explicit: false,
+            }),
+        }
+    }
+}
+
+/// `$XDG_DATA_HOME/irqbench/history.sqlite`, else `$HOME/.local/share/irqbench/...`. A relative
+/// or empty XDG_DATA_HOME is ignored, as the XDG base directory spec says.
+pub fn default_path(
+    xdg_data_home: Option<&std::ffi::OsStr>,
+    home: Option<&std::ffi::OsStr>,
+) -> Result<PathBuf, HistoryError> {
+    let absolute = |v: Option<&std::ffi::OsStr>| {
+        v.map(PathBuf::from)
+            .filter(|p| p.is_absolute() && p.as_os_str().len() > 1)
+    };
+    let data = absolute(xdg_data_home)
+        .or_else(|| absolute(home).map(|h| h.join(".local").join("share")))
+        .ok_or(HistoryError::NoLocation)?;
+    Ok(data.join("irqbench").join(DB_FILE))
+}
+
+/// What is at the database path before SQLite sees it.
+#[derive(Debug, PartialEq, Eq)]
+enum FileState {
+    Missing,
+    /// A regular file: empty, or with the SQLite header.
+    Present,
+}
+
+/// Refuses anything but nothing or a regular file that is empty or starts with the SQLite
+/// header without another application's id. Opened with O_NOFOLLOW and O_NONBLOCK: a FIFO
+/// never blocks and a link is never followed.
+fn inspect(path: &Path) -> Result<FileState, HistoryError> {
+    let meta = match fs::symlink_metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(FileState::Missing),
+        Err(source) => {
+            return Err(HistoryError::Inspect {
+                path: path.to_owned(),
+                source,
+            })
+        }
+    };
+    let not_regular = |meta: &fs::Metadata| HistoryError::NotRegular {
+        path: path.to_owned(),
+        kind: crate::bounded::file_kind(meta),
+    };
+    if !meta.file_type().is_file() {
+        return Err(not_regular(&meta));
+    }
+    let inspect_err = |source| HistoryError::Inspect {
+        path: path.to_owned(),
+        source,
+    };
+    let file = {
+        use std::os::unix::fs::OpenOptionsExt;
+        fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+            .open(path)
+            .map_err(inspect_err)?
+    };
+    let meta = file.metadata().map_err(inspect_err)?;
+    if !meta.is_file() {
+        return Err(not_regular(&meta));
+    }
+    let mut header = Vec::with_capacity(HEADER_LEN);
+    file.take(HEADER_LEN as u64)
+        .read_to_end(&mut header)
+        .map_err(inspect_err)?;
+    check_header(path, &header)?;
+    Ok(FileState::Present)
+}
+
+/// An empty file is a database SQLite has not written yet; anything else must be SQLite's,
+/// with irqbench's application id or none yet (a new database, checked again once open).
+fn check_header(path: &Path, header: &[u8]) -> Result<(), HistoryError> {
+    if header.is_empty() {
+        return Ok(());
+    }
+    let not_sqlite = |what| HistoryError::NotSqlite {
+        path: path.to_owned(),
+        what,
+    };
+    if header.len() < HEADER_LEN {
+        return Err(not_sqlite("shorter than an SQLite header"));
+    }
+    if &header[..SQLITE_MAGIC.len()] != SQLITE_MAGIC {
+        return Err(not_sqlite("no SQLite header"));
+    }
+    let mut id = [0u8; 4];
+    id.copy_from_slice(&header[HEADER_APPLICATION_ID..HEADER_APPLICATION_ID + 4]);
+    let found = i32::from_be_bytes(id);
+    if found != 0 && found != APPLICATION_ID {
+        return Err(HistoryError::Foreign {
+            path: path.to_owned(),
+            found,
+        });
+    }
+    Ok(())
+}
+
+/// An open history database.
+#[derive(Debug)]
+pub struct Store {
+    conn: Connection,
+    path: PathBuf,
+}
+
+impl Store {
+    /// Opens the history at `loc`, creating it (and, for the default location, its folder)
+    /// when it does not exist, and migrating an older schema.
+    pub fn open(loc: &DbLocation) -> Result<Store, HistoryError> {
+        let path = &loc.path;
+        if inspect(path)? == FileState::Missing {
+            let dir = match path.parent() {
+                Some(d) if !d.as_os_str().is_empty() => d,
+                _ => Path::new("."),
+            };
+            if !loc.explicit {
+                fs::create_dir_all(dir).map_err(|source| HistoryError::CreateDir {
+                    dir: dir.to_owned(),
+                    source,
+                })?;
+            }
+            if !dir.is_dir() {
+                return Err(HistoryError::NoFolder {
+                    path: path.clone(),
+                    dir: dir.to_owned(),
+                });
+            }
+        }
+        Store::connect(path)
+    }
+
+    /// Opens the history only if it exists: reading commands never create one.
+    pub fn open_existing(loc: &DbLocation) -> Result<Store, HistoryError> {
+        match inspect(&loc.path)? {
+            FileState::Missing => Err(HistoryError::Missing {
+                path: loc.path.clone(),
+            }),
+            FileState::Present => Store::connect(&loc.path),
+        }
+    }
+
+    fn connect(path: &Path) -> Result<Store, HistoryError> {
+        let err = db_error(path);
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NOFOLLOW
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let conn = Connection::open_with_flags(path, flags).map_err(&err)?;
+        conn.busy_timeout(BUSY_TIMEOUT).map_err(&err)?;
+        let store = Store {
+            conn,
+            path: path.to_owned(),
+        };
+        // Read-only questions first: nothing is written to a file that is not ours.
+        store.identify()?;
+        store.enable_wal()?;
+        store
+            .conn
+            .execute_batch("PRAGMA foreign_keys = ON; PRAGMA synchronous = FULL;")
+            .map_err(&err)?;
+        schema::migrate(&store)?;
+        Ok(store)
+    }
+
+    /// The database's path, for messages.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn err(&self) -> impl Fn(rusqlite::Error) -> HistoryError + '_ {
+        db_error(&self.path)
+    }
+
+    /// Ours (our application id), or new (no id and no tables); anything else is refused.
+    /// Both are read in one transaction: another process creating the schema between the two
+    /// reads would otherwise look like tables without our id.
+    fn identify(&self) -> Result<(), HistoryError> {
+        let tx = rusqlite::Transaction::new_unchecked(
+            &self.conn,
+            rusqlite::TransactionBehavior::Deferred,
+        )
+        .map_err(self.err())?;
+        self.identify_in_transaction()?;
+        tx.commit().map_err(self.err())
+    }
+
+    /// [`Store::identify`] inside a transaction the caller holds.
+    fn identify_in_transaction(&self) -> Result<(), HistoryError> {
+        let app_id: i32 = self
+            .conn
+            .pragma_query_value(None, "application_id", |r| r.get(0))
+            .map_err(self.err())?;
+        if app_id == APPLICATION_ID {
+            return Ok(());
+        }
+        if app_id != 0 {
+            return Err(HistoryError::Foreign {
+                path: self.path.clone(),
+                found: app_id,
+            });
+        }
+        let tables: i64 = self
+            .conn
+            .query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))
+            .map_err(self.err())?;
+        if tables > 0 {
+            return Err(HistoryError::Unmarked {
+                path: self.path.clone(),
+            });
+        }
+        Ok(())
+    }
+
+    /// WAL lets readers and one writer work at once. Switching needs a moment of exclusive
+    /// access, which SQLite does not wait for: two first opens at once retry here.
+    fn enable_wal(&self) -> Result<(), HistoryError> {
+        let started = Instant::now();
+        loop {
+            let mode = self
+                .conn
+                .pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get::<_, String>(0));
+            match mode {
+                Ok(_) => return Ok(()),
+                Err(e)
+                    if e.sqlite_error_code() == Some(ErrorCode::DatabaseBusy)
+                        && started.elapsed() < BUSY_TIMEOUT =>
+                {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                Err(e) => return Err(self.err()(e)),
+            }
+        }
+    }
+
+    /// `PRAGMA integrity_check`: `ok`, or SQLite's list of problems.
+    pub fn integrity_check(&self) -> Result<String, HistoryError> {
+        let lines: Vec<String> = self
+            .conn
+            .prepare("PRAGMA integrity_check")
+            .and_then(|mut s| {
+                s.query_map([], |r| r.get::<_, String>(0))?
+                    .collect::<Result<Vec<String>, _>>()
+            })
+            .map_err(self.err())?;
+        Ok(lines.join("\n"))
+    }
+
+    /// The schema version (`PRAGMA user_version`).
+    pub fn schema_version(&self) -> Result<i64, HistoryError> {
+        self.conn
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .map_err(self.err())
+    }
+}
+
+#[cfg(test)]
+mod tests;

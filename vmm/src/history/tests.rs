@@ -1,0 +1,509 @@
+//! Store tests on synthetic runs in temporary folders: no KVM, never the real data folder.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use super::*;
+use crate::results::{
+    ComparedMetric, HostManifest, Interval, PairedComparison, PhaseResult, ResultKind, RunReport,
+    Summary, SCHEMA,
+};
+
+/// `n` per-round samples spread evenly over median ± spread, scrambled.
+fn rounds(median: f64, spread: f64, n: usize) -> Summary {
+    let samples: Vec<f64> = (0..n)
+        .map(|i| {
+            let k = (i * 7) % n;
+            median + spread * (2.0 * k as f64 / (n - 1) as f64 - 1.0)
+        })
+        .collect();
+    Summary::from_samples(&samples)
+}
+
+fn row(strategy: &str, cycles: f64, spread: f64) -> PhaseResult {
+    PhaseResult {
+        name: format!("quick/{strategy}/n0/none/1v"),
+        group: "quick/n0/none/1v".into(),
+        kind: ResultKind::Strategy,
+        strategy: strategy.into(),
+        irq_source: "none".into(),
+        vcpus: 1,
+        body_ops: 4,
+        ops: 100_000,
+        rounds: 25,
+        cycles_per_op: rounds(cycles, spread, 25),
+        ns_per_op: rounds(cycles / 2.6, spread / 2.6, 25),
+        ops_per_sec: rounds(2.6e9 / (cycles + 70_000.0), 10.0, 25),
+        ..PhaseResult::default()
+    }
+}
+
+/// A quick-like run started at `started` whose native-popf costs `popf` cycles.
+fn report(started: u64, popf: f64) -> RunReport {
+    RunReport {
+        schema: SCHEMA.into(),
+        irqbench_version: "0.1.0".into(),
+        config_name: "quick".into(),
+        config_source: "<shipped config quick>".into(),
+        started_unix: started,
+        wall_seconds: 12.5,
+        host: HostManifest {
+            cpu_model: "Test CPU".into(),
+            host_cpus: 2,
+            kernel_release: "6.1.0-test".into(),
+            kvm_flavour: "vmx".into(),
+            ..HostManifest::default()
+        },
+        results: vec![
+            row("native-popf", popf, 80.0),
+            row("native-skip", 13_000.0, 80.0),
+        ],
+        comparisons: vec![PairedComparison {
+            a: "quick/native-popf/n0/none/1v".into(),
+            b: "quick/native-skip/n0/none/1v".into(),
+            group: "quick/n0/none/1v".into(),
+            metric: ComparedMetric::CyclesPerOp,
+            ratio: Interval {
+                median: 0.88,
+                ci95: [0.87, 0.89],
+            },
+            rounds: 25,
+        }],
+        ..RunReport::default()
+    }
+}
+
+fn loc(path: &Path) -> DbLocation {
+    DbLocation {
+        path: path.to_owned(),
+        explicit: true,
+    }
+}
+
+fn meta() -> RunMeta<'static> {
+    RunMeta {
+        origin: Origin::Run,
+        config_text: Some("name = \"quick\"\n"),
+        guest: Some(("<embedded>", b"\x7fELF")),
+        source_file: None,
+    }
+}
+
+fn db(dir: &tempfile::TempDir) -> PathBuf {
+    dir.path().join("history.sqlite")
+}
+
+#[test]
+fn the_default_location_follows_xdg_then_home() {
+    use std::ffi::OsStr;
+    let p = default_path(Some(OsStr::new("/x/data")), Some(OsStr::new("/home/u"))).unwrap();
+    assert_eq!(p, Path::new("/x/data/irqbench/history.sqlite"));
+    // A relative or empty XDG_DATA_HOME is ignored, as the spec says.
+    for xdg in [None, Some(OsStr::new("")), Some(OsStr::new("rel/data"))] {
+        let p = default_path(xdg, Some(OsStr::new("/home/u"))).unwrap();
+        assert_eq!(p, Path::new("/home/u/.local/share/irqbench/history.sqlite"));
+    }
+    assert!(matches!(
+        default_path(None, None),
+        Err(HistoryError::NoLocation)
+    ));
+}
+
+#[test]
+fn a_saved_run_reads_back_exactly_with_rows_and_comparisons() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&loc(&db(&dir))).unwrap();
+    assert_eq!(store.schema_version().unwrap(), LATEST_VERSION);
+    let r = report(1_700_000_000, 14_750.0);
+    let id = match store.save(&r, &meta()).unwrap() {
+        Saved::New(id) => id,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(store.report(id).unwrap(), r);
+    assert_eq!(store.save(&r, &meta()).unwrap(), Saved::Duplicate(id));
+    let runs = store.runs(&RunFilter {
+        last: 10,
+        ..RunFilter::default()
+    });
+    let runs = runs.unwrap();
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0].rows, 2);
+    assert_eq!(
+        runs[0].host_label,
+        "Test CPU (2 CPUs), kernel 6.1.0-test, vmx"
+    );
+    assert_eq!(
+        runs[0].config_sha256.as_deref(),
+        Some(sha256_hex(b"name = \"quick\"\n").as_str())
+    );
+    let (comparisons, samples): (i64, String) = store
+        .conn
+        .query_row(
+            "SELECT (SELECT count(*) FROM comparisons WHERE run_id = ?1),
+                    (SELECT cycles_samples FROM results WHERE run_id = ?1 AND position = 0)",
+            [id],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!(comparisons, 1);
+    let samples: Vec<f64> = serde_json::from_str(&samples).unwrap();
+    assert_eq!(samples, r.results[0].cycles_per_op.samples);
+    let points = store.trend(&[id], Some("native-skip")).unwrap();
+    assert_eq!(points.len(), 1);
+    assert!(points[0].ci95.is_some());
+}
+
+#[test]
+fn sha256_matches_a_known_digest() {
+    assert_eq!(
+        sha256_hex(b"abc"),
+        "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+    );
+}
+
+/// Two connections saving at the same time (WAL, busy timeout): every run lands.
+#[test]
+fn concurrent_saves_from_two_connections_all_land() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db(&dir);
+    Store::open(&loc(&path)).unwrap();
+    let threads: Vec<_> = (0..2u64)
+        .map(|t| {
+            let path = path.clone();
+            std::thread::spawn(move || {
+                let store = Store::open(&loc(&path)).unwrap();
+                for i in 0..10u64 {
+                    let r = report(1_700_000_000 + t * 1000 + i, 14_000.0 + i as f64);
+                    assert!(matches!(store.save(&r, &meta()).unwrap(), Saved::New(_)));
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let store = Store::open(&loc(&path)).unwrap();
+    assert_eq!(store.run_count().unwrap(), 20);
+    assert_eq!(store.integrity_check().unwrap(), "ok");
+}
+
+/// The first schema, written out by hand as an irqbench of schema version 1 left it.
+const HAND_MADE_V1: &str = "
+CREATE TABLE runs (id INTEGER PRIMARY KEY AUTOINCREMENT, saved_utc TEXT NOT NULL,
+    started_unix INTEGER NOT NULL, wall_seconds REAL NOT NULL, irqbench_version TEXT NOT NULL,
+    results_schema TEXT NOT NULL, origin TEXT NOT NULL, source_file TEXT, guest_source TEXT,
+    guest_sha256 TEXT, config_name TEXT NOT NULL, config_source TEXT NOT NULL, config_text TEXT,
+    config_sha256 TEXT, hostname TEXT NOT NULL, host_json TEXT NOT NULL, partial INTEGER NOT NULL,
+    partial_reason TEXT, report_sha256 TEXT NOT NULL UNIQUE, report_json TEXT NOT NULL);
+CREATE TABLE results (run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    position INTEGER NOT NULL, name TEXT NOT NULL, group_name TEXT NOT NULL, kind TEXT NOT NULL,
+    strategy TEXT NOT NULL, irq_source TEXT NOT NULL, nesting REAL NOT NULL,
+    vcpus INTEGER NOT NULL, body_ops INTEGER NOT NULL, rounds INTEGER NOT NULL,
+    ops INTEGER NOT NULL, cycles_median REAL NOT NULL, cycles_lo REAL, cycles_hi REAL,
+    cycles_samples TEXT NOT NULL, ns_median REAL NOT NULL, ns_lo REAL, ns_hi REAL,
+    ops_per_sec_median REAL NOT NULL, ops_per_sec_lo REAL, ops_per_sec_hi REAL,
+    exits_per_op REAL, exits_lo REAL, exits_hi REAL, precision_reached INTEGER NOT NULL,
+    disturbed_fraction REAL NOT NULL, PRIMARY KEY (run_id, position));
+CREATE INDEX results_by_name ON results(name, run_id);
+CREATE TABLE comparisons (run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    position INTEGER NOT NULL, a TEXT NOT NULL, b TEXT NOT NULL, group_name TEXT NOT NULL,
+    metric TEXT NOT NULL, ratio_median REAL NOT NULL, ratio_lo REAL NOT NULL,
+    ratio_hi REAL NOT NULL, rounds INTEGER NOT NULL, PRIMARY KEY (run_id, position));
+CREATE TABLE baselines (name TEXT PRIMARY KEY, run_id INTEGER NOT NULL REFERENCES runs(id),
+    saved_utc TEXT NOT NULL);
+PRAGMA application_id = 1769107810;
+PRAGMA user_version = 1;
+";
+
+#[test]
+fn a_version_1_database_is_migrated_on_open_and_keeps_its_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db(&dir);
+    let r = report(1_600_000_000, 15_000.0);
+    {
+        let conn = Connection::open(&path).unwrap();
+        conn.execute_batch(HAND_MADE_V1).unwrap();
+        conn.execute(
+            "INSERT INTO runs (saved_utc, started_unix, wall_seconds, irqbench_version,
+                 results_schema, origin, config_name, config_source, hostname, host_json,
+                 partial, report_sha256, report_json)
+             VALUES ('2020-09-13T12:26:40Z', 1600000000, 12.5, '0.1.0', ?1, 'run', 'quick',
+                 'q', 'oldhost', ?2, 0, 'abc', ?3)",
+            rusqlite::params![
+                SCHEMA,
+                serde_json::to_string(&r.host).unwrap(),
+                serde_json::to_string(&r).unwrap()
+            ],
+        )
+        .unwrap();
+        conn.execute(
+            "INSERT INTO baselines (name, run_id, saved_utc) VALUES ('old', 1, 'x')",
+            [],
+        )
+        .unwrap();
+    }
+    let store = Store::open(&loc(&path)).unwrap();
+    assert_eq!(store.schema_version().unwrap(), LATEST_VERSION);
+    let runs = store
+        .runs(&RunFilter {
+            host: Some("TEST cpu".into()),
+            last: 5,
+            ..RunFilter::default()
+        })
+        .unwrap();
+    assert_eq!(runs.len(), 1, "host_label filled in by the migration");
+    assert_eq!(
+        runs[0].host_label,
+        "Test CPU (2 CPUs), kernel 6.1.0-test, vmx"
+    );
+    assert_eq!(runs[0].baselines, vec!["old".to_string()]);
+    assert_eq!(store.report(1).unwrap(), r);
+    // The migrated file takes new runs.
+    store
+        .save(&report(1_600_000_100, 15_000.0), &meta())
+        .unwrap();
+    assert_eq!(store.run_count().unwrap(), 2);
+    assert_eq!(store.integrity_check().unwrap(), "ok");
+}
+
+#[test]
+fn a_newer_schema_is_refused_and_left_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db(&dir);
+    {
+        let store = Store::open(&loc(&path)).unwrap();
+        store.conn.pragma_update(None, "user_version", 99).unwrap();
+        store
+            .conn
+            .execute_batch("PRAGMA wal_checkpoint(TRUNCATE)")
+            .unwrap();
+    }
+    let before = fs::read(&path).unwrap();
+    let err = Store::open(&loc(&path)).unwrap_err();
+    assert!(
+        matches!(err, HistoryError::Newer { found: 99, .. }),
+        "{err}"
+    );
+    assert!(err.to_string().contains(&*path.to_string_lossy()), "{err}");
+    assert_eq!(fs::read(&path).unwrap(), before);
+}
+
+/// A text file, a short file, another application's database (with and without an id) and a
+/// damaged one: each is refused with its path, and not one byte of it changes.
+#[test]
+fn foreign_and_damaged_files_are_refused_and_never_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = dir.path().join("notes.txt");
+    fs::write(&text, "my notes, not a database\n".repeat(20)).unwrap();
+    let short = dir.path().join("short");
+    fs::write(&short, "SQLite").unwrap();
+    let other = dir.path().join("other.sqlite");
+    {
+        let c = Connection::open(&other).unwrap();
+        c.execute_batch("CREATE TABLE t (x); INSERT INTO t VALUES (1);")
+            .unwrap();
+    }
+    let tagged = dir.path().join("tagged.sqlite");
+    {
+        let c = Connection::open(&tagged).unwrap();
+        c.execute_batch("PRAGMA application_id = 42; CREATE TABLE t (x);")
+            .unwrap();
+    }
+    let damaged = dir.path().join("damaged.sqlite");
+    {
+        let store = Store::open(&loc(&damaged)).unwrap();
+        store.save(&report(1, 1.0), &meta()).unwrap();
+        store
+            .conn
+            .execute_batch("PRAGMA wal_checkpoint(TRUNCATE)")
+            .unwrap();
+    }
+    let mut bytes = fs::read(&damaged).unwrap();
+    // Keep the header, scramble the schema on page 1.
+    for (i, b) in bytes.iter_mut().enumerate().skip(100).take(3900) {
+        *b = (i * 31 % 251) as u8;
+    }
+    fs::write(&damaged, &bytes).unwrap();
+    for (path, expected) in [
+        (&text, "not an SQLite database"),
+        (&short, "not an SQLite database"),
+        (&other, "without irqbench's application_id"),
+        (&tagged, "another application's"),
+        (&damaged, "damaged"),
+    ] {
+        let before = fs::read(path).unwrap();
+        let err = Store::open(&loc(path)).unwrap_err();
+        let msg = err.to_string();
+        assert!(
+            msg.contains(expected) && msg.contains(&*path.to_string_lossy()),
+            "{}: {msg}",
+            path.display()
+        );
+        assert_eq!(
+            fs::read(path).unwrap(),
+            before,
+            "{} changed",
+            path.display()
+        );
+    }
+}
+
+#[test]
+fn links_fifos_and_folders_at_the_path_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let real = db(&dir);
+    Store::open(&loc(&real)).unwrap();
+    let link = dir.path().join("link.sqlite");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    let fifo = dir.path().join("fifo.sqlite");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo reads the NUL-terminated path, which outlives the call.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    for (path, kind) in [
+        (link.as_path(), "symbolic link"),
+        (fifo.as_path(), "FIFO"),
+        (Path::new("/dev/null"), "character device"),
+        (dir.path(), "directory"),
+    ] {
+        let err = Store::open(&loc(path)).unwrap_err();
+        assert!(err.to_string().contains(kind), "{err}");
+    }
+    let missing_folder = dir.path().join("nope").join("h.sqlite");
+    let err = Store::open(&loc(&missing_folder)).unwrap_err();
+    assert!(matches!(err, HistoryError::NoFolder { .. }), "{err}");
+    // The default location creates its folder.
+    let default = DbLocation {
+        path: dir.path().join("data/irqbench/history.sqlite"),
+        explicit: false,
+    };
+    Store::open(&default).unwrap();
+    assert!(matches!(
+        Store::open_existing(&loc(&dir.path().join("absent.sqlite"))),
+        Err(HistoryError::Missing { .. })
+    ));
+}
+
+#[test]
+fn baselines_name_runs_and_refuse_ambiguous_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&loc(&db(&dir))).unwrap();
+    assert!(matches!(
+        store.save_baseline("b", None),
+        Err(HistoryError::NoRuns { .. })
+    ));
+    let first = store.save(&report(10, 1.0), &meta()).unwrap().id();
+    let second = store.save(&report(20, 1.0), &meta()).unwrap().id();
+    assert_eq!(store.save_baseline("main", None).unwrap(), (second, None));
+    assert_eq!(
+        store.save_baseline("main", Some(first)).unwrap(),
+        (first, Some(second))
+    );
+    assert_eq!(store.baseline_run("main").unwrap(), first);
+    let err = store.save_baseline("x", Some(99)).unwrap_err();
+    assert!(err.to_string().contains("no run 99"), "{err}");
+    for bad in [
+        "",
+        "12",
+        "latest",
+        "a b",
+        "x.json",
+        "-x",
+        "a/b",
+        &"n".repeat(65),
+    ] {
+        let err = store.save_baseline(bad, None).unwrap_err();
+        assert!(matches!(err, HistoryError::BadBaselineName { .. }), "{bad}");
+    }
+    assert_eq!(store.baselines().unwrap().len(), 1);
+    assert_eq!(store.remove_baseline("main").unwrap(), first);
+    let err = store.remove_baseline("main").unwrap_err();
+    assert!(err.to_string().contains("none yet"), "{err}");
+}
+
+#[test]
+fn compare_arguments_name_files_runs_and_baselines() {
+    assert_eq!(RunRef::parse("12"), RunRef::Run(12));
+    assert_eq!(RunRef::parse("run:7"), RunRef::Run(7));
+    assert_eq!(RunRef::parse("latest"), RunRef::Latest);
+    assert_eq!(RunRef::parse("main"), RunRef::Baseline("main".into()));
+    assert_eq!(RunRef::parse("baseline:12"), RunRef::Baseline("12".into()));
+    assert_eq!(
+        RunRef::parse("a.json"),
+        RunRef::File(PathBuf::from("a.json"))
+    );
+    assert_eq!(RunRef::parse("out/x"), RunRef::File(PathBuf::from("out/x")));
+    assert!(matches!(RunRef::parse("/dev/zero"), RunRef::File(_)));
+}
+
+#[test]
+fn check_fails_on_a_slower_run_and_passes_on_the_same_one() {
+    let base = report(10, 14_750.0);
+    let same = report(20, 14_760.0);
+    let o = check(&base, &same, "B", 1, DEFAULT_MAX_REGRESSION_PCT);
+    assert!(o.passed(), "{}", render_check(&o));
+    assert!(render_check(&o).contains("check passed"));
+    let slower = report(30, 18_000.0);
+    let o = check(&base, &slower, "B", 1, DEFAULT_MAX_REGRESSION_PCT);
+    assert!(!o.passed());
+    let text = render_check(&o);
+    assert!(
+        text.contains("check FAILED") && text.contains("native-popf"),
+        "{text}"
+    );
+    // A threshold above the change lets it pass; a faster run is an improvement, not a failure.
+    assert!(check(&base, &slower, "B", 1, 30.0).passed());
+    let o = check(&slower, &base, "B", 1, DEFAULT_MAX_REGRESSION_PCT);
+    assert!(o.passed() && !o.improvements.is_empty());
+    // A row the new run lacks fails the check.
+    let mut fewer = report(40, 14_750.0);
+    fewer.results.pop();
+    let o = check(&base, &fewer, "B", 1, DEFAULT_MAX_REGRESSION_PCT);
+    assert!(!o.passed() && o.missing.len() == 1);
+}
+
+#[test]
+fn history_text_json_and_svg_carry_the_intervals() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&loc(&db(&dir))).unwrap();
+    let mut noisy = report(100, 14_750.0);
+    // A net whose CI spans zero must print as ≈0, never as a plain number.
+    noisy.results[1].cycles_per_op = rounds(5.0, 200.0, 25);
+    for r in [report(50, 14_700.0), noisy] {
+        store.save(&r, &meta()).unwrap();
+    }
+    store.save_baseline("B", Some(1)).unwrap();
+    let runs = store
+        .runs(&RunFilter {
+            last: 20,
+            ..RunFilter::default()
+        })
+        .unwrap();
+    let ids: Vec<i64> = runs.iter().map(|r| r.id).collect();
+    assert_eq!(ids, vec![1, 2], "oldest first");
+    let points = store.trend(&ids, None).unwrap();
+    let text = render_history(store.path(), &runs, &points);
+    assert!(text.contains("baseline B"), "{text}");
+    assert!(text.contains("≈0 (±"), "{text}");
+    assert!(text.contains(" ±"), "{text}");
+    let json: serde_json::Value =
+        serde_json::from_str(&render_history_json(store.path(), &runs, &points).unwrap()).unwrap();
+    assert_eq!(json["trends"].as_array().unwrap().len(), 2);
+    assert!(json["trends"][0]["points"][0]["ci95"].is_array());
+    let svg = render_trend_svg(&points).unwrap();
+    assert!(svg.contains("<svg") && svg.contains("<polygon"), "no band");
+    let none = store
+        .runs(&RunFilter {
+            strategy: Some("nope".into()),
+            last: 5,
+            ..RunFilter::default()
+        })
+        .unwrap();
+    assert!(none.is_empty());
+    let why = store
+        .explain_no_match(&RunFilter {
+            strategy: Some("nope".into()),
+            ..RunFilter::default()
+        })
+        .unwrap();
+    assert!(why.to_string().contains("native-popf"), "{why}");
+}

@@ -1,0 +1,315 @@
+//! `irqbench history`: the runs, and each result row's median with its 95% CI across them, as
+//! text, JSON or an SVG chart (the CI drawn as a band around the median line).
+
+use std::fmt::Write as _;
+
+use plotters::prelude::*;
+
+use super::{RunRow, TrendPoint};
+use crate::report::columns::Align;
+use crate::report::format::{fmt_cost, human_timestamp, Estimate};
+use crate::report::table::TextTable;
+
+/// Runs `history` lists when `--last` is not given.
+pub const DEFAULT_LAST: usize = 20;
+/// Panels one chart draws; rows past this are named in a note.
+const MAX_PANELS: usize = 24;
+const PANEL_PX: u32 = 230;
+const BAND: RGBColor = RGBColor(70, 120, 180);
+
+/// One result row across runs, in run order.
+#[derive(Debug, serde::Serialize)]
+pub struct Trend<'a> {
+    pub name: &'a str,
+    pub strategy: &'a str,
+    pub unit: &'static str,
+    pub points: Vec<&'a TrendPoint>,
+}
+
+/// Points grouped by result name, names in order of first appearance.
+pub fn trends(points: &[TrendPoint]) -> Vec<Trend<'_>> {
+    let mut out: Vec<Trend> = Vec::new();
+    for p in points {
+        match out.iter_mut().find(|t| t.name == p.name) {
+            Some(t) => t.points.push(p),
+            None => out.push(Trend {
+                name: &p.name,
+                strategy: &p.strategy,
+                unit: if p.kind == "insn" {
+                    "cycles/insn"
+                } else {
+                    "cycles/op"
+                },
+                points: vec![p],
+            }),
+        }
+    }
+    out
+}
+
+fn estimate(p: &TrendPoint) -> Estimate {
+    Estimate {
+        median: p.median,
+        ci: p.ci95,
+    }
+}
+
+/// `2026-03-21 14:25` (the seconds are noise in a listing).
+fn minute(unix: u64) -> String {
+    let t = human_timestamp(unix);
+    t.get(..16).unwrap_or(&t).to_owned()
+}
+
+fn runs_table(runs: &[RunRow]) -> String {
+    use Align::{Left, Right};
+    let mut t = TextTable::new(&[
+        ("run", Right),
+        ("started (UTC)", Left),
+        ("config", Left),
+        ("host", Left),
+        ("rows", Right),
+        ("origin", Left),
+        ("note", Left),
+    ]);
+    for r in runs {
+        let mut note: Vec<String> = r
+            .baselines
+            .iter()
+            .map(|b| format!("baseline {b}"))
+            .collect();
+        if r.partial {
+            note.push("PARTIAL".into());
+        }
+        let host = if r.hostname.is_empty() {
+            r.host_label.clone()
+        } else {
+            format!("{}: {}", r.hostname, r.host_label)
+        };
+        t.rows.push(vec![
+            r.id.to_string(),
+            minute(r.started_unix),
+            r.config_name.clone(),
+            host,
+            r.rows.to_string(),
+            r.origin.clone(),
+            note.join(", "),
+        ]);
+    }
+    // Not shortened: a host cut in the middle ("kerne…18.44") says less than a long line.
+    t.render("  ", usize::MAX)
+}
+
+/// The text of `history`: the runs, then one small table per result row with its median ±CI
+/// in each run (`≈0 (±h)` where the CI spans zero, as in every report).
+pub fn render_history(db: &std::path::Path, runs: &[RunRow], points: &[TrendPoint]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "history: {} ({} run{} shown, oldest first)",
+        db.display(),
+        runs.len(),
+        if runs.len() == 1 { "" } else { "s" }
+    );
+    out.push_str(&runs_table(runs));
+    let trends = trends(points);
+    if trends.is_empty() {
+        return out;
+    }
+    let _ = writeln!(
+        out,
+        "\ntrend per result: median ±h, h = the farther end of its 95% CI"
+    );
+    for t in &trends {
+        let _ = writeln!(out, "\n{}", t.name);
+        let mut table = TextTable::new(&[
+            ("run", Align::Right),
+            ("started (UTC)", Align::Left),
+            (t.unit, Align::Right),
+        ]);
+        for p in &t.points {
+            table.rows.push(vec![
+                p.run_id.to_string(),
+                minute(p.started_unix),
+                fmt_cost(estimate(p)),
+            ]);
+        }
+        out.push_str(&table.render("  ", crate::report::table::TABLE_WIDTH));
+    }
+    out
+}
+
+#[derive(serde::Serialize)]
+struct HistoryJson<'a> {
+    database: String,
+    runs: &'a [RunRow],
+    trends: Vec<Trend<'a>>,
+}
+
+/// The same as JSON: `{database, runs[], trends[{name, strategy, unit, points[]}]}`; every
+/// point keeps its numbers (`ci95` null where there is none).
+pub fn render_history_json(
+    db: &std::path::Path,
+    runs: &[RunRow],
+    points: &[TrendPoint],
+) -> Result<String, serde_json::Error> {
+    let mut text = serde_json::to_string_pretty(&HistoryJson {
+        database: db.display().to_string(),
+        runs,
+        trends: trends(points),
+    })?;
+    text.push('\n');
+    Ok(text)
+}
+
+fn draw_trend<DB: DrawingBackend>(
+    area: &DrawingArea<DB, plotters::coord::Shift>,
+    t: &Trend,
+) -> Result<(), String> {
+    let n = t.points.len();
+    let bounds = |p: &&TrendPoint| p.ci95.unwrap_or([p.median, p.median]);
+    let lo = t
+        .points
+        .iter()
+        .map(|p| bounds(p)[0])
+        .fold(f64::INFINITY, f64::min);
+    let hi = t
+        .points
+        .iter()
+        .map(|p| bounds(p)[1])
+        .fold(f64::NEG_INFINITY, f64::max);
+    let pad = ((hi - lo).abs() * 0.15).max(hi.abs() * 0.01).max(1e-9);
+    // Costs start at 0 when the padding would cross it; a negative net keeps its own range.
+    let y0 = if lo >= 0.0 {
+        (lo - pad).max(0.0)
+    } else {
+        lo - pad
+    };
+    let y1 = hi + pad;
+    let ids: Vec<i64> = t.points.iter().map(|p| p.run_id).collect();
+    let mut chart = ChartBuilder::on(area)
+        .caption(t.name, ("sans-serif", 15))
+        .margin(10)
+        .x_label_area_size(34)
+        .y_label_area_size(70)
+        .build_cartesian_2d(-0.5f64..(n as f64 - 0.5), y0..y1)
+        .map_err(|e| e.to_string())?;
+    chart
+        .configure_mesh()
+        .x_labels(n.min(20))
+        .x_label_formatter(&|v| {
+            let i = v.round();
+            if (v - i).abs() < 1e-6 && i >= 0.0 {
+                ids.get(i as usize)
+                    .map_or(String::new(), |id| format!("#{id}"))
+            } else {
+                String::new()
+            }
+        })
+        .y_label_formatter(&|v| {
+            if y1 - y0 >= 10.0 {
+                format!("{v:.0}")
+            } else {
+                format!("{v:.3}")
+            }
+        })
+        .light_line_style(TRANSPARENT)
+        .x_desc("run")
+        .y_desc(format!("{} (median, band: 95% CI)", t.unit))
+        .draw()
+        .map_err(|e| e.to_string())?;
+    let upper = t
+        .points
+        .iter()
+        .enumerate()
+        .map(|(i, p)| (i as f64, bounds(p)[1]));
+    let lower = t
+        .points
+        .iter()
+        .enumerate()
+        .rev()
+        .map(|(i, p)| (i as f64, bounds(p)[0]));
+    let band: Vec<(f64, f64)> = upper.chain(lower).collect();
+    chart
+        .draw_series([Polygon::new(band, BAND.mix(0.25).filled())])
+        .map_err(|e| e.to_string())?;
+    let line: Vec<(f64, f64)> = t
+        .points
+        .iter()
+        .enumerate()
+        .map(|(i, p)| (i as f64, p.median))
+        .collect();
+    chart
+        .draw_series(LineSeries::new(line.clone(), BAND.stroke_width(2)))
+        .map_err(|e| e.to_string())?;
+    chart
+        .draw_series(
+            line.iter()
+                .map(|&(x, y)| Circle::new((x, y), 3, BAND.filled())),
+        )
+        .map_err(|e| e.to_string())?;
+    Ok(())
+}
+
+/// The trends as SVG: one panel per result row (at most [`MAX_PANELS`]), x = runs in order
+/// (labelled `#id`), the median as a line and its 95% CI as a band.
+pub fn render_trend_svg(points: &[TrendPoint]) -> Result<String, String> {
+    let trends = trends(points);
+    if trends.is_empty() {
+        return Err("no result rows to draw".into());
+    }
+    let shown = &trends[..trends.len().min(MAX_PANELS)];
+    let extra = if trends.len() > shown.len() { 30 } else { 0 };
+    let height = PANEL_PX * shown.len() as u32 + 50 + extra;
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (900, height)).into_drawing_area();
+        root.fill(&WHITE).map_err(|e| e.to_string())?;
+        let mut rest = root
+            .titled(
+                "irqbench history: median per run, band = 95% CI",
+                ("sans-serif", 20),
+            )
+            .map_err(|e| e.to_string())?;
+        for t in shown {
+            let (panel, below) = rest.split_vertically(PANEL_PX);
+            draw_trend(&panel, t)?;
+            rest = below;
+        }
+        if extra > 0 {
+            let note = format!(
+                "{} more rows not drawn: narrow with --strategy or --config",
+                trends.len() - shown.len()
+            );
+            rest.draw(&Text::new(note, (12, 8), ("sans-serif", 13).into_font()))
+                .map_err(|e| e.to_string())?;
+        }
+        root.present().map_err(|e| e.to_string())?;
+    }
+    Ok(svg)
+}
+
+/// `2026-03-21 14:25:01 UTC`.
+pub fn render_time(unix: u64) -> String {
+    human_timestamp(unix)
+}
+
+/// `baseline list`: name, run, config, when the run started, host.
+pub fn render_baselines(rows: &[super::BaselineRow]) -> String {
+    let mut t = TextTable::new(&[
+        ("baseline", Align::Left),
+        ("run", Align::Right),
+        ("config", Align::Left),
+        ("run started (UTC)", Align::Left),
+        ("host", Align::Left),
+    ]);
+    for b in rows {
+        t.rows.push(vec![
+            b.name.clone(),
+            b.run_id.to_string(),
+            b.config_name.clone(),
+            minute(b.started_unix),
+            b.host_label.clone(),
+        ]);
+    }
+    t.render("", usize::MAX)
+}

@@ -1,0 +1,415 @@
+//! The results history through the binary: import, history, baselines, compare by run id and
+//! baseline, check, concurrent saves, a kill mid-save, and a database path that is not ours.
+//! Every test uses its own temporary XDG_DATA_HOME (or --db): nothing reaches ~/.local/share.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use irqbench::history::{DbLocation, Store, SAVE_PAUSE_ENV};
+use irqbench::results::{HostManifest, PhaseResult, ResultKind, RunReport, Summary, SCHEMA};
+
+/// The binary with XDG_DATA_HOME at `data`.
+fn irqbench(data: &Path) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_irqbench"));
+    cmd.env("XDG_DATA_HOME", data).env_remove(SAVE_PAUSE_ENV);
+    cmd
+}
+
+fn run(data: &Path, args: &[&str]) -> Output {
+    irqbench(data).args(args).output().expect("spawn irqbench")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn path_str(p: &Path) -> &str {
+    p.to_str().expect("utf-8")
+}
+
+fn db_path(data: &Path) -> PathBuf {
+    data.join("irqbench").join("history.sqlite")
+}
+
+fn store(data: &Path) -> Store {
+    Store::open_existing(&DbLocation {
+        path: db_path(data),
+        explicit: true,
+    })
+    .expect("history database")
+}
+
+fn rounds(median: f64, spread: f64) -> Summary {
+    let samples: Vec<f64> = (0..25)
+        .map(|i| median + spread * (2.0 * ((i * 7) % 25) as f64 / 24.0 - 1.0))
+        .collect();
+    Summary::from_samples(&samples)
+}
+
+/// A results JSON like a quick run's, started at `started`, native-popf at `popf` cycles.
+fn results_file(dir: &Path, name: &str, started: u64, popf: f64) -> PathBuf {
+    let row = |strategy: &str, cycles: f64| PhaseResult {
+        name: format!("quick/{strategy}/n0/none/1v"),
+        group: "quick/n0/none/1v".into(),
+        kind: ResultKind::Strategy,
+        strategy: strategy.into(),
+        irq_source: "none".into(),
+        vcpus: 1,
+        ops: 100_000,
+        rounds: 25,
+        cycles_per_op: rounds(cycles, 80.0),
+        ops_per_sec: rounds(2.6e9 / (cycles + 70_000.0), 10.0),
+        ..PhaseResult::default()
+    };
+    let report = RunReport {
+        schema: SCHEMA.into(),
+        irqbench_version: "0.1.0".into(),
+        config_name: "quick".into(),
+        config_source: "<shipped config quick>".into(),
+        started_unix: started,
+        host: HostManifest {
+            cpu_model: "Test CPU".into(),
+            host_cpus: 2,
+            kernel_release: "6.1.0-test".into(),
+            kvm_flavour: "vmx".into(),
+            ..HostManifest::default()
+        },
+        results: vec![row("native-popf", popf), row("native-skip", 13_000.0)],
+        ..RunReport::default()
+    };
+    let path = dir.join(name);
+    std::fs::write(&path, irqbench::report::to_json(&report).expect("json")).expect("write");
+    path
+}
+
+#[test]
+fn import_history_baselines_and_compare_by_id_and_name() {
+    let data = tempfile::tempdir().expect("tmp");
+    let dir = tempfile::tempdir().expect("tmp");
+    let a = results_file(dir.path(), "a.json", 1_700_000_000, 14_750.0);
+    let b = results_file(dir.path(), "b.json", 1_700_000_600, 18_000.0);
+    // An irqbench-results/1 file: older schema, fewer keys.
+    let mut v1: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&a).expect("a")).expect("json");
+    v1["schema"] = "irqbench-results/1".into();
+    v1["started_unix"] = 1_600_000_000.into();
+    let v1_obj = v1.as_object_mut().expect("object");
+    v1_obj.remove("comparisons");
+    v1_obj.remove("ci_method");
+    let old = dir.path().join("v1.json");
+    std::fs::write(&old, v1.to_string()).expect("write");
+
+    let out = run(
+        data.path(),
+        &["import", path_str(&a), path_str(&b), path_str(&old)],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let said = text(&out.stdout);
+    assert!(
+        said.contains("as run 1") && said.contains("as run 3"),
+        "{said}"
+    );
+    let out = run(data.path(), &["import", path_str(&a)]);
+    assert!(text(&out.stdout).contains("already stored as run 1"));
+    assert_eq!(store(data.path()).run_count().expect("count"), 3);
+
+    let out = run(data.path(), &["baseline", "save", "B", "1"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let list = text(&run(data.path(), &["baseline", "list"]).stdout);
+    assert!(list.contains("B") && list.contains("quick"), "{list}");
+
+    let out = run(data.path(), &["history", "--strategy", "native-popf"]);
+    let hist = text(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        hist.contains("baseline B") && hist.contains("14750 ±"),
+        "{hist}"
+    );
+    assert!(
+        !hist.contains("native-skip/"),
+        "filtered by strategy: {hist}"
+    );
+    let out = run(data.path(), &["history", "--json", "--last", "2"]);
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(json["runs"].as_array().expect("runs").len(), 2);
+    let svg = dir.path().join("trend.svg");
+    let out = run(data.path(), &["history", "--svg", path_str(&svg)]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(std::fs::read_to_string(&svg)
+        .expect("svg")
+        .contains("<polygon"));
+    let out = run(data.path(), &["history", "--strategy", "native-pop"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("native-popf"),
+        "lists what exists"
+    );
+
+    // Baseline against run id, and a baseline against a file: either side, any kind.
+    let out = run(data.path(), &["compare", "B", "2"]);
+    let cmp = text(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        cmp.contains("beyond noise") && cmp.contains("+22.0%"),
+        "{cmp}"
+    );
+    let out = run(data.path(), &["compare", path_str(&b), "baseline:B"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = run(data.path(), &["compare", "B", "9"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("no run 9"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    let out = run(data.path(), &["baseline", "rm", "B"]);
+    assert!(out.status.success());
+    let out = run(data.path(), &["compare", "B", "2"]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+/// A child's stderr up to the line that says it is inside the save transaction.
+fn wait_for_pause(child: &mut Child) {
+    let stderr = child.stderr.take().expect("stderr piped");
+    let mut lines = BufReader::new(stderr).lines();
+    let started = Instant::now();
+    loop {
+        let line = lines
+            .next()
+            .expect("the child ended before its save paused")
+            .expect("stderr");
+        if line.contains("inside the save transaction") {
+            return;
+        }
+        assert!(started.elapsed() < Duration::from_secs(60), "no pause");
+    }
+}
+
+fn import_child(data: &Path, file: &Path, pause_ms: Option<u64>) -> Child {
+    let mut cmd = irqbench(data);
+    cmd.args(["import", path_str(file)])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    if let Some(ms) = pause_ms {
+        cmd.env(SAVE_PAUSE_ENV, ms.to_string());
+    }
+    cmd.spawn().expect("spawn")
+}
+
+/// Two processes save at once: first both creating the database, then one while the other
+/// holds the write transaction (the second waits for it). Every run lands.
+#[test]
+fn two_processes_saving_at_once_both_land() {
+    let data = tempfile::tempdir().expect("tmp");
+    let dir = tempfile::tempdir().expect("tmp");
+    let files: Vec<PathBuf> = (0..4u64)
+        .map(|i| {
+            results_file(
+                dir.path(),
+                &format!("r{i}.json"),
+                1_700_000_000 + i,
+                14_000.0,
+            )
+        })
+        .collect();
+    // Creating the database at once races the schema and the application id: a few times, each
+    // in a fresh folder (this once mistook a half-created history for a foreign file).
+    for _ in 0..5 {
+        let fresh = tempfile::tempdir().expect("tmp");
+        let both = [
+            import_child(fresh.path(), &files[0], None),
+            import_child(fresh.path(), &files[1], None),
+        ];
+        for c in both {
+            let out = c.wait_with_output().expect("wait");
+            assert!(out.status.success(), "{}", text(&out.stderr));
+        }
+        assert_eq!(store(fresh.path()).run_count().expect("count"), 2);
+    }
+    for f in &files[..2] {
+        let out = run(data.path(), &["import", path_str(f)]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+    }
+    let mut holder = import_child(data.path(), &files[2], Some(1500));
+    wait_for_pause(&mut holder);
+    let waiter = irqbench(data.path())
+        .args(["import", path_str(&files[3])])
+        .output()
+        .expect("spawn");
+    assert!(waiter.status.success(), "{}", text(&waiter.stderr));
+    assert!(holder.wait().expect("wait").success());
+    let s = store(data.path());
+    assert_eq!(s.run_count().expect("count"), 4);
+    assert_eq!(s.integrity_check().expect("check"), "ok");
+}
+
+/// SIGKILL inside the save transaction: the database is intact, the earlier runs are all
+/// there and the killed run is not; the next save works.
+#[test]
+fn a_kill_mid_save_loses_only_that_run() {
+    let data = tempfile::tempdir().expect("tmp");
+    let dir = tempfile::tempdir().expect("tmp");
+    let first = results_file(dir.path(), "1.json", 1_700_000_001, 14_000.0);
+    let second = results_file(dir.path(), "2.json", 1_700_000_002, 14_000.0);
+    let killed = results_file(dir.path(), "3.json", 1_700_000_003, 14_000.0);
+    let out = run(
+        data.path(),
+        &["import", path_str(&first), path_str(&second)],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let mut child = import_child(data.path(), &killed, Some(60_000));
+    wait_for_pause(&mut child);
+    // SAFETY: kill(2) on our own child's pid.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGKILL) }, 0);
+    let status = child.wait().expect("wait");
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status),
+        Some(libc::SIGKILL)
+    );
+    let s = store(data.path());
+    assert_eq!(s.integrity_check().expect("check"), "ok");
+    assert_eq!(s.run_count().expect("count"), 2);
+    assert!(s.report(1).is_ok() && s.report(2).is_ok());
+    drop(s);
+    let out = run(data.path(), &["import", path_str(&killed)]);
+    assert!(
+        text(&out.stdout).contains("as run 3"),
+        "{}",
+        text(&out.stdout)
+    );
+}
+
+/// A file at --db that is not an irqbench history is named and left byte for byte; a FIFO or
+/// a link there is refused without being opened.
+#[test]
+fn a_database_path_that_is_not_ours_is_refused_and_untouched() {
+    let data = tempfile::tempdir().expect("tmp");
+    let dir = tempfile::tempdir().expect("tmp");
+    let json = results_file(dir.path(), "r.json", 1_700_000_000, 14_000.0);
+    let notes = dir.path().join("notes.txt");
+    std::fs::write(&notes, "not a database\n".repeat(10)).expect("write");
+    let link = dir.path().join("link.sqlite");
+    std::os::unix::fs::symlink(&notes, &link).expect("symlink");
+    for (db, expected) in [(&notes, "not an SQLite database"), (&link, "symbolic link")] {
+        let started = Instant::now();
+        let out = run(
+            data.path(),
+            &["import", path_str(&json), "--db", path_str(db)],
+        );
+        assert_eq!(out.status.code(), Some(2), "{db:?}");
+        let err = text(&out.stderr);
+        assert!(
+            err.contains(expected) && err.contains(path_str(db)),
+            "{err}"
+        );
+        assert!(started.elapsed() < Duration::from_secs(5));
+        // A run with that --db fails before any VM starts, with 2.
+        let out = run(data.path(), &["run", "quick", "--db", path_str(db)]);
+        assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    }
+    assert_eq!(
+        std::fs::read_to_string(&notes).expect("notes"),
+        "not a database\n".repeat(10)
+    );
+    assert!(!db_path(data.path()).exists(), "the default was not used");
+}
+
+fn tiny_config(dir: &Path, body_ops: u32) -> PathBuf {
+    let path = dir.join(format!("tiny-{body_ops}.toml"));
+    std::fs::write(
+        &path,
+        format!(
+            "name = \"tiny\"\n[run]\nmax_seconds = 0.5\nmin_rounds = 6\n\n[[bench]]\n\
+             name = \"t\"\nstrategies = [\"native-popf\", \"native-skip\"]\n\
+             body_ops = {body_ops}\n"
+        ),
+    )
+    .expect("write config");
+    path
+}
+
+/// A run is saved (and --no-save is not); check passes against the same config and fails,
+/// with 1, against a heavier critical section under the same row names.
+#[test]
+fn runs_are_saved_and_check_gates_a_regression() {
+    if irqbench::host::test_kvm().is_none() {
+        return;
+    }
+    let data = tempfile::tempdir().expect("tmp");
+    let dir = tempfile::tempdir().expect("tmp");
+    let light = tiny_config(dir.path(), 4);
+    let heavy = tiny_config(dir.path(), 64);
+    let out = run(data.path(), &["run", path_str(&light), "-q"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = run(data.path(), &["run", path_str(&light), "-q", "--no-save"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(store(data.path()).run_count().expect("count"), 1);
+    let out = run(data.path(), &["baseline", "save", "B"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+
+    // A generous threshold: this asserts the plumbing, not the host's drift.
+    let out = run(
+        data.path(),
+        &[
+            "check",
+            path_str(&light),
+            "--baseline",
+            "B",
+            "--max-regression",
+            "50",
+            "-q",
+        ],
+    );
+    let verdict = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{verdict}{}", text(&out.stderr));
+    assert!(
+        verdict.contains("| phase |") && verdict.contains("check passed"),
+        "{verdict}"
+    );
+
+    let out = run(
+        data.path(),
+        &["check", path_str(&heavy), "--baseline", "B", "-q"],
+    );
+    let verdict = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{verdict}{}", text(&out.stderr));
+    assert!(
+        verdict.contains("check FAILED") && verdict.contains("native-popf"),
+        "{verdict}"
+    );
+    assert_eq!(
+        store(data.path()).run_count().expect("count"),
+        3,
+        "check runs are saved"
+    );
+
+    let out = run(
+        data.path(),
+        &["check", path_str(&light), "--baseline", "nope"],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("no baseline `nope`"));
+}
+
+/// A default location that cannot be created: the run warns, prints its table, exits 0.
+#[test]
+fn an_unusable_default_location_warns_and_keeps_the_results() {
+    if irqbench::host::test_kvm().is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tmp");
+    let blocker = dir.path().join("file");
+    std::fs::write(&blocker, "a file where a folder should be").expect("write");
+    let config = tiny_config(dir.path(), 4);
+    let out = run(&blocker.join("data"), &["run", path_str(&config)]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("cycles/op"));
+    assert!(
+        text(&out.stderr).contains("will not be saved"),
+        "{}",
+        text(&out.stderr)
+    );
+}
