@@ -319,7 +319,7 @@ fn host_differences(a: &RunReport, b: &RunReport) -> Vec<String> {
 /// rule); without a CI, 4 significant digits.
 fn fmt_value(metric: &str, v: f64, ci: Option<[f64; 2]>) -> String {
     match (metric, ci) {
-        (METRIC_OPS, _) => fmt_si(v),
+        (METRIC_OPS, None) => fmt_si(v),
         (_, Some(ci)) => fmt_cost(Estimate {
             median: v,
             ci: Some(ci),

@@ -719,7 +719,14 @@ fn compare_with_itself_is_all_within_noise() {
         .all(|r| !r.beyond_noise && r.change_pct == 0.0));
     assert!(c.only_in_a.is_empty() && c.only_in_b.is_empty() && c.host_differs.is_empty());
     assert!(c.warnings.is_empty());
-    assert!(render_compare(&c, false).contains("(within noise)"));
+    let text = render_compare(&c, false);
+    assert!(text.contains("(within noise)"));
+    // Throughput carries its CI like every other figure.
+    let ops = text
+        .lines()
+        .find(|l| l.contains("pvop-popf") && l.contains("ops/s"))
+        .expect("ops/s row");
+    assert!(ops.contains('±'), "{ops}");
 }
 
 #[test]
