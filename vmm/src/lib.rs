@@ -10,6 +10,7 @@
 
 pub mod bounded;
 pub mod config;
+pub mod cpu;
 pub mod decode;
 pub mod host;
 pub mod kvm;

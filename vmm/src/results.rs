@@ -324,6 +324,13 @@ pub struct RunReport {
     /// The plan's description (shown under the header).
     #[serde(default)]
     pub description: String,
+    /// How the `vif-*` strategies called the host: `port`, `vmcall` or `vapic-poll`.
+    #[serde(default)]
+    pub hypercall_transport: String,
+    /// The hypercall instruction of this CPU's vendor (`vmcall` on Intel, `vmmcall` on AMD),
+    /// which the `vmcall` and `vapic-poll` transports execute; empty for an unknown vendor.
+    #[serde(default)]
+    pub hypercall_insn: String,
 }
 
 #[cfg(test)]

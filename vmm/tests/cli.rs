@@ -299,29 +299,35 @@ fn sigint_stops_the_run_and_leaves_a_partial_json() {
 }
 
 #[test]
-fn vmcall_is_refused_on_pvm_with_a_clear_error() {
+fn hypercall_instructions_are_refused_on_pvm_with_a_clear_error() {
     if !kvm_or_skip() {
         return;
     }
     if !Path::new("/sys/module/kvm_pvm").exists() {
-        eprintln!("skipped: only PVM hosts refuse vmcall");
+        eprintln!("skipped: only PVM hosts refuse vmcall and vapic-poll");
         return;
     }
     let dir = tmp();
-    let config = dir.path().join("vmcall.toml");
-    std::fs::write(
-        &config,
-        "name = \"vmcall\"\n[run]\nhypercall = \"vmcall\"\n\n[[bench]]\nname = \"v\"\n\
-         strategies = [\"vif-skip\"]\n",
-    )
-    .expect("write");
-    let out = run(&["run", config.to_str().expect("utf-8")]);
-    assert_eq!(out.status.code(), Some(1));
-    let err = text(&out.stderr);
-    assert!(
-        err.contains("vmcall") && err.contains("livelocks") && err.contains("\"port\""),
-        "{err}"
-    );
+    for transport in ["vmcall", "vapic-poll"] {
+        let config = dir.path().join(format!("{transport}.toml"));
+        std::fs::write(
+            &config,
+            format!(
+                "name = \"hc\"\n[run]\nhypercall = \"{transport}\"\n\n[[bench]]\nname = \"v\"\n\
+                 strategies = [\"vif-skip\"]\n"
+            ),
+        )
+        .expect("write");
+        let out = run(&["run", config.to_str().expect("utf-8")]);
+        assert_eq!(out.status.code(), Some(1));
+        let err = text(&out.stderr);
+        assert!(
+            err.contains(&format!("hypercall = \"{transport}\""))
+                && err.contains("livelocks")
+                && err.contains("\"port\""),
+            "{err}"
+        );
+    }
 }
 
 fn path_str(p: &Path) -> &str {

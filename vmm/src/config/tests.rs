@@ -545,7 +545,7 @@ fn invalid_hypercall() {
         "`run.hypercall`",
         &[
             "unknown hypercall transport \"vmcal\"",
-            "valid: port, vmcall",
+            "valid: port, vmcall, vapic-poll",
             "did you mean vmcall?",
         ],
     );

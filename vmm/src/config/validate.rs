@@ -44,9 +44,10 @@ pub(super) fn fmt_int(v: i64) -> String {
     out
 }
 
-const HYPERCALLS: [(&str, HypercallTransport); 2] = [
+const HYPERCALLS: [(&str, HypercallTransport); 3] = [
     ("port", HypercallTransport::Port),
     ("vmcall", HypercallTransport::Vmcall),
+    ("vapic-poll", HypercallTransport::VapicPoll),
 ];
 
 /// The validated `[run]` values benches need.

@@ -15,12 +15,13 @@ use std::time::Instant;
 
 use kvm_ioctls::Kvm;
 
+use crate::cpu;
 use crate::host::{self, KvmFlavour};
 use crate::machine::image::GuestImage;
 use crate::machine::{IrqchipMode, MachineConfig, MachineError};
 use crate::measure::session::{PhaseError, ProgressFn, RunOptions, Session};
 use crate::plan::{HypercallTransport, PhasePlan, Plan};
-use crate::results::{DisturbanceInfo, HostManifest, PhaseFailure, RunReport, CI_METHOD, SCHEMA};
+use crate::results::{DisturbanceInfo, PhaseFailure, RunReport, CI_METHOD, SCHEMA};
 
 pub mod attribution;
 pub mod collect;
@@ -29,6 +30,7 @@ pub mod disturbance;
 pub mod estimators;
 pub mod group;
 pub mod irq_load;
+mod preflight;
 mod rows;
 pub mod session;
 
@@ -40,10 +42,22 @@ pub enum RunError {
     #[error("reading the host manifest failed")]
     Host(#[source] host::HostError),
     #[error(
-        "hypercall = \"vmcall\" is refused on this {0} host: vmcall at guest CPL0 livelocks under \
-         PVM (RIP never advances); use hypercall = \"port\""
+        "hypercall = \"{transport}\" is refused on this {flavour} host: a hypercall instruction \
+         (vmcall/vmmcall) at guest CPL0 livelocks under PVM (RIP never advances); use \
+         hypercall = \"port\""
     )]
-    VmcallRefused(&'static str),
+    HypercallRefused {
+        transport: &'static str,
+        flavour: &'static str,
+    },
+    #[error(
+        "hypercall = \"{transport}\" needs the CPU's hypercall instruction, vmcall (Intel) or \
+         vmmcall (AMD), and this CPU's vendor {vendor:?} is neither; use hypercall = \"port\""
+    )]
+    HypercallVendor {
+        transport: &'static str,
+        vendor: String,
+    },
     #[error("booting the guest failed")]
     Boot(#[source] MachineError),
     #[error("the plan does not fit this host: {0}")]
@@ -77,15 +91,14 @@ fn fail_rows(report: &mut RunReport, rows: &[&PhasePlan], e: &PhaseError) {
 }
 
 /// The report a run fills in: the host manifest (after the preflight checks), the config and
-/// the method. Refuses what cannot run here (vmcall on PVM, more than the host allows).
+/// the method. Refuses what cannot run here (a hypercall instruction on PVM, more than the host
+/// allows).
 fn start_report(kvm: &Kvm, plan: &Plan) -> Result<RunReport, RunError> {
     let mut manifest = host::manifest(kvm).map_err(RunError::Host)?;
-    let flavour = host::detect_flavour();
-    if plan.hypercall == HypercallTransport::Vmcall && flavour == KvmFlavour::Pvm {
-        return Err(RunError::VmcallRefused(flavour.name()));
-    }
-    manifest.vcpu_pinning = plan.pin_vcpus;
-    preflight(plan, &mut manifest)?;
+    let pvm = host::detect_flavour() == KvmFlavour::Pvm;
+    let vendor = cpu::host_vendor();
+    let insn = preflight::hypercall(plan.hypercall, pvm, &vendor)?;
+    preflight::resources(plan, &mut manifest)?;
     if plan.max_vcpus() as usize > manifest.host_cpus as usize {
         manifest.warnings.push(format!(
             "{} vCPUs on {} host CPUs: vCPUs share CPUs, so lock spins and ops/s reflect host \
@@ -112,6 +125,8 @@ fn start_report(kvm: &Kvm, plan: &Plan) -> Result<RunReport, RunError> {
         started_unix: std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs()),
+        hypercall_transport: plan.hypercall.name().into(),
+        hypercall_insn: insn.map(|i| i.name().to_string()).unwrap_or_default(),
         host: manifest,
         ..Default::default()
     })
@@ -215,67 +230,6 @@ pub fn run_plan(
     }
     report.wall_seconds = started.elapsed().as_secs_f64();
     Ok(report)
-}
-
-/// Checks the plan against the host before any VM exists: vCPUs against KVM's limits, guest
-/// memory against what the host has free, and file descriptors and threads against the
-/// process limits. Hard limits are errors; soft ones become report warnings.
-fn preflight(plan: &Plan, manifest: &mut HostManifest) -> Result<(), RunError> {
-    let vcpus = plan.max_vcpus();
-    if manifest.max_vcpus > 0 && vcpus > manifest.max_vcpus {
-        return Err(RunError::Resources(format!(
-            "{vcpus} vCPUs requested; KVM allows at most {} per VM (KVM_CAP_MAX_VCPUS)",
-            manifest.max_vcpus
-        )));
-    }
-    if manifest.recommended_vcpus > 0 && vcpus > manifest.recommended_vcpus {
-        manifest.warnings.push(format!(
-            "{vcpus} vCPUs exceed KVM's recommended {} (KVM_CAP_NR_VCPUS)",
-            manifest.recommended_vcpus
-        ));
-    }
-    let need_mib = u64::from(plan.memory_mib);
-    if let Some(avail_mib) = mem_available_mib() {
-        if need_mib > avail_mib {
-            return Err(RunError::Resources(format!(
-                "guest memory {need_mib} MiB exceeds the host's available {avail_mib} MiB                  (MemAvailable in /proc/meminfo); lower run.memory_mib"
-            )));
-        }
-    }
-    // Per VM: the VM fd and its stats fd; per vCPU: its fd and stats fd; the kvm fd itself.
-    let need_fds = 3 + 2 * u64::from(vcpus) + 16;
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit writes one rlimit into the struct we own.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0
-        && limit.rlim_cur != libc::RLIM_INFINITY
-        && limit.rlim_cur < need_fds
-    {
-        return Err(RunError::Resources(format!(
-            "{vcpus} vCPUs need about {need_fds} open files; the limit is {} (ulimit -n)",
-            limit.rlim_cur
-        )));
-    }
-    // SAFETY: as above, for the process/thread limit.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NPROC, &mut limit) } == 0
-        && limit.rlim_cur != libc::RLIM_INFINITY
-        && limit.rlim_cur < u64::from(vcpus) + 8
-    {
-        return Err(RunError::Resources(format!(
-            "{vcpus} vCPU threads exceed the process limit {} (ulimit -u)",
-            limit.rlim_cur
-        )));
-    }
-    Ok(())
-}
-
-fn mem_available_mib() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib / 1024)
 }
 
 #[cfg(test)]
@@ -522,43 +476,6 @@ mod tests {
         assert!(report.partial);
         assert!(report.results.len() < 20 && !report.results.is_empty());
         assert!(seen < 20);
-    }
-
-    #[test]
-    fn preflight_refuses_plans_beyond_the_host() {
-        let mut manifest = HostManifest {
-            max_vcpus: 2,
-            recommended_vcpus: 1,
-            ..Default::default()
-        };
-        let mut plan = small_plan(vec![phase(Workload::Doorbells, 4, 1)]);
-        let err = preflight(&plan, &mut manifest)
-            .expect_err("4 > 2 vCPUs")
-            .to_string();
-        assert!(
-            err.contains("at most 2") && err.contains("KVM_CAP_MAX_VCPUS"),
-            "{err}"
-        );
-
-        plan.phases[0].vcpus = 2;
-        preflight(&plan, &mut manifest).expect("2 vCPUs fit");
-        assert!(
-            manifest
-                .warnings
-                .iter()
-                .any(|w| w.contains("recommended 1")),
-            "{:?}",
-            manifest.warnings
-        );
-
-        plan.memory_mib = u32::MAX;
-        let err = preflight(&plan, &mut manifest)
-            .expect_err("too much memory")
-            .to_string();
-        assert!(
-            err.contains("MemAvailable") && err.contains("memory_mib"),
-            "{err}"
-        );
     }
 
     #[test]

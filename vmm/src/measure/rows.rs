@@ -73,7 +73,7 @@ pub(super) fn build(
         results.push(r);
     }
     let comparisons = comparisons(run, &table, &results, tsc_hz);
-    let differences = differences(run, &table, &results);
+    let differences = differences(run, &table, &results, tsc_hz);
     GroupOutcome {
         results,
         comparisons,
@@ -93,16 +93,8 @@ fn row_result(
 ) -> PhaseResult {
     let cycles = Summary::from_samples(&table.net_cycles(v));
     let baseline = Summary::from_samples(&table.baseline_cycles(v));
+    let raw = Summary::from_samples(&table.raw_cycles(v));
     let ns_per_cycle = 1e9 / tsc_hz;
-    let scale = |s: &Summary| Summary {
-        median: s.median * ns_per_cycle,
-        ci95: [s.ci95[0] * ns_per_cycle, s.ci95[1] * ns_per_cycle],
-        min: s.min * ns_per_cycle,
-        p5: s.p5 * ns_per_cycle,
-        p95: s.p95 * ns_per_cycle,
-        cv: s.cv,
-        samples: s.samples.iter().map(|x| x * ns_per_cycle).collect(),
-    };
     let exits = Summary::from_samples(&table.net_stat(v, "exits"));
     let mut r = PhaseResult {
         name: row.name.clone(),
@@ -115,8 +107,8 @@ fn row_result(
         body_ops: row.body_ops,
         disturbed_fraction: table.disturbed_fraction(v),
         precision_reached: estimators::precise(&cycles, baseline.median, precision),
-        ns_per_op: scale(&cycles),
-        raw_cycles_per_op: Summary::from_samples(&table.raw_cycles(v)),
+        ns_per_op: to_ns(&cycles, ns_per_cycle),
+        raw_cycles_per_op: raw,
         ops_per_sec: Summary::from_samples(&table.ops_per_sec(v, tsc_hz)),
         exits_per_op_ci95: exits.ci95,
         ..Default::default()
@@ -134,6 +126,19 @@ fn row_result(
     r.cycles_per_op = cycles;
     r.baseline_cycles = baseline;
     r
+}
+
+/// A TSC-cycle summary in nanoseconds (`ns_per_cycle` = 1e9 / TSC Hz); the CV is unitless.
+fn to_ns(s: &Summary, ns_per_cycle: f64) -> Summary {
+    Summary {
+        median: s.median * ns_per_cycle,
+        ci95: [s.ci95[0] * ns_per_cycle, s.ci95[1] * ns_per_cycle],
+        min: s.min * ns_per_cycle,
+        p5: s.p5 * ns_per_cycle,
+        p95: s.p95 * ns_per_cycle,
+        cv: s.cv,
+        samples: s.samples.iter().map(|x| x * ns_per_cycle).collect(),
+    }
 }
 
 /// Counts summed over the row's blocks.
@@ -200,6 +205,7 @@ fn differences(
     run: &GroupRun<'_>,
     table: &RoundTable,
     results: &[PhaseResult],
+    _tsc_hz: f64,
 ) -> Vec<PairedDifference> {
     if !matches!(run.rows[0].workload, Workload::Insn { .. }) {
         return Vec::new();
@@ -214,13 +220,14 @@ fn differences(
         .filter_map(|(name, a, b)| {
             let (ia, ib) = (*index.get(a)?, *index.get(b)?);
             let d = table.paired_differences(ia + 1, ib + 1);
+            let cycles = interval(&d);
             (!d.is_empty()).then(|| PairedDifference {
                 name: (*name).into(),
                 minuend: results[ia].name.clone(),
                 subtrahend: results[ib].name.clone(),
                 group: results[ia].group.clone(),
                 rounds: d.len() as u32,
-                cycles: interval(&d),
+                cycles,
             })
         })
         .collect()

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use irqbench_abi::{self as abi, PhaseDescriptor};
 use kvm_ioctls::Kvm;
 
+use crate::cpu::{self, HypercallInsn};
 use crate::kvm::stats::{StatsDelta, StatsFd};
 use crate::machine::image::GuestImage;
 use crate::machine::{IrqchipMode, Machine, MachineConfig, Mailbox};
@@ -98,6 +99,9 @@ pub struct Session {
     /// A vCPU has exited: the session cannot run more phases.
     pub dead: bool,
     hypercall: HypercallTransport,
+    /// The host vendor's hypercall instruction (used by the `vmcall` and `vapic-poll`
+    /// transports).
+    hypercall_insn: HypercallInsn,
     /// For attributing exit RIPs to guest symbols.
     pub image: Arc<GuestImage>,
     _machine_vm: kvm_ioctls::VmFd,
@@ -150,6 +154,8 @@ impl Session {
             console: console.clone(),
             dead: false,
             hypercall,
+            hypercall_insn: cpu::hypercall_insn(&cpu::host_vendor())
+                .unwrap_or(HypercallInsn::Vmcall),
             image: image.clone(),
             _machine_vm: vm,
         };
@@ -291,10 +297,8 @@ impl Session {
         }
         self.seq = (self.seq + 1) & 0xFF_FFFF;
         desc.seq = self.seq;
-        desc.hypercall_transport = match self.hypercall {
-            HypercallTransport::Port => abi::hypercall::PORT,
-            HypercallTransport::Vmcall => abi::hypercall::VMCALL,
-        };
+        desc.hypercall_transport = self.hypercall.abi_id();
+        desc.hypercall_insn = self.hypercall_insn.abi_id();
         let shared_counter = abi::MAILBOX_GPA + abi::offset::SHARED_LOCK_COUNTER as u64;
         let barrier = abi::MAILBOX_GPA + abi::offset::SHARED_BARRIER as u64;
         for (gpa, what) in [(shared_counter, "lock counter"), (barrier, "block barrier")] {
@@ -706,9 +710,17 @@ mod tests {
         let Some(kvm) = host::test_kvm() else {
             return;
         };
+        let tsc_khz = host::manifest(&kvm).expect("manifest").tsc_khz;
         let mut ticks = Vec::new();
-        for iterations in [20_000u64, 160_000] {
-            let mut p = phase(Workload::Idle, 1, iterations);
+        // Idle phases of 10 and 80 ms: 50 and 400 periods of 200 µs.
+        for ms in [10u64, 80] {
+            let mut p = phase(
+                Workload::Idle {
+                    tsc_cycles: ms * tsc_khz,
+                },
+                1,
+                1,
+            );
             p.irq = IrqSource::LapicTimer { period_us: 200.0 };
             let (session, d) = run_raw(&kvm, &image(), &p, IrqchipMode::InKernel, TIMEOUT)
                 .expect("lapic-timer phase");
@@ -717,32 +729,85 @@ mod tests {
         }
         let (short, long) = (ticks[0], ticks[1]);
         assert!(short.0 > 0, "no timer tick in {} cycles", short.1);
-        assert!(
-            long.1 > short.1 * 2,
-            "the long phase was not longer: {ticks:?}"
-        );
+        // The idle loop is timed by the TSC: each phase lasts at least what it asked for.
+        assert!(short.1 >= 10 * tsc_khz, "{ticks:?}");
+        assert!(long.1 >= 80 * tsc_khz, "{ticks:?}");
         assert!(
             long.0 > short.0,
             "ticks did not grow with phase length: {ticks:?}"
         );
     }
 
+    /// The longest time (TSC cycles) any two vCPUs' blocks ran side by side.
+    fn longest_overlap(d: &Dispatch) -> u64 {
+        let spans: Vec<(u64, u64)> = d
+            .samples
+            .iter()
+            .flat_map(|s| {
+                s.blocks
+                    .iter()
+                    .map(|b| (b.record.tsc_start, b.record.tsc_end))
+            })
+            .collect();
+        let mut best = 0;
+        for (i, a) in spans.iter().enumerate() {
+            for b in &spans[i + 1..] {
+                best = best.max(a.1.min(b.1).saturating_sub(a.0.max(b.0)));
+            }
+        }
+        best
+    }
+
+    /// A lock phase on `vcpus` vCPUs with the block barrier, so that every vCPU starts its block
+    /// together (as the measured lock groups do).
+    fn lock_phase(kvm: &Kvm, vcpus: u32, iterations: u64) -> (Session, Dispatch) {
+        let p = phase(
+            Workload::Lock {
+                strategy: strategy("native-popf"),
+            },
+            vcpus,
+            iterations,
+        );
+        let config = MachineConfig {
+            vcpus,
+            memory_bytes: 16 << 20,
+            irqchip: IrqchipMode::Userspace,
+            hypercall_exits: false,
+        };
+        let mut session =
+            Session::boot(kvm, &image(), config, HypercallTransport::Port, false).expect("boot");
+        let mut desc = crate::measure::descriptor::diagnostic(&p, iterations);
+        desc.barrier = 1;
+        let stop = AtomicBool::new(false);
+        let d = session
+            .dispatch(desc, p.irq, TIMEOUT, &stop)
+            .expect("lock phase");
+        (session, d)
+    }
+
+    /// Contention is certain only while vCPUs run side by side: the phase is lengthened until
+    /// two vCPUs' blocks overlapped for 2 ms (300 operations suffice where guest code is
+    /// emulated; native hardware runs them in microseconds), then spins must have been counted.
     #[test]
     fn the_lock_excludes_and_contention_is_counted() {
+        let Some(kvm) = host::test_kvm() else {
+            return;
+        };
+        let tsc_khz = host::manifest(&kvm).expect("manifest").tsc_khz;
         for vcpus in [2u32, 4] {
-            let Some((session, d)) = raw(
-                Workload::Lock {
-                    strategy: strategy("native-popf"),
-                },
-                vcpus,
-                300,
-            ) else {
-                return;
+            let mut iterations = 300u64;
+            let (session, d) = loop {
+                let (session, d) = lock_phase(&kvm, vcpus, iterations);
+                if longest_overlap(&d) >= 2 * tsc_khz || iterations >= 300 << 15 {
+                    break (session, d);
+                }
+                session.shutdown();
+                iterations *= 8;
             };
             let total: u64 = d.records.iter().map(|r| r.ops).sum();
             assert_eq!(
                 total,
-                300 * u64::from(vcpus),
+                iterations * u64::from(vcpus),
                 "each vCPU's ops sum to the total"
             );
             assert_eq!(
@@ -752,10 +817,16 @@ mod tests {
             );
             let acquisitions: u64 = d.records.iter().map(|r| r.lock_acquisitions).sum();
             assert_eq!(acquisitions, 2 * total);
-            if vcpus == 4 {
-                let spins: u64 = d.records.iter().map(|r| r.lock_spins).sum();
-                assert!(spins > 0, "4 vCPUs on this host never contended");
-            }
+            let overlap = longest_overlap(&d);
+            assert!(
+                overlap >= 2 * tsc_khz,
+                "{vcpus} vCPUs never ran side by side for 2 ms ({overlap} cycles, {iterations} ops)"
+            );
+            let spins: u64 = d.records.iter().map(|r| r.lock_spins).sum();
+            assert!(
+                spins > 0,
+                "{vcpus} vCPUs overlapped {overlap} cycles and never contended"
+            );
             session.shutdown();
         }
     }

@@ -240,6 +240,8 @@ fn sample_report() -> RunReport {
         },
         ci_method: crate::results::CI_METHOD.into(),
         description: "Paravirt flag save/restore against native, quick settings.".into(),
+        hypercall_transport: "port".into(),
+        hypercall_insn: "vmmcall".into(),
     }
 }
 
