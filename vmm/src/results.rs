@@ -185,6 +185,21 @@ pub struct PhaseResult {
     pub strategy_ops: BTreeMap<String, u64>,
     /// Wall time of the group's measured rounds.
     pub wall_ms: f64,
+    /// `lapic-timer` rows: the timer interrupts the guest took against those its period asks
+    /// for over the row's blocks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timer_ticks: Option<TimerTicks>,
+}
+
+/// Timer interrupts of a `lapic-timer` row: delivered (counted by the guest's handler, all
+/// vCPUs) against expected (the row's block time / period, summed over vCPUs).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TimerTicks {
+    pub period_us: f64,
+    pub expected: f64,
+    pub delivered: u64,
+    /// delivered / expected.
+    pub delivered_fraction: f64,
 }
 
 /// What a row measures: it decides the table a row goes in and its unit.
@@ -324,6 +339,10 @@ pub struct RunReport {
     /// The plan's description (shown under the header).
     #[serde(default)]
     pub description: String,
+    /// Warnings about the figures themselves (e.g. LAPIC ticks delivered below the rate the
+    /// row asks for); the host's are in `host.warnings`.
+    #[serde(default)]
+    pub warnings: Vec<String>,
     /// How the `vif-*` strategies called the host: `port`, `vmcall` or `vapic-poll`.
     #[serde(default)]
     pub hypercall_transport: String,

@@ -330,6 +330,43 @@ fn hypercall_instructions_are_refused_on_pvm_with_a_clear_error() {
     }
 }
 
+#[test]
+fn a_lapic_period_below_kvms_minimum_is_refused_naming_file_bench_and_limit() {
+    if !kvm_or_skip() {
+        return;
+    }
+    let min: u64 = std::fs::read_to_string("/sys/module/kvm/parameters/min_timer_period_us")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(0);
+    if min < 2 {
+        eprintln!("skipped: kvm.min_timer_period_us is unreadable or below 2 µs here");
+        return;
+    }
+    let dir = tmp();
+    let config = dir.path().join("fast-timer.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "name = \"t\"\n\n[[bench]]\nname = \"lt\"\nstrategies = [\"native-popf\"]\n\
+             irq = [{{ source = \"lapic-timer\", period_us = {} }}]\n",
+            min / 2
+        ),
+    )
+    .expect("write");
+    let out = run(&["run", path_str(&config)]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    for part in [
+        path_str(&config),
+        "bench \"lt\"",
+        &format!("period_us = {}", min / 2),
+        &format!("kvm.min_timer_period_us = {min}"),
+    ] {
+        assert!(err.contains(part), "{part:?} missing: {err}");
+    }
+}
+
 fn path_str(p: &Path) -> &str {
     p.to_str().expect("utf-8")
 }

@@ -22,6 +22,7 @@ use kvm_bindings::{
 use kvm_ioctls::Kvm;
 
 use crate::results::HostManifest;
+pub mod params;
 
 const KVM_PATH: &str = "/dev/kvm";
 const SYS_MODULE: &str = "/sys/module";

@@ -40,6 +40,8 @@ pub struct GroupOutcome {
     pub results: Vec<PhaseResult>,
     pub comparisons: Vec<PairedComparison>,
     pub differences: Vec<PairedDifference>,
+    /// Warnings about the group's figures (`RunReport::warnings`).
+    pub warnings: Vec<String>,
     /// The user stopped the run during this group; the figures are from the rounds before.
     pub interrupted: bool,
     /// The group's threads outnumbered the host CPUs: only the outlier rule flagged blocks.

@@ -58,6 +58,18 @@ pub enum RunError {
         transport: &'static str,
         vendor: String,
     },
+    #[error(
+        "{file}: bench \"{bench}\": irq period_us = {period_us} (lapic-timer) is below this \
+         host's kvm.min_timer_period_us = {min_us}: KVM would silently lengthen every periodic \
+         LAPIC timer to {min_us} µs (arch/x86/kvm/lapic.c limit_periodic_timer_frequency); use \
+         period_us >= {min_us}, or lower the kvm module parameter"
+    )]
+    TimerPeriod {
+        file: String,
+        bench: String,
+        period_us: f64,
+        min_us: u64,
+    },
     #[error("booting the guest failed")]
     Boot(#[source] MachineError),
     #[error("the plan does not fit this host: {0}")]
@@ -91,13 +103,15 @@ fn fail_rows(report: &mut RunReport, rows: &[&PhasePlan], e: &PhaseError) {
 }
 
 /// The report a run fills in: the host manifest (after the preflight checks), the config and
-/// the method. Refuses what cannot run here (a hypercall instruction on PVM, more than the host
-/// allows).
+/// the method. Refuses what cannot run here (a hypercall instruction on PVM, a LAPIC period KVM
+/// would lengthen, more than the host allows).
 fn start_report(kvm: &Kvm, plan: &Plan) -> Result<RunReport, RunError> {
     let mut manifest = host::manifest(kvm).map_err(RunError::Host)?;
     let pvm = host::detect_flavour() == KvmFlavour::Pvm;
     let vendor = cpu::host_vendor();
     let insn = preflight::hypercall(plan.hypercall, pvm, &vendor)?;
+    let min_period = host::params::kvm_param("kvm", "min_timer_period_us");
+    preflight::timer_periods(plan, min_period, &mut manifest.warnings)?;
     preflight::resources(plan, &mut manifest)?;
     if plan.max_vcpus() as usize > manifest.host_cpus as usize {
         manifest.warnings.push(format!(
@@ -199,6 +213,7 @@ pub fn run_plan(
                 report.results.extend(outcome.results);
                 report.comparisons.extend(outcome.comparisons);
                 report.differences.extend(outcome.differences);
+                report.warnings.extend(outcome.warnings);
                 if outcome.host_rules_off {
                     report.disturbance.not_used.push(format!(
                         "{} and {} for group {}: its vCPU and interrupt-load threads outnumber \
@@ -476,6 +491,33 @@ mod tests {
         assert!(report.partial);
         assert!(report.results.len() < 20 && !report.results.is_empty());
         assert!(seen < 20);
+    }
+
+    #[test]
+    fn lapic_timer_rows_report_delivered_against_expected_ticks() {
+        let plan = small_plan(vec![adaptive(
+            Workload::Strategy {
+                strategy: strategy("native-popf"),
+            },
+            IrqSource::LapicTimer { period_us: 200.0 },
+            0.0,
+        )]);
+        let Some(report) = run(&plan) else { return };
+        let r = &report.results[0];
+        let t = r.timer_ticks.as_ref().expect("a lapic-timer row has ticks");
+        println!(
+            "{}: {} of {:.0} ticks delivered ({:.1}%)",
+            r.name,
+            t.delivered,
+            t.expected,
+            t.delivered_fraction * 100.0
+        );
+        assert_eq!(t.period_us, 200.0);
+        assert!(t.expected > 10.0, "{t:?}");
+        assert_eq!(t.delivered, r.interrupts);
+        assert!(t.delivered > 0, "{t:?}");
+        let warned = report.warnings.iter().any(|w| w.contains(&r.name));
+        assert_eq!(warned, t.delivered_fraction < 0.9, "{:?}", report.warnings);
     }
 
     #[test]

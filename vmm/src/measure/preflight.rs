@@ -1,11 +1,16 @@
 //! Checks of a plan against the host before any VM exists: what the KVM flavour and CPU can run
-//! (hypercall transports), and what the host has room for (vCPUs, memory, fds, threads).
+//! (hypercall transports), what KVM would silently change (LAPIC timer periods below
+//! `kvm.min_timer_period_us`), and what the host has room for (vCPUs, memory, fds, threads).
 //! Hard limits are errors that name the config key; soft ones become report warnings.
 
 use super::RunError;
 use crate::cpu::{self, HypercallInsn, Vendor};
-use crate::plan::{HypercallTransport, Plan};
+use crate::plan::{HypercallTransport, IrqSource, Plan};
 use crate::results::HostManifest;
+
+/// KVM's default `min_timer_period_us` (arch/x86/kvm/x86.c), for the warning when the
+/// parameter cannot be read.
+const DEFAULT_MIN_TIMER_PERIOD_US: u64 = 200;
 
 /// The instruction the guest's KVM hypercalls use. Refuses the `vmcall` and `vapic-poll`
 /// transports on PVM (a hypercall instruction at guest CPL0 livelocks there) and on a CPU
@@ -30,6 +35,52 @@ pub(super) fn hypercall(
             transport: transport.name(),
             vendor: vendor.name(),
         }),
+    }
+}
+
+/// Refuses a `lapic-timer` period below KVM's `min_timer_period_us` (`min`: the parameter as
+/// read, or why it could not be): KVM would lengthen every such periodic timer to the minimum
+/// (arch/x86/kvm/lapic.c `limit_periodic_timer_frequency`), so the row would measure another
+/// load than its name says. An unreadable parameter is a warning.
+pub(super) fn timer_periods(
+    plan: &Plan,
+    min: Result<String, String>,
+    warnings: &mut Vec<String>,
+) -> Result<(), RunError> {
+    let periods = plan.phases.iter().filter_map(|p| match p.irq {
+        IrqSource::LapicTimer { period_us } => Some((p, period_us)),
+        _ => None,
+    });
+    let periods: Vec<_> = periods.collect();
+    if periods.is_empty() {
+        return Ok(());
+    }
+    let min_us = match min.map(|v| (v.trim().parse::<u64>(), v)) {
+        Ok((Ok(us), _)) => us,
+        Ok((Err(_), text)) => {
+            warnings.push(format!(
+                "kvm.min_timer_period_us reads {text:?}, not a number: lapic-timer periods \
+                 below it (KVM's default is {DEFAULT_MIN_TIMER_PERIOD_US} µs) would be \
+                 lengthened by KVM without notice"
+            ));
+            return Ok(());
+        }
+        Err(why) => {
+            warnings.push(format!(
+                "{why}: lapic-timer periods below kvm.min_timer_period_us (KVM's default is \
+                 {DEFAULT_MIN_TIMER_PERIOD_US} µs) would be lengthened by KVM without notice"
+            ));
+            return Ok(());
+        }
+    };
+    match periods.iter().find(|(_, us)| *us < min_us as f64) {
+        Some((row, us)) => Err(RunError::TimerPeriod {
+            file: plan.source.clone(),
+            bench: row.name.split('/').next().unwrap_or(&row.name).to_owned(),
+            period_us: *us,
+            min_us,
+        }),
+        None => Ok(()),
     }
 }
 
@@ -103,8 +154,12 @@ mod tests {
     use super::*;
     use crate::plan::Workload;
 
-    fn plan_with(vcpus: u32) -> Plan {
-        Plan::single(Workload::Doorbells, vcpus, 1)
+    fn plan_with(vcpus: u32, irq: IrqSource) -> Plan {
+        let mut plan = Plan::single(Workload::Doorbells, vcpus, 1);
+        plan.source = "configs/x.toml".into();
+        plan.phases[0].name = "lt/native-popf/n0/lapic-timer@100us/1v".into();
+        plan.phases[0].irq = irq;
+        plan
     }
 
     #[test]
@@ -114,7 +169,7 @@ mod tests {
             recommended_vcpus: 1,
             ..Default::default()
         };
-        let mut plan = plan_with(4);
+        let mut plan = plan_with(4, IrqSource::None);
         let err = resources(&plan, &mut manifest)
             .expect_err("4 > 2 vCPUs")
             .to_string();
@@ -142,6 +197,51 @@ mod tests {
             err.contains("MemAvailable") && err.contains("memory_mib"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn a_lapic_period_below_kvms_minimum_is_refused_with_key_value_and_limit() {
+        let lapic = |us| IrqSource::LapicTimer { period_us: us };
+        let mut warnings = Vec::new();
+        let err = timer_periods(&plan_with(1, lapic(100.0)), Ok("200".into()), &mut warnings)
+            .expect_err("100 µs < 200 µs")
+            .to_string();
+        for part in [
+            "configs/x.toml",
+            "bench \"lt\"",
+            "period_us = 100",
+            "kvm.min_timer_period_us = 200",
+            "limit_periodic_timer_frequency",
+        ] {
+            assert!(err.contains(part), "{part:?} missing: {err}");
+        }
+        timer_periods(
+            &plan_with(1, lapic(200.0)),
+            Ok("200\n".into()),
+            &mut warnings,
+        )
+        .expect("at the minimum");
+        timer_periods(&plan_with(1, lapic(50.0)), Ok("0".into()), &mut warnings)
+            .expect("no minimum");
+        assert!(warnings.is_empty(), "{warnings:?}");
+        // Unreadable: a warning, not an error; rows without a LAPIC timer do not care.
+        timer_periods(
+            &plan_with(1, lapic(50.0)),
+            Err("cannot read X".into()),
+            &mut warnings,
+        )
+        .expect("unreadable is a warning");
+        assert!(
+            warnings.len() == 1 && warnings[0].contains("cannot read X"),
+            "{warnings:?}"
+        );
+        timer_periods(
+            &plan_with(1, IrqSource::None),
+            Err("x".into()),
+            &mut warnings,
+        )
+        .expect("no lapic-timer row");
+        assert_eq!(warnings.len(), 1);
     }
 
     #[test]

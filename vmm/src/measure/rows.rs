@@ -8,9 +8,9 @@ use super::attribution::attribute_sites;
 use super::collect::{Collected, VariantSums};
 use super::estimators::{self, interval, Metric, RoundTable};
 use super::group::{GroupOutcome, GroupRun};
-use crate::plan::{PhasePlan, StrategyId, Workload};
+use crate::plan::{IrqSource, PhasePlan, StrategyId, Workload};
 use crate::results::{
-    ComparedMetric, LockStats, PairedComparison, PairedDifference, PhaseResult, Summary,
+    ComparedMetric, LockStats, PairedComparison, PairedDifference, PhaseResult, Summary, TimerTicks,
 };
 
 /// Differences the instruction suite derives: (what it measures, minuend, subtrahend).
@@ -38,6 +38,7 @@ pub(super) fn build(
     let total_cycles: u64 = collected.sums.iter().map(|s| s.cycles).sum();
     let total_ops: u64 = collected.sums.iter().map(|s| s.ops).sum();
     let mut results = Vec::new();
+    let mut warnings = Vec::new();
     for (i, row) in run.rows.iter().enumerate() {
         let v = i + 1;
         let mut r = row_result(row, &table, v, tsc_hz, run.plan.precision);
@@ -70,6 +71,14 @@ pub(super) fn build(
                 .collect();
         }
         r.wall_ms = wall.as_secs_f64() * 1000.0;
+        r.timer_ticks = timer_ticks(&row.irq, sums.cycles, sums.interrupts, tsc_hz);
+        if let Some(w) = r
+            .timer_ticks
+            .as_ref()
+            .and_then(|t| ticks_warning(&r.name, t))
+        {
+            warnings.push(w);
+        }
         results.push(r);
     }
     let comparisons = comparisons(run, &table, &results, tsc_hz);
@@ -78,6 +87,7 @@ pub(super) fn build(
         results,
         comparisons,
         differences,
+        warnings,
         interrupted,
         host_rules_off: !collected.host_rules,
     }
@@ -126,6 +136,52 @@ fn row_result(
     r.cycles_per_op = cycles;
     r.baseline_cycles = baseline;
     r
+}
+
+/// A `lapic-timer` row whose guest took fewer than this fraction of the ticks its period asks
+/// for is warned about: it ran under a lighter interrupt load than its name says.
+const TICKS_WARN_BELOW: f64 = 0.9;
+
+/// A `lapic-timer` row's ticks over its blocks: `cycles` (TSC, summed over vCPUs) / period
+/// expected, `interrupts` (the guest's count, summed over vCPUs) delivered.
+fn timer_ticks(irq: &IrqSource, cycles: u64, interrupts: u64, tsc_hz: f64) -> Option<TimerTicks> {
+    let IrqSource::LapicTimer { period_us } = *irq else {
+        return None;
+    };
+    let expected = cycles as f64 / tsc_hz / (period_us * 1e-6);
+    Some(TimerTicks {
+        period_us,
+        expected,
+        delivered: interrupts,
+        delivered_fraction: if expected > 0.0 {
+            interrupts as f64 / expected
+        } else {
+            0.0
+        },
+    })
+}
+
+/// The warning for a row whose delivered ticks fall short of [`TICKS_WARN_BELOW`].
+fn ticks_warning(name: &str, t: &TimerTicks) -> Option<String> {
+    if t.expected < 1.0 || t.delivered_fraction >= TICKS_WARN_BELOW {
+        return None;
+    }
+    let every = if t.delivered > 0 {
+        format!(
+            "one every {:.0} µs instead of every {} µs",
+            t.period_us / t.delivered_fraction,
+            t.period_us
+        )
+    } else {
+        "none at all".to_string()
+    };
+    Some(format!(
+        "{name}: the guest took {} of the {:.0} LAPIC timer interrupts its {} µs period asks for          during its blocks ({:.0}%; {every}), so it ran under a lighter interrupt load than its          name says. KVM fires a periodic LAPIC timer from a host hrtimer and delivers the tick          on the next guest entry: an emulating (PVM) or busy host delivers a fraction of them",
+        t.delivered,
+        t.expected,
+        t.period_us,
+        t.delivered_fraction * 100.0
+    ))
 }
 
 /// A TSC-cycle summary in nanoseconds (`ns_per_cycle` = 1e9 / TSC Hz); the CV is unitless.
@@ -231,4 +287,35 @@ fn differences(
             })
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timer_ticks_compare_delivered_with_block_time_over_period() {
+        // 2 vCPUs × 10 ms of blocks at 1 GHz TSC, 200 µs period: 100 ticks expected.
+        let lapic = IrqSource::LapicTimer { period_us: 200.0 };
+        let t = timer_ticks(&lapic, 20_000_000, 12, 1e9).expect("lapic row");
+        assert!((t.expected - 100.0).abs() < 1e-9, "{t:?}");
+        assert!((t.delivered_fraction - 0.12).abs() < 1e-9);
+        let w = ticks_warning("lt/native-popf", &t).expect("12% < 90%");
+        for part in [
+            "lt/native-popf",
+            "12 of the 100",
+            "200 µs",
+            "12%",
+            "1667 µs",
+        ] {
+            assert!(w.contains(part), "{part:?} missing: {w}");
+        }
+        let full = timer_ticks(&lapic, 20_000_000, 95, 1e9).expect("lapic row");
+        assert_eq!(ticks_warning("x", &full), None);
+        let none = timer_ticks(&lapic, 20_000_000, 0, 1e9).expect("lapic row");
+        assert!(ticks_warning("x", &none)
+            .expect("0%")
+            .contains("none at all"));
+        assert_eq!(timer_ticks(&IrqSource::None, 1, 1, 1e9), None);
+    }
 }

@@ -10,7 +10,7 @@ use super::columns::{grid, stat_estimate, Align};
 use super::csv::union_keys;
 use super::format::{fmt_cost, human_timestamp, tsc_ghz};
 use super::table::{
-    comparison_lines, difference_lines, disturbed_warnings, group_heading, groups, irqchip_text,
+    comparison_lines, difference_lines, figure_warnings, group_heading, groups, irqchip_text,
     legend,
 };
 
@@ -142,7 +142,7 @@ fn results(out: &mut String, report: &RunReport) {
         }
     }
     out.push('\n');
-    for line in legend(report).iter().chain(&disturbed_warnings(report)) {
+    for line in legend(report).iter().chain(&figure_warnings(report)) {
         let _ = writeln!(out, "{}  ", md_cell(line));
     }
 }

@@ -388,8 +388,14 @@ pub(crate) fn legend(report: &RunReport) -> Vec<String> {
     lines
 }
 
-/// Rows whose disturbed fraction is high enough to doubt that the kept rounds are typical.
-pub(crate) fn disturbed_warnings(report: &RunReport) -> Vec<String> {
+/// The run's warnings about its figures (e.g. LAPIC ticks delivered short), then the rows
+/// whose disturbed fraction is high enough to doubt that the kept rounds are typical.
+pub(crate) fn figure_warnings(report: &RunReport) -> Vec<String> {
+    let run = report.warnings.iter().map(|w| format!("warning: {w}"));
+    run.chain(disturbed_warnings(report)).collect()
+}
+
+fn disturbed_warnings(report: &RunReport) -> Vec<String> {
     report
         .results
         .iter()
@@ -424,7 +430,7 @@ pub fn render_table(report: &RunReport) -> String {
         out.push_str("\nno results\n");
     } else {
         out.push('\n');
-        for line in legend(report).iter().chain(&disturbed_warnings(report)) {
+        for line in legend(report).iter().chain(&figure_warnings(report)) {
             push_words(&mut out, line);
         }
         render_stats(&mut out, report);

@@ -240,6 +240,9 @@ fn sample_report() -> RunReport {
         },
         ci_method: crate::results::CI_METHOD.into(),
         description: "Paravirt flag save/restore against native, quick settings.".into(),
+        warnings: vec![
+            "lt/native-popf: the guest took 12 of the 100 LAPIC timer interrupts".into(),
+        ],
         hypercall_transport: "port".into(),
         hypercall_insn: "vmmcall".into(),
     }
@@ -820,4 +823,37 @@ fn markdown_has_group_tables_comparisons_and_legend() {
     assert!(md.contains("## Exits per op by KVM stat"));
     assert!(md.contains("## Scaling"));
     assert!(md.contains("≈0 (±"));
+}
+
+#[test]
+fn run_warnings_are_printed() {
+    let report = sample_report();
+    for text in [render_table(&report), render_markdown(&report)] {
+        assert!(
+            text.contains("warning: lt/native-popf: the guest took 12 of the 100"),
+            "{text}"
+        );
+    }
+}
+
+#[test]
+fn lapic_rows_show_delivered_over_expected_ticks_and_others_no_column() {
+    let mut report = sample_report();
+    assert!(!render_table(&report).contains(" ticks"));
+    report.results[0].timer_ticks = Some(crate::results::TimerTicks {
+        period_us: 200.0,
+        expected: 3486.2,
+        delivered: 24,
+        delivered_fraction: 24.0 / 3486.2,
+    });
+    let table = render_table(&report);
+    assert!(table.contains(" ticks"), "{table}");
+    let row = table_row(&table, &report.results[0].strategy);
+    assert!(row.contains("24/3486"), "{row}");
+    let csv = render_csv(&report);
+    assert!(csv
+        .lines()
+        .next()
+        .unwrap_or("")
+        .contains("timer_ticks_expected"));
 }
