@@ -7,6 +7,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::cpu::CyclesSource;
+
 /// Names the JSON layout; `compare` refuses files of another major version.
 pub const SCHEMA: &str = "irqbench-results/2";
 /// Older layouts `compare` still reads (missing keys take their defaults).
@@ -142,11 +144,20 @@ pub struct PhaseResult {
     /// Nanoseconds per operation: `cycles_per_op` over the TSC frequency.
     #[serde(default)]
     pub ns_per_op: Summary,
+    /// What the cycle figures count: `tsc` (see [`RunReport::cycles_source`]).
+    #[serde(default)]
+    pub cycles_source: String,
     /// The empty baseline's own cycles per operation (the loop that was subtracted).
     #[serde(default)]
     pub baseline_cycles: Summary,
+    /// `baseline_cycles` in ns.
+    #[serde(default)]
+    pub baseline_ns: Summary,
     /// Raw (not subtracted) cycles per operation.
     pub raw_cycles_per_op: Summary,
+    /// `raw_cycles_per_op` in ns.
+    #[serde(default)]
+    pub raw_ns_per_op: Summary,
     /// Operations per second over all vCPUs, one sample per round (gross, not net).
     pub ops_per_sec: Summary,
     /// Net `exits` (KVM stat) per operation, one sample per round.
@@ -290,6 +301,9 @@ pub struct PairedDifference {
     pub group: String,
     /// Cycles per operation.
     pub cycles: Interval,
+    /// `cycles` in ns.
+    #[serde(default)]
+    pub ns: Interval,
     pub rounds: u32,
 }
 
@@ -350,6 +364,10 @@ pub struct RunReport {
     /// which the `vmcall` and `vapic-poll` transports execute; empty for an unknown vendor.
     #[serde(default)]
     pub hypercall_insn: String,
+    /// What every cycle figure counts (TSC cycles) and whether KVM would let the guest count
+    /// core cycles instead.
+    #[serde(default)]
+    pub cycles_source: CyclesSource,
 }
 
 #[cfg(test)]

@@ -141,6 +141,12 @@ fn start_report(kvm: &Kvm, plan: &Plan) -> Result<RunReport, RunError> {
             .map_or(0, |d| d.as_secs()),
         hypercall_transport: plan.hypercall.name().into(),
         hypercall_insn: insn.map(|i| i.name().to_string()).unwrap_or_default(),
+        cycles_source: cpu::cycles_source(
+            &vendor,
+            &manifest.kvm_flavour,
+            cpu::supported_leaf_0xa(kvm),
+            manifest.tsc_khz,
+        ),
         host: manifest,
         ..Default::default()
     })
@@ -322,6 +328,34 @@ mod tests {
         let Some(report) = run(&plan) else { return };
         let r = &report.results[0];
         assert!(r.raw_cycles_per_op.median > 0.0);
+        // Every cycle figure is TSC cycles, with its ns beside it, and the run says why not
+        // core cycles.
+        let source = &report.cycles_source;
+        println!("cycles source: {source:?}");
+        assert_eq!(
+            (source.source.as_str(), r.cycles_source.as_str()),
+            ("tsc", "tsc")
+        );
+        assert!(!source.reason.is_empty());
+        assert_eq!(
+            source.core_cycles_available,
+            source.vpmu.is_some_and(|p| p.has_core_cycle_counter())
+        );
+        let ns_per_cycle = 1e6 / report.host.tsc_khz as f64;
+        for (ns, cycles) in [
+            (&r.ns_per_op, &r.cycles_per_op),
+            (&r.baseline_ns, &r.baseline_cycles),
+            (&r.raw_ns_per_op, &r.raw_cycles_per_op),
+        ] {
+            assert!(
+                (ns.median - cycles.median * ns_per_cycle).abs()
+                    < 1e-6 * cycles.median.abs().max(1.0)
+            );
+            assert!(
+                (ns.ci95[1] - cycles.ci95[1] * ns_per_cycle).abs()
+                    < 1e-6 * cycles.ci95[1].abs().max(1.0)
+            );
+        }
         assert!(r.baseline_cycles.median > 0.0, "baseline was not measured");
         // Each round subtracts the baseline block of the same round ...
         assert_eq!(

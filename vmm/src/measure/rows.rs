@@ -10,7 +10,8 @@ use super::estimators::{self, interval, Metric, RoundTable};
 use super::group::{GroupOutcome, GroupRun};
 use crate::plan::{IrqSource, PhasePlan, StrategyId, Workload};
 use crate::results::{
-    ComparedMetric, LockStats, PairedComparison, PairedDifference, PhaseResult, Summary, TimerTicks,
+    ComparedMetric, Interval, LockStats, PairedComparison, PairedDifference, PhaseResult, Summary,
+    TimerTicks,
 };
 
 /// Differences the instruction suite derives: (what it measures, minuend, subtrahend).
@@ -118,6 +119,9 @@ fn row_result(
         disturbed_fraction: table.disturbed_fraction(v),
         precision_reached: estimators::precise(&cycles, baseline.median, precision),
         ns_per_op: to_ns(&cycles, ns_per_cycle),
+        baseline_ns: to_ns(&baseline, ns_per_cycle),
+        raw_ns_per_op: to_ns(&raw, ns_per_cycle),
+        cycles_source: CYCLES_SOURCE.into(),
         raw_cycles_per_op: raw,
         ops_per_sec: Summary::from_samples(&table.ops_per_sec(v, tsc_hz)),
         exits_per_op_ci95: exits.ci95,
@@ -183,6 +187,9 @@ fn ticks_warning(name: &str, t: &TimerTicks) -> Option<String> {
         t.delivered_fraction * 100.0
     ))
 }
+
+/// What every cycle figure counts (see `RunReport::cycles_source` for why not core cycles).
+const CYCLES_SOURCE: &str = "tsc";
 
 /// A TSC-cycle summary in nanoseconds (`ns_per_cycle` = 1e9 / TSC Hz); the CV is unitless.
 fn to_ns(s: &Summary, ns_per_cycle: f64) -> Summary {
@@ -261,8 +268,9 @@ fn differences(
     run: &GroupRun<'_>,
     table: &RoundTable,
     results: &[PhaseResult],
-    _tsc_hz: f64,
+    tsc_hz: f64,
 ) -> Vec<PairedDifference> {
+    let ns_per_cycle = 1e9 / tsc_hz;
     if !matches!(run.rows[0].workload, Workload::Insn { .. }) {
         return Vec::new();
     }
@@ -278,6 +286,10 @@ fn differences(
             let d = table.paired_differences(ia + 1, ib + 1);
             let cycles = interval(&d);
             (!d.is_empty()).then(|| PairedDifference {
+                ns: Interval {
+                    median: cycles.median * ns_per_cycle,
+                    ci95: [cycles.ci95[0] * ns_per_cycle, cycles.ci95[1] * ns_per_cycle],
+                },
                 name: (*name).into(),
                 minuend: results[ia].name.clone(),
                 subtrahend: results[ib].name.clone(),

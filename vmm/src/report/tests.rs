@@ -208,6 +208,10 @@ fn sample_report() -> RunReport {
             median: 5_652.0,
             ci95: [5_601.0, 5_703.0],
         },
+        ns: Interval {
+            median: 2_173.8,
+            ci95: [2_154.2, 2_193.5],
+        },
         rounds: ROUNDS as u32,
     }];
     let mut odd = row("mix", ResultKind::Mixed, "mixed", 99.0, 2.0);
@@ -245,6 +249,13 @@ fn sample_report() -> RunReport {
         ],
         hypercall_transport: "port".into(),
         hypercall_insn: "vmmcall".into(),
+        cycles_source: crate::results::CyclesSource {
+            source: "tsc".into(),
+            tsc_khz: 2_450_000,
+            vpmu: None,
+            core_cycles_available: false,
+            reason: "CPUID leaf 0xA from KVM_GET_SUPPORTED_CPUID is zero".into(),
+        },
     }
 }
 
@@ -856,4 +867,17 @@ fn lapic_rows_show_delivered_over_expected_ticks_and_others_no_column() {
         .next()
         .unwrap_or("")
         .contains("timer_ticks_expected"));
+}
+
+#[test]
+fn the_tsc_rate_why_not_core_cycles_and_derived_ns_are_printed() {
+    let report = sample_report();
+    for text in [render_table(&report), render_markdown(&report)] {
+        assert!(
+            text.contains("cycles are TSC cycles at 2.45 GHz")
+                && text.contains("Core cycles: CPUID"),
+            "{text}"
+        );
+        assert!(text.contains("cycles = 2174 [2154, 2194] ns"), "{text}");
+    }
 }
