@@ -37,7 +37,13 @@ pub struct HostManifest {
     pub recommended_vcpus: u32,
     /// Filled per run: `in-kernel` or `userspace` for each irqchip mode the run used.
     pub irqchip_modes: Vec<String>,
+    /// `run.pin` was asked for and every vCPU thread of every session was pinned (read back
+    /// from the kernel); a failure is a warning and leaves this false.
     pub vcpu_pinning: bool,
+    /// Where vCPU i's thread was pinned (the i-th CPU the process may run on); empty unless
+    /// `vcpu_pinning`.
+    #[serde(default)]
+    pub pinned_cpus: Vec<u32>,
     pub warnings: Vec<String>,
 }
 

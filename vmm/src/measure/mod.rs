@@ -19,9 +19,10 @@ use crate::cpu;
 use crate::host::{self, KvmFlavour};
 use crate::machine::image::GuestImage;
 use crate::machine::{IrqchipMode, MachineConfig, MachineError};
+use crate::measure::pinning::Pinning;
 use crate::measure::session::{PhaseError, ProgressFn, RunOptions, Session};
 use crate::plan::{HypercallTransport, PhasePlan, Plan};
-use crate::results::{DisturbanceInfo, PhaseFailure, RunReport, CI_METHOD, SCHEMA};
+use crate::results::{DisturbanceInfo, HostManifest, PhaseFailure, RunReport, CI_METHOD, SCHEMA};
 
 pub mod attribution;
 pub mod collect;
@@ -30,6 +31,7 @@ pub mod disturbance;
 pub mod estimators;
 pub mod group;
 pub mod irq_load;
+pub mod pinning;
 mod preflight;
 mod rows;
 pub mod session;
@@ -101,6 +103,31 @@ fn fail_rows(report: &mut RunReport, rows: &[&PhasePlan], e: &PhaseError) {
         });
     }
 }
+
+/// Folds one session's pinning into the manifest: `vcpu_pinning` holds only while every vCPU
+/// of every session was pinned; a failure becomes a warning (once per distinct reason).
+fn record_pinning(host: &mut HostManifest, pinning: Option<&Pinning>) {
+    let Some(p) = pinning else { return };
+    let failed_before = host.warnings.iter().any(|w| w.starts_with(PIN_FAILED));
+    if p.complete() && !failed_before {
+        host.vcpu_pinning = true;
+        if p.cpus.len() > host.pinned_cpus.len() {
+            host.pinned_cpus = p.cpus.iter().flatten().map(|&c| c as u32).collect();
+        }
+        return;
+    }
+    host.vcpu_pinning = false;
+    host.pinned_cpus.clear();
+    for e in &p.errors {
+        let w = format!("{PIN_FAILED}: {e}; the vCPU threads run where the scheduler puts them");
+        if !host.warnings.contains(&w) {
+            host.warnings.push(w);
+        }
+    }
+}
+
+/// How a pinning failure's warning starts.
+const PIN_FAILED: &str = "run.pin: pinning failed";
 
 /// The report a run fills in: the host manifest (after the preflight checks), the config and
 /// the method. Refuses what cannot run here (a hypercall instruction on PVM, a LAPIC period KVM
@@ -198,7 +225,10 @@ pub fn run_plan(
                 hypercall_exits: plan.hypercall == HypercallTransport::Vmcall,
             };
             match Session::boot(kvm, image, config, plan.hypercall, plan.pin_vcpus) {
-                Ok(s) => session = Some(s),
+                Ok(s) => {
+                    record_pinning(&mut report.host, s.pinning.as_ref());
+                    session = Some(s);
+                }
                 Err(e) => {
                     fail_rows(&mut report, &rows, &e);
                     continue;
@@ -555,6 +585,71 @@ mod tests {
     }
 
     #[test]
+    fn the_manifest_says_pinned_only_when_every_vcpu_was() {
+        let mut host = HostManifest::default();
+        let ok = Pinning {
+            cpus: vec![Some(1), Some(1)],
+            errors: Vec::new(),
+        };
+        record_pinning(&mut host, Some(&ok));
+        assert!(host.vcpu_pinning);
+        assert_eq!(host.pinned_cpus, [1, 1]);
+        let failed = Pinning {
+            cpus: vec![Some(1), None],
+            errors: vec!["vCPU 1: pinning to CPU 5: Invalid argument".into()],
+        };
+        record_pinning(&mut host, Some(&failed));
+        assert!(!host.vcpu_pinning && host.pinned_cpus.is_empty());
+        assert!(
+            host.warnings
+                .iter()
+                .any(|w| w.contains("vCPU 1: pinning to CPU 5")),
+            "{:?}",
+            host.warnings
+        );
+        // A later session that pins fine does not undo the failure.
+        record_pinning(&mut host, Some(&ok));
+        assert!(!host.vcpu_pinning);
+        record_pinning(&mut host, None);
+        assert_eq!(host.warnings.len(), 1);
+    }
+
+    /// `taskset -c N irqbench run` with `run.pin`: the vCPU goes to N, and the report says so.
+    #[test]
+    fn pinning_respects_the_affinity_mask_the_run_was_given() {
+        let Some(kvm) = host::test_kvm() else { return };
+        let last = *pinning::allowed_cpus()
+            .expect("mask")
+            .last()
+            .expect("a CPU");
+        let mut plan = small_plan(vec![phase(Workload::Doorbells, 1, 5)]);
+        plan.pin_vcpus = true;
+        let report = std::thread::spawn(move || {
+            // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET and sched_setaffinity
+            // only touch the set we own, for the calling thread (pid 0).
+            let rc = unsafe {
+                let mut set: libc::cpu_set_t = std::mem::zeroed();
+                libc::CPU_SET(last, &mut set);
+                libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &set)
+            };
+            assert_eq!(rc, 0);
+            run_plan(
+                &kvm,
+                &plan,
+                &image(),
+                &RunOptions::default(),
+                &mut |_, _, _, _| {},
+            )
+            .expect("run")
+        })
+        .join()
+        .expect("run thread");
+        assert!(report.failures.is_empty(), "{:?}", report.failures);
+        assert!(report.host.vcpu_pinning, "{:?}", report.host.warnings);
+        assert_eq!(report.host.pinned_cpus, [last as u32]);
+    }
+
+    #[test]
     fn the_pio_exit_probe_keeps_its_exit_cost() {
         let plan = small_plan(vec![adaptive(
             Workload::Insn {
@@ -604,7 +699,7 @@ mod tests {
             IrqSource::None,
             0.0,
         )]);
-        plan.pin_vcpus = true; // vCPU 0 on host CPU 0
+        plan.pin_vcpus = true; // vCPU 0 on the first allowed CPU: CPU 0 outside taskset
         plan.min_rounds = 200;
         plan.max_seconds = 3.0;
         let Some(quiet) = run(&plan) else { return };

@@ -16,6 +16,7 @@ use crate::kvm::stats::{StatsDelta, StatsFd};
 use crate::machine::image::GuestImage;
 use crate::machine::{IrqchipMode, Machine, MachineConfig, Mailbox};
 use crate::measure::irq_load::IrqLoad;
+use crate::measure::pinning::{self, Pinning};
 use crate::plan::{HypercallTransport, IrqSource, PhasePlan};
 use crate::protocol::{self, ValidRecord};
 use crate::vcpu::{
@@ -98,6 +99,8 @@ pub struct Session {
     pub console: Arc<Mutex<String>>,
     /// A vCPU has exited: the session cannot run more phases.
     pub dead: bool,
+    /// Where the vCPU threads were pinned (`None`: pinning was not asked for).
+    pub pinning: Option<Pinning>,
     hypercall: HypercallTransport,
     /// The host vendor's hypercall instruction (used by the `vmcall` and `vapic-poll`
     /// transports).
@@ -140,7 +143,6 @@ impl Session {
         let (event_tx, events) = mpsc::channel();
         let console = Arc::new(Mutex::new(String::new()));
         let symbols = Arc::new(image.symbols.clone());
-        let host_cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
         let mut session = Session {
             vcpus: config.vcpus,
             irqchip: config.irqchip,
@@ -153,6 +155,7 @@ impl Session {
             seq: 0,
             console: console.clone(),
             dead: false,
+            pinning: None,
             hypercall,
             hypercall_insn: cpu::hypercall_insn(&cpu::host_vendor())
                 .unwrap_or(HypercallInsn::Vmcall),
@@ -175,13 +178,15 @@ impl Session {
                 console: console.clone(),
                 sync_regs,
             };
-            let cpu = index as usize % host_cpus;
-            let handle = spawn_vcpu_thread(ctx, event_tx.clone(), pin.then_some(cpu))?;
+            let handle = spawn_vcpu_thread(ctx, event_tx.clone())?;
             session.controls.push(control);
             session.commands.push(cmd_tx);
             session.threads.push(handle);
         }
         drop(event_tx);
+        if pin {
+            session.pinning = Some(pinning::pin_all(&session.threads));
+        }
         session.wait_for_boot(config.vcpus)?;
         Ok(session)
     }
@@ -305,6 +310,12 @@ impl Session {
             self.mailbox
                 .write_u64(gpa, 0, what)
                 .map_err(|e| PhaseError::Guest(error_chain(&e)))?;
+        }
+        // A raise the previous phase's load left uninjected (the vCPU waited for its next
+        // command) belongs to no phase: drop it, so the new phase starts with no interrupt
+        // pending (and its vCPU loop withdraws any window request it had made for it).
+        for c in &self.controls {
+            c.irq_pending.store(false, Ordering::SeqCst);
         }
         let vm_before = self.vm_stats.as_ref().and_then(|s| s.snapshot().ok());
         let raised_before = self.irqs_raised();
@@ -444,20 +455,16 @@ impl Drop for Session {
     }
 }
 
-/// Starts the thread of one vCPU (pinned to `cpu` if given). A panic in it (a VMM bug) ends
-/// that vCPU with a fault report, so the run reports it instead of hanging.
+/// Starts the thread of one vCPU. A panic in it (a VMM bug) ends that vCPU with a fault report,
+/// so the run reports it instead of hanging.
 fn spawn_vcpu_thread(
     ctx: VcpuContext,
     events: Sender<VcpuEvent>,
-    cpu: Option<usize>,
 ) -> Result<JoinHandle<()>, PhaseError> {
     let index = ctx.index;
     std::thread::Builder::new()
         .name(format!("vcpu{index}"))
         .spawn(move || {
-            if let Some(cpu) = cpu {
-                pin_to_cpu(cpu);
-            }
             let outcome =
                 std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| vcpu::run_vcpu(ctx)))
                     .unwrap_or_else(|panic| {
@@ -479,16 +486,6 @@ fn spawn_vcpu_thread(
             let _ = events.send(VcpuEvent::Exited { index, outcome });
         })
         .map_err(|e| PhaseError::Boot(format!("spawning vCPU thread {index}: {e}")))
-}
-
-fn pin_to_cpu(cpu: usize) {
-    // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET and sched_setaffinity only touch
-    // the set we own, for the calling thread (pid 0).
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &set);
-    }
 }
 
 pub fn outcome_text(outcome: &VcpuOutcome) -> String {
@@ -736,6 +733,41 @@ mod tests {
             long.0 > short.0,
             "ticks did not grow with phase length: {ticks:?}"
         );
+    }
+
+    /// An interrupt the previous phase's load raised but never injected (its vCPU was already
+    /// waiting for the next command) must not reach the guest in the next phase: a session is
+    /// reused across groups, and the next one may have no interrupt load at all.
+    #[test]
+    fn a_raise_left_from_the_previous_phase_is_not_injected_into_the_next() {
+        let Some((mut session, _)) = raw(Workload::Doorbells, 1, 3) else {
+            return;
+        };
+        // The vCPU now waits at the command port; a raise arrives late.
+        session.controls[0]
+            .irq_pending
+            .store(true, Ordering::SeqCst);
+        let p = phase(Workload::Doorbells, 1, 3);
+        let stop = AtomicBool::new(false);
+        let d = session
+            .dispatch(
+                crate::measure::descriptor::diagnostic(&p, 3),
+                IrqSource::None,
+                TIMEOUT,
+                &stop,
+            )
+            .expect("second phase");
+        let since_boot = session
+            .mailbox
+            .read_u64(
+                abi::slot_gpa(0) + abi::offset::SLOT_INTERRUPTS as u64,
+                "interrupts",
+            )
+            .expect("slot");
+        assert_eq!(since_boot, 0, "the stale raise was injected");
+        assert_eq!(d.records[0].interrupts, 0);
+        assert!(d.samples[0].exits.is_empty(), "{:?}", d.samples[0].exits);
+        session.shutdown();
     }
 
     /// The longest time (TSC cycles) any two vCPUs' blocks ran side by side.

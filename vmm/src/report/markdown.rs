@@ -80,7 +80,11 @@ fn header(out: &mut String, report: &RunReport) {
         ("irqchip", irqchip_text(report)),
         (
             "vCPU pinning",
-            if h.vcpu_pinning { "yes" } else { "no" }.into(),
+            match (h.vcpu_pinning, h.pinned_cpus.is_empty()) {
+                (false, _) => "no".into(),
+                (true, true) => "yes".into(),
+                (true, false) => format!("vCPU i on CPU {:?}[i]", h.pinned_cpus),
+            },
         ),
         ("module parameters", md_map(&h.module_params)),
         ("capabilities", md_map(&h.capabilities)),

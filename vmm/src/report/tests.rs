@@ -185,6 +185,7 @@ fn host() -> HostManifest {
         recommended_vcpus: 2,
         irqchip_modes: vec!["userspace".into()],
         vcpu_pinning: true,
+        pinned_cpus: vec![0, 1],
         warnings: vec!["host has 2 CPUs: 4-vCPU phases are oversubscribed".into()],
     }
 }
