@@ -103,6 +103,10 @@ pub struct ExitSite {
     pub rip: u64,
     /// The instruction at `rip`, decoded (GNU syntax).
     pub instruction: String,
+    /// Interrupt-window exits one instruction after a `sti` (its shadow delays the window):
+    /// the `sti` they are attributed to, whose symbol and site the row names.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sti_rip: Option<u64>,
 }
 
 /// The spinlock workload's counters.

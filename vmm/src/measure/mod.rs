@@ -35,6 +35,7 @@ pub mod pinning;
 mod preflight;
 mod rows;
 pub mod session;
+pub mod shadow;
 
 pub use attribution::classify_symbol;
 use group::GroupRun;

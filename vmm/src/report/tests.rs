@@ -124,6 +124,7 @@ fn strategy_rows() -> Vec<PhaseResult> {
         count: 3_750_000,
         rip: 0x20_1a3c,
         instruction: "popfq".into(),
+        sti_rip: None,
     });
     popf.interrupts = 12_345;
     let skip = with_exits(row("pv", s, "pvop-skip", 11_245.2, 50.0), 0.0004, 0.003);
