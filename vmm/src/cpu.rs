@@ -149,24 +149,38 @@ pub struct CyclesSource {
     pub reason: String,
 }
 
-/// Decides the cycle source from the vendor, the KVM flavour (`vmx`, `svm`, `pvm`) and leaf 0xA
-/// of KVM_GET_SUPPORTED_CPUID (`None` when KVM does not list the leaf). irqbench measures TSC
-/// cycles everywhere today; this records whether core cycles could be measured instead, and
-/// why not.
-pub fn cycles_source(
-    vendor: &Vendor,
-    flavour: &str,
-    leaf_0xa: Option<(u32, u32)>,
-    tsc_khz: u64,
-) -> CyclesSource {
-    let vpmu = leaf_0xa.map(|(eax, edx)| Vpmu::from_leaf_0xa(eax, edx));
+/// What the host offers a guest for counting core cycles, as read: the KVM flavour (`vmx`,
+/// `svm`, `pvm`), leaf 0xA of KVM_GET_SUPPORTED_CPUID (`None` when KVM does not list it) and
+/// `kvm.enable_pmu` (`None` when unreadable).
+#[derive(Clone, Copy, Debug)]
+pub struct PmuFacts<'a> {
+    pub flavour: &'a str,
+    pub leaf_0xa: Option<(u32, u32)>,
+    pub enable_pmu: Option<bool>,
+}
+
+/// Decides the cycle source. irqbench measures TSC cycles everywhere today; this records
+/// whether core cycles could be measured instead, and why not (KVM zeroes leaf 0xA unless
+/// `enable_pmu` is set and the host has an architectural PMU: arch/x86/kvm/cpuid.c
+/// `__do_cpuid_func`).
+pub fn cycles_source(vendor: &Vendor, facts: PmuFacts<'_>, tsc_khz: u64) -> CyclesSource {
+    let vpmu = facts
+        .leaf_0xa
+        .map(|(eax, edx)| Vpmu::from_leaf_0xa(eax, edx));
     let available = vpmu.is_some_and(|p| p.has_core_cycle_counter());
+    let param = match facts.enable_pmu {
+        Some(false) => " (kvm.enable_pmu=N)",
+        _ => "",
+    };
     let reason = match (vendor, vpmu) {
-        (_, p) if flavour == "pvm" && !available => format!(
-            "CPUID leaf 0xA from KVM_GET_SUPPORTED_CPUID is {} on this PVM host: it offers the \
-             guest no PMU",
+        (_, p) if facts.flavour == "pvm" && !available => format!(
+            "CPUID leaf 0xA from KVM_GET_SUPPORTED_CPUID is {} on this PVM host{param}: it \
+             offers the guest no PMU",
             if p.is_some() { "zero" } else { "absent" }
         ),
+        (_, _) if facts.enable_pmu == Some(false) => {
+            "kvm.enable_pmu=N: KVM offers the guest no PMU (CPUID leaf 0xA is zero)".into()
+        }
         (_, Some(p)) if p.has_core_cycle_counter() => format!(
             "KVM offers an architectural PMU v{} with {} fixed counters (IA32_FIXED_CTR1 counts \
              core cycles), but irqbench's guest reads only the TSC so far",
@@ -257,7 +271,16 @@ mod tests {
         // A Skylake-like leaf 0xA: v4, 4 GP counters, 3 fixed counters of 48 bits.
         let eax = 4 | (4 << 8) | (48 << 16) | (7 << 24);
         let edx = 3 | (48 << 5);
-        let s = cycles_source(&Vendor::Intel, "vmx", Some((eax, edx)), 2_600_000);
+        let facts = |flavour, leaf_0xa, enable_pmu| PmuFacts {
+            flavour,
+            leaf_0xa,
+            enable_pmu,
+        };
+        let s = cycles_source(
+            &Vendor::Intel,
+            facts("vmx", Some((eax, edx)), Some(true)),
+            1,
+        );
         assert!(s.core_cycles_available, "{s:?}");
         assert_eq!(s.source, "tsc");
         assert_eq!(
@@ -272,22 +295,29 @@ mod tests {
         assert!(s.reason.contains("IA32_FIXED_CTR1"), "{}", s.reason);
 
         // Version 1 (no fixed counters), the all-zero leaf of PVM, and no leaf at all.
-        let v1 = cycles_source(&Vendor::Intel, "vmx", Some((1 | (2 << 8), 0)), 1);
+        let v1 = cycles_source(
+            &Vendor::Intel,
+            facts("vmx", Some((1 | (2 << 8), 0)), None),
+            1,
+        );
         assert!(!v1.core_cycles_available);
-        let zero = cycles_source(&Vendor::Intel, "vmx", Some((0, 0)), 1);
+        let zero = cycles_source(&Vendor::Intel, facts("vmx", Some((0, 0)), None), 1);
         assert!(!zero.core_cycles_available);
         assert!(zero.reason.contains("zero"), "{}", zero.reason);
-        let none = cycles_source(&Vendor::Intel, "vmx", None, 1);
+        let off = cycles_source(&Vendor::Intel, facts("vmx", Some((0, 0)), Some(false)), 1);
+        assert!(off.reason.starts_with("kvm.enable_pmu=N"), "{}", off.reason);
+        let none = cycles_source(&Vendor::Intel, facts("vmx", None, None), 1);
         assert!(!none.core_cycles_available && none.vpmu.is_none());
         // AMD: leaf 0xA is not how its PMU is described.
-        let amd = cycles_source(&Vendor::Amd, "svm", Some((0, 0)), 1);
+        let amd = cycles_source(&Vendor::Amd, facts("svm", Some((0, 0)), Some(true)), 1);
         assert!(amd.reason.contains("AMD"), "{}", amd.reason);
         // PVM (this project's hosts) offers no guest PMU whatever the vendor.
         for vendor in [Vendor::Amd, Vendor::Intel] {
-            let pvm = cycles_source(&vendor, "pvm", Some((0, 0)), 1);
+            let pvm = cycles_source(&vendor, facts("pvm", Some((0, 0)), Some(false)), 1);
             assert!(!pvm.core_cycles_available);
             assert!(
-                pvm.reason.contains("zero on this PVM host"),
+                pvm.reason
+                    .contains("zero on this PVM host (kvm.enable_pmu=N)"),
                 "{}",
                 pvm.reason
             );

@@ -129,7 +129,7 @@ pub(super) const KEYS: &[Key] = &[
           default: Default::Int(plan_defaults::BLOCK_US as i64),
           meaning: "the target length of one block (one row's operations within a round), in microseconds" },
     Key { table: "run", key: "pin", ty: "true or false", range: Range::Text(""), default: Default::Toml("false"),
-          meaning: "pin each vCPU thread to its own host CPU" },
+          meaning: "pin vCPU i's thread to the i-th CPU the process may run on (its affinity mask, so taskset is respected); the report says pinned only if every pin held" },
     Key { table: "run", key: "hypercall", ty: "", range: Range::Text("\"port\", \"vmcall\" or \"vapic-poll\""), default: Default::Toml("\"port\""),
           meaning: "how the vif-* strategies call the host: port I/O to irqbench (works everywhere), KVM_HC_MAP_GPA_RANGE forwarded to irqbench, or KVM_HC_VAPIC_POLL_IRQ handled inside KVM; the last two execute vmcall on Intel and vmmcall on AMD and are refused on PVM, where they livelock" },
     Key { table: "run", key: "phase_timeout_ms", ty: "an integer", range: Range::Int(100, 3_600_000),

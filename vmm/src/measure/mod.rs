@@ -171,8 +171,13 @@ fn start_report(kvm: &Kvm, plan: &Plan) -> Result<RunReport, RunError> {
         hypercall_insn: insn.map(|i| i.name().to_string()).unwrap_or_default(),
         cycles_source: cpu::cycles_source(
             &vendor,
-            &manifest.kvm_flavour,
-            cpu::supported_leaf_0xa(kvm),
+            cpu::PmuFacts {
+                flavour: &manifest.kvm_flavour,
+                leaf_0xa: cpu::supported_leaf_0xa(kvm),
+                enable_pmu: host::params::kvm_param("kvm", "enable_pmu")
+                    .ok()
+                    .map(|v| matches!(v.as_str(), "Y" | "y" | "1")),
+            },
             manifest.tsc_khz,
         ),
         host: manifest,
