@@ -180,7 +180,10 @@ fn ticks_warning(name: &str, t: &TimerTicks) -> Option<String> {
         "none at all".to_string()
     };
     Some(format!(
-        "{name}: the guest took {} of the {:.0} LAPIC timer interrupts its {} µs period asks for          during its blocks ({:.0}%; {every}), so it ran under a lighter interrupt load than its          name says. KVM fires a periodic LAPIC timer from a host hrtimer and delivers the tick          on the next guest entry: an emulating (PVM) or busy host delivers a fraction of them",
+        "{name}: the guest took {} of the {:.0} LAPIC timer interrupts its {} µs period asks \
+         for during its blocks ({:.0}%; {every}), so it ran under a lighter interrupt load than \
+         its name says. KVM fires a periodic LAPIC timer from a host hrtimer and injects the \
+         tick at a later guest entry: an emulating (PVM) or busy host delivers a fraction of them",
         t.delivered,
         t.expected,
         t.period_us,
@@ -322,6 +325,7 @@ mod tests {
         ] {
             assert!(w.contains(part), "{part:?} missing: {w}");
         }
+        assert!(!w.contains("  "), "{w}");
         let full = timer_ticks(&lapic, 20_000_000, 95, 1e9).expect("lapic row");
         assert_eq!(ticks_warning("x", &full), None);
         let none = timer_ticks(&lapic, 20_000_000, 0, 1e9).expect("lapic row");
