@@ -131,18 +131,6 @@ pub(crate) fn irqchip_text(report: &RunReport) -> String {
     }
 }
 
-/// `, vCPUs pinned to CPUs 0,1` (vCPU i on the i-th), or nothing when they were not pinned.
-fn pinned_text(h: &crate::results::HostManifest) -> String {
-    match (h.vcpu_pinning, h.pinned_cpus.is_empty()) {
-        (false, _) => String::new(),
-        (true, true) => ", vCPUs pinned".into(),
-        (true, false) => {
-            let cpus: Vec<String> = h.pinned_cpus.iter().map(u32::to_string).collect();
-            format!(", vCPUs pinned to CPUs {}", cpus.join(","))
-        }
-    }
-}
-
 /// The lines that say where and how the numbers were measured, for the top of every report.
 pub fn host_header(report: &RunReport) -> String {
     let h = &report.host;
@@ -154,7 +142,7 @@ pub fn host_header(report: &RunReport) -> String {
         kvm_text(report),
         tsc_ghz(h.tsc_khz),
         irqchip_text(report),
-        pinned_text(h),
+        if h.vcpu_pinning { ", vCPUs pinned" } else { "" },
     );
     let run = format!(
         "irqbench {}, config {} ({})",
@@ -166,6 +154,16 @@ pub fn host_header(report: &RunReport) -> String {
     } else {
         let _ = writeln!(out, "{host}");
         let _ = writeln!(out, "{run}");
+    }
+    if h.vcpu_pinning && !h.pinned_cpus.is_empty() {
+        let cpus: Vec<String> = h.pinned_cpus.iter().map(u32::to_string).collect();
+        push_words(
+            &mut out,
+            &format!(
+                "vCPU threads pinned to CPUs {} (vCPU i on the i-th)",
+                cpus.join(",")
+            ),
+        );
     }
     if !report.description.is_empty() {
         let _ = writeln!(out, "{}", report.description.trim_end());

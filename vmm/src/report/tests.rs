@@ -300,6 +300,7 @@ fn table_has_every_group_unit_and_section() {
     assert!(table.starts_with("host: AMD EPYC 9B14 (2 CPUs), kernel 6.18.0, KVM pvm (nested)"));
     assert!(table.contains("\nParavirt flag save/restore against native, quick settings.\n"));
     assert!(table.contains("warning: host has 2 CPUs"));
+    assert!(table.contains("\nvCPU threads pinned to CPUs 0,1 (vCPU i on the i-th)\n"));
     for line in table.lines() {
         assert!(line.chars().count() <= 120, "too wide: {line}");
     }
