@@ -16,7 +16,7 @@
 #![no_std]
 
 /// Bumped whenever a layout below changes; the guest refuses a mailbox of another version.
-pub const ABI_VERSION: u32 = 4;
+pub const ABI_VERSION: u32 = 5;
 /// "IRQB" in little endian: the first word of the shared page and of every slot.
 pub const MAILBOX_MAGIC: u32 = 0x4251_5249;
 
@@ -124,7 +124,10 @@ pub mod workload {
     pub const LOCK: u32 = 7;
     /// Strategies interleaved by weight with a deterministic seed.
     pub const MIXED: u32 = 8;
-    /// Read the TSC, compare, loop: counts timer interrupts (lapic-timer test).
+    /// Spin with interrupts enabled until `PhaseDescriptor::idle_tsc_cycles` TSC cycles have
+    /// passed (read the TSC, compare with the deadline, loop): counts timer interrupts over a
+    /// fixed time, however fast the host runs guest code (lapic-timer tests). Reports
+    /// `iterations` as its operations.
     pub const IDLE: u32 = 9;
     /// Execute `cli; hlt` with IF clear: KVM reports a halted vCPU that nothing can wake.
     pub const HALT_FOREVER: u32 = 10;
@@ -461,10 +464,30 @@ pub mod irq {
     pub const SPURIOUS_VECTOR: u8 = 0xFF;
 }
 
-/// How the `vif-*` strategies ask the host to deliver pending events.
+/// How the `vif-*` strategies ask the host to deliver pending events
+/// (`PhaseDescriptor::hypercall_transport`).
 pub mod hypercall {
+    /// `out` to [`super::port::HYPERCALL`]: a KVM_EXIT_IO the VMM handles (works everywhere).
     pub const PORT: u32 = 0;
-    pub const VMCALL: u32 = 1;
+    /// `KVM_HC_MAP_GPA_RANGE` through the vendor's hypercall instruction, forwarded to the VMM
+    /// as KVM_EXIT_HYPERCALL (KVM_CAP_EXIT_HYPERCALL).
+    pub const EXIT: u32 = 1;
+    /// `KVM_HC_VAPIC_POLL_IRQ` through the vendor's hypercall instruction: KVM handles it in
+    /// the kernel (counted by its `hypercalls` stat) and returns to the guest without a
+    /// userspace exit, so the guest acknowledges its own pending event.
+    pub const VAPIC_POLL: u32 = 2;
+    /// KVM hypercall numbers (include/uapi/linux/kvm_para.h).
+    pub const KVM_HC_VAPIC_POLL_IRQ: u32 = 1;
+    pub const KVM_HC_MAP_GPA_RANGE: u32 = 12;
+}
+
+/// Which instruction a KVM hypercall uses (`PhaseDescriptor::hypercall_insn`): the host CPU's
+/// own, so that KVM never has to patch the guest's code (x86.c `emulator_fix_hypercall`).
+pub mod hypercall_insn {
+    /// Intel VMX: `vmcall` (0f 01 c1).
+    pub const VMCALL: u32 = 0;
+    /// AMD SVM: `vmmcall` (0f 01 d9).
+    pub const VMMCALL: u32 = 1;
 }
 
 /// Blocks one round may hold: the `empty` baseline and up to 15 variants.
@@ -509,6 +532,11 @@ pub struct PhaseDescriptor {
     pub barrier: u32,
     /// Ids in the workload's table (strategy or instruction), or [`VARIANT_MIXED`].
     pub variants: [u32; MAX_VARIANTS],
+    /// `IDLE`: how long to spin, in TSC cycles from the start of the idle loop.
+    pub idle_tsc_cycles: u64,
+    /// [`hypercall_insn`] for the `EXIT` and `VAPIC_POLL` transports.
+    pub hypercall_insn: u32,
+    pub _pad: u32,
 }
 
 /// What the guest reports for one block. Written just before the next `BLOCK` (or `END`)

@@ -32,7 +32,11 @@ global_asm!(
     PORT_EXIT_PROBE = const port::EXIT_PROBE,
     LAPIC_EOI = const abi::LAPIC_GPA + 0xB0,
     MMIO_PROBE = const abi::MMIO_PROBE_GPA,
-    HC_VMCALL = const abi::hypercall::VMCALL,
+    HC_PORT = const abi::hypercall::PORT,
+    HC_VAPIC_POLL = const abi::hypercall::VAPIC_POLL,
+    KVM_HC_VAPIC_POLL_IRQ = const abi::hypercall::KVM_HC_VAPIC_POLL_IRQ,
+    KVM_HC_MAP_GPA_RANGE = const abi::hypercall::KVM_HC_MAP_GPA_RANGE,
+    HC_INSN_VMMCALL = const abi::hypercall_insn::VMMCALL,
     options(att_syntax)
 );
 
@@ -44,6 +48,7 @@ extern "C" {
     static irqbench_lockops: [OpFn; abi::strategy::COUNT as usize];
     static irqbench_insns: [OpFn; abi::insn::COUNT as usize];
     static mut irqbench_hypercall_transport: u32;
+    static mut irqbench_hypercall_insn: u32;
     fn irqbench_strategy_loop(op: OpFn, iterations: u64, nesting: u32, body: u32, vif: u32) -> u64;
     fn irqbench_lock_loop(op: OpFn, iterations: u64, body: u32);
     fn irqbench_op_once(op: OpFn, body: u32);
@@ -190,8 +195,12 @@ fn run_phase(slot: *mut VcpuSlot) {
     let kind = rd!(slot, phase.workload);
     let irq = rd!(slot, phase.irq_source);
     let transport = rd!(slot, phase.hypercall_transport);
-    // SAFETY: a plain store to a guest-private static read by the hypercall stub.
-    unsafe { addr_of_mut!(irqbench_hypercall_transport).write_volatile(transport) };
+    let insn = rd!(slot, phase.hypercall_insn);
+    // SAFETY: plain stores to guest-private statics read by the hypercall stub.
+    unsafe {
+        addr_of_mut!(irqbench_hypercall_transport).write_volatile(transport);
+        addr_of_mut!(irqbench_hypercall_insn).write_volatile(insn);
+    }
 
     wr!(slot, seq, record.seq);
     wr!(slot, record_status::EMPTY, record.status);
@@ -481,7 +490,10 @@ fn run_diagnostic(slot: *mut VcpuSlot, kind: u32) -> u64 {
             unsafe { asm!("cli", "2:", "hlt", "jmp 2b", options(nomem, nostack)) };
         }
         workload::IDLE => {
-            for _ in 0..iterations {
+            // Time-based: the same descriptor idles equally long where guest code is emulated
+            // (~1 µs per instruction) and where it runs natively.
+            let deadline = tsc().saturating_add(rd!(slot, phase.idle_tsc_cycles));
+            while tsc() < deadline {
                 core::hint::spin_loop();
             }
         }

@@ -162,16 +162,19 @@ irqbench_irq_spurious:
     movl $0, {SHARED_LOCK}      /* release: a plain store is enough on x86 (TSO) */
     .endm
 
-/* Issue the virtual-IF hypercall through the transport chosen at boot. Keeps all registers.
- * Two copies with their own symbols: irqbench_hypercall for the strategies' restore paths,
- * irqbench_hypercall_outer for the enclosing section's enable in nested phases, so that the
- * VMM can tell from the exit RIP which restore asked for delivery. */
+/* Issue the virtual-IF hypercall through the transport chosen for the phase. Keeps all
+ * registers. Two copies with their own symbols: irqbench_hypercall for the strategies' restore
+ * paths, irqbench_hypercall_outer for the enclosing section's enable in nested phases, so that
+ * the VMM can tell from the exit RIP which restore asked for delivery.
+ * KVM hypercalls use the host CPU's own instruction (vmcall on Intel, vmmcall on AMD; the VMM
+ * says which): executing the other one makes KVM rewrite it in guest memory
+ * (x86.c emulator_fix_hypercall), i.e. change the code being measured. */
     .macro HYPERCALL_STUB name
     .global \name
 \name:
     incq %gs:{HYPERCALLS}
-    cmpl ${HC_VMCALL}, irqbench_hypercall_transport(%rip)
-    je 1f
+    cmpl ${HC_PORT}, irqbench_hypercall_transport(%rip)
+    jne 1f
     pushq %rax
     pushq %rdx
     xorl %eax, %eax
@@ -181,17 +184,28 @@ irqbench_irq_spurious:
     popq %rax
     ret
     /* KVM_HC_MAP_GPA_RANGE (12) is the one hypercall KVM_CAP_EXIT_HYPERCALL forwards to
-     * userspace; its arguments (gpa 0, 1 page, no attributes) pass KVM's validity checks. */
+     * userspace; its arguments (gpa 0, 1 page, no attributes) pass KVM's validity checks.
+     * KVM_HC_VAPIC_POLL_IRQ (1) is handled inside KVM and ignores its arguments. */
 1:  pushq %rax
     pushq %rbx
     pushq %rcx
     pushq %rdx
-    movl $12, %eax
-    xorl %ebx, %ebx
+    movl ${KVM_HC_MAP_GPA_RANGE}, %eax
+    cmpl ${HC_VAPIC_POLL}, irqbench_hypercall_transport(%rip)
+    jne 2f
+    movl ${KVM_HC_VAPIC_POLL_IRQ}, %eax
+2:  xorl %ebx, %ebx
     movl $1, %ecx
     xorl %edx, %edx
-    vmcall
-    popq %rdx
+    cmpl ${HC_INSN_VMMCALL}, irqbench_hypercall_insn(%rip)
+    je 3f
+    vmcall                      /* Intel VMX */
+    jmp 4f
+3:  vmmcall                     /* AMD SVM */
+4:  cmpl ${HC_VAPIC_POLL}, irqbench_hypercall_transport(%rip)
+    jne 5f
+    movb $0, %gs:{VIF_PENDING}  /* KVM returned without the VMM: acknowledge the event here */
+5:  popq %rdx
     popq %rcx
     popq %rbx
     popq %rax
@@ -217,6 +231,9 @@ irqbench_pv_irq_ops:
     .quad irqbench_pv_irq_enable
     .global irqbench_hypercall_transport
 irqbench_hypercall_transport:
+    .long 0
+    .global irqbench_hypercall_insn
+irqbench_hypercall_insn:
     .long 0
     .text
 

@@ -233,4 +233,19 @@ mod tests {
             );
         }
     }
+
+    /// The KVM hypercall transports execute the host vendor's instruction, chosen at run time:
+    /// both stubs must hold exactly one `vmcall` (Intel) and one `vmmcall` (AMD) site.
+    #[test]
+    fn the_hypercall_stubs_hold_a_vmcall_and_a_vmmcall_site() {
+        let image = GuestImage::embedded().expect("embedded guest");
+        for sym in ["irqbench_hypercall", "irqbench_hypercall_outer"] {
+            let (addr, code) = image.function_code(sym).expect(sym);
+            let insns = decode_all(code, addr);
+            let count = |m: Mnemonic| insns.iter().filter(|i| i.mnemonic == m).count();
+            assert_eq!(count(Mnemonic::Vmcall), 1, "{sym}");
+            assert_eq!(count(Mnemonic::Vmmcall), 1, "{sym}");
+            assert_eq!(count(Mnemonic::Out), 1, "{sym}: the port transport");
+        }
+    }
 }

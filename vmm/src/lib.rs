@@ -11,6 +11,7 @@
 
 pub mod bounded;
 pub mod config;
+pub mod cpu;
 pub mod decode;
 pub mod history;
 pub mod host;

@@ -190,13 +190,44 @@ impl IrqSource {
     }
 }
 
+/// How the `vif-*` strategies call the host. Port I/O is the default: KVM's API documentation
+/// (api.rst, "KVM_EXIT_HYPERCALL") directs guest-to-VMM calls to KVM_EXIT_IO, which every KVM
+/// flavour delivers, while the hypercall instruction differs by vendor and livelocks on PVM.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum HypercallTransport {
-    /// `out` to a port: works on every KVM host.
+    /// `out` to a port: a KVM_EXIT_IO the VMM handles; works on every KVM host.
     Port,
-    /// `vmcall`: KVM_EXIT_HYPERCALL; refused on PVM, where it livelocks.
+    /// `KVM_HC_MAP_GPA_RANGE` with the host vendor's instruction (`vmcall` on Intel, `vmmcall`
+    /// on AMD), forwarded to the VMM as KVM_EXIT_HYPERCALL; refused on PVM, where it livelocks.
     Vmcall,
+    /// `KVM_HC_VAPIC_POLL_IRQ` with the vendor's instruction: handled inside KVM (its
+    /// `hypercalls` stat counts it), no userspace exit; refused on PVM like `vmcall`.
+    VapicPoll,
+}
+
+impl HypercallTransport {
+    pub fn name(self) -> &'static str {
+        match self {
+            HypercallTransport::Port => "port",
+            HypercallTransport::Vmcall => "vmcall",
+            HypercallTransport::VapicPoll => "vapic-poll",
+        }
+    }
+
+    /// The id the guest reads (`PhaseDescriptor::hypercall_transport`).
+    pub fn abi_id(self) -> u32 {
+        match self {
+            HypercallTransport::Port => abi::hypercall::PORT,
+            HypercallTransport::Vmcall => abi::hypercall::EXIT,
+            HypercallTransport::VapicPoll => abi::hypercall::VAPIC_POLL,
+        }
+    }
+
+    /// Executes a KVM hypercall instruction (`vmcall`/`vmmcall`).
+    pub fn uses_hypercall_insn(self) -> bool {
+        !matches!(self, HypercallTransport::Port)
+    }
 }
 
 /// What a phase runs.
@@ -224,7 +255,11 @@ pub enum Workload {
     FaultUd2,
     SpinForever,
     GarbageRecord,
-    Idle,
+    /// Spin with interrupts enabled for `tsc_cycles` TSC cycles (time, not iterations: the
+    /// same phase idles equally long where guest code is emulated and where it runs natively).
+    Idle {
+        tsc_cycles: u64,
+    },
     HaltForever,
 }
 
@@ -241,7 +276,7 @@ impl Workload {
             Workload::FaultUd2 => "fault-ud2".into(),
             Workload::SpinForever => "spin-forever".into(),
             Workload::GarbageRecord => "garbage-record".into(),
-            Workload::Idle => "idle".into(),
+            Workload::Idle { .. } => "idle".into(),
             Workload::HaltForever => "halt-forever".into(),
         }
     }
@@ -256,7 +291,7 @@ impl Workload {
             | Workload::FaultUd2
             | Workload::SpinForever
             | Workload::GarbageRecord
-            | Workload::Idle
+            | Workload::Idle { .. }
             | Workload::HaltForever => ResultKind::Diagnostic,
         }
     }

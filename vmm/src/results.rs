@@ -7,6 +7,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::cpu::CyclesSource;
+
 /// Names the JSON layout; `compare` refuses files of another major version.
 pub const SCHEMA: &str = "irqbench-results/2";
 /// Older layouts `compare` still reads (missing keys take their defaults).
@@ -35,7 +37,13 @@ pub struct HostManifest {
     pub recommended_vcpus: u32,
     /// Filled per run: `in-kernel` or `userspace` for each irqchip mode the run used.
     pub irqchip_modes: Vec<String>,
+    /// `run.pin` was asked for and every vCPU thread of every session was pinned (read back
+    /// from the kernel); a failure is a warning and leaves this false.
     pub vcpu_pinning: bool,
+    /// Where vCPU i's thread was pinned (the i-th CPU the process may run on); empty unless
+    /// `vcpu_pinning`.
+    #[serde(default)]
+    pub pinned_cpus: Vec<u32>,
     pub warnings: Vec<String>,
 }
 
@@ -95,6 +103,10 @@ pub struct ExitSite {
     pub rip: u64,
     /// The instruction at `rip`, decoded (GNU syntax).
     pub instruction: String,
+    /// Interrupt-window exits one instruction after a `sti` (its shadow delays the window):
+    /// the `sti` they are attributed to, whose symbol and site the row names.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sti_rip: Option<u64>,
 }
 
 /// The spinlock workload's counters.
@@ -142,11 +154,20 @@ pub struct PhaseResult {
     /// Nanoseconds per operation: `cycles_per_op` over the TSC frequency.
     #[serde(default)]
     pub ns_per_op: Summary,
+    /// What the cycle figures count: `tsc` (see [`RunReport::cycles_source`]).
+    #[serde(default)]
+    pub cycles_source: String,
     /// The empty baseline's own cycles per operation (the loop that was subtracted).
     #[serde(default)]
     pub baseline_cycles: Summary,
+    /// `baseline_cycles` in ns.
+    #[serde(default)]
+    pub baseline_ns: Summary,
     /// Raw (not subtracted) cycles per operation.
     pub raw_cycles_per_op: Summary,
+    /// `raw_cycles_per_op` in ns.
+    #[serde(default)]
+    pub raw_ns_per_op: Summary,
     /// Operations per second over all vCPUs, one sample per round (gross, not net).
     pub ops_per_sec: Summary,
     /// Net `exits` (KVM stat) per operation, one sample per round.
@@ -189,6 +210,21 @@ pub struct PhaseResult {
     pub strategy_ops: BTreeMap<String, u64>,
     /// Wall time of the group's measured rounds.
     pub wall_ms: f64,
+    /// `lapic-timer` rows: the timer interrupts the guest took against those its period asks
+    /// for over the row's blocks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timer_ticks: Option<TimerTicks>,
+}
+
+/// Timer interrupts of a `lapic-timer` row: delivered (counted by the guest's handler, all
+/// vCPUs) against expected (the row's block time / period, summed over vCPUs).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TimerTicks {
+    pub period_us: f64,
+    pub expected: f64,
+    pub delivered: u64,
+    /// delivered / expected.
+    pub delivered_fraction: f64,
 }
 
 /// What a row measures: it decides the table a row goes in and its unit.
@@ -279,6 +315,9 @@ pub struct PairedDifference {
     pub group: String,
     /// Cycles per operation.
     pub cycles: Interval,
+    /// `cycles` in ns.
+    #[serde(default)]
+    pub ns: Interval,
     pub rounds: u32,
 }
 
@@ -332,6 +371,21 @@ pub struct RunReport {
     /// The plan's description (shown under the header).
     #[serde(default)]
     pub description: String,
+    /// Warnings about the figures themselves (e.g. LAPIC ticks delivered below the rate the
+    /// row asks for); the host's are in `host.warnings`.
+    #[serde(default)]
+    pub warnings: Vec<String>,
+    /// How the `vif-*` strategies called the host: `port`, `vmcall` or `vapic-poll`.
+    #[serde(default)]
+    pub hypercall_transport: String,
+    /// The hypercall instruction of this CPU's vendor (`vmcall` on Intel, `vmmcall` on AMD),
+    /// which the `vmcall` and `vapic-poll` transports execute; empty for an unknown vendor.
+    #[serde(default)]
+    pub hypercall_insn: String,
+    /// What every cycle figure counts (TSC cycles) and whether KVM would let the guest count
+    /// core cycles instead.
+    #[serde(default)]
+    pub cycles_source: CyclesSource,
 }
 
 #[cfg(test)]

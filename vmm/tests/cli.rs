@@ -310,29 +310,72 @@ fn sigint_stops_the_run_and_leaves_a_partial_json() {
 }
 
 #[test]
-fn vmcall_is_refused_on_pvm_with_a_clear_error() {
+fn hypercall_instructions_are_refused_on_pvm_with_a_clear_error() {
     if !kvm_or_skip() {
         return;
     }
     if !Path::new("/sys/module/kvm_pvm").exists() {
-        eprintln!("skipped: only PVM hosts refuse vmcall");
+        eprintln!("skipped: only PVM hosts refuse vmcall and vapic-poll");
         return;
     }
     let dir = tmp();
-    let config = dir.path().join("vmcall.toml");
+    for transport in ["vmcall", "vapic-poll"] {
+        let config = dir.path().join(format!("{transport}.toml"));
+        std::fs::write(
+            &config,
+            format!(
+                "name = \"hc\"\n[run]\nhypercall = \"{transport}\"\n\n[[bench]]\nname = \"v\"\n\
+                 strategies = [\"vif-skip\"]\n"
+            ),
+        )
+        .expect("write");
+        let out = run(&["run", config.to_str().expect("utf-8")]);
+        assert_eq!(out.status.code(), Some(1));
+        let err = text(&out.stderr);
+        assert!(
+            err.contains(&format!("hypercall = \"{transport}\""))
+                && err.contains("livelocks")
+                && err.contains("\"port\""),
+            "{err}"
+        );
+    }
+}
+
+#[test]
+fn a_lapic_period_below_kvms_minimum_is_refused_naming_file_bench_and_limit() {
+    if !kvm_or_skip() {
+        return;
+    }
+    let min: u64 = std::fs::read_to_string("/sys/module/kvm/parameters/min_timer_period_us")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(0);
+    if min < 2 {
+        eprintln!("skipped: kvm.min_timer_period_us is unreadable or below 2 µs here");
+        return;
+    }
+    let dir = tmp();
+    let config = dir.path().join("fast-timer.toml");
     std::fs::write(
         &config,
-        "name = \"vmcall\"\n[run]\nhypercall = \"vmcall\"\n\n[[bench]]\nname = \"v\"\n\
-         strategies = [\"vif-skip\"]\n",
+        format!(
+            "name = \"t\"\n\n[[bench]]\nname = \"lt\"\nstrategies = [\"native-popf\"]\n\
+             irq = [{{ source = \"lapic-timer\", period_us = {} }}]\n",
+            min / 2
+        ),
     )
     .expect("write");
-    let out = run(&["run", config.to_str().expect("utf-8")]);
+    let out = run(&["run", path_str(&config)]);
     assert_eq!(out.status.code(), Some(1));
     let err = text(&out.stderr);
-    assert!(
-        err.contains("vmcall") && err.contains("livelocks") && err.contains("\"port\""),
-        "{err}"
-    );
+    for part in [
+        path_str(&config),
+        "bench \"lt\"",
+        &format!("period_us = {}", min / 2),
+        &format!("kvm.min_timer_period_us = {min}"),
+    ] {
+        assert!(err.contains(part), "{part:?} missing: {err}");
+    }
 }
 
 fn path_str(p: &Path) -> &str {

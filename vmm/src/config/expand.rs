@@ -73,6 +73,7 @@ impl Ctx<'_> {
                 Ok((irq, irq.label()))
             })?,
         };
+        self.measures_what_it_says(key, b, &workloads, &irqs)?;
         let body_ops = self.opt_int(&b.body_ops, &format!("{key}.body_ops"), defaults::BODY_OPS)?;
         let seed = self.opt_int(&b.seed, &format!("{key}.seed"), defaults::SEED)?;
         let block_ops = b

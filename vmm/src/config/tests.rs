@@ -546,10 +546,45 @@ fn invalid_hypercall() {
         "`run.hypercall`",
         &[
             "unknown hypercall transport \"vmcal\"",
-            "valid: port, vmcall",
+            "valid: port, vmcall, vapic-poll",
             "did you mean vmcall?",
         ],
     );
+}
+
+#[test]
+fn hlt_exit_under_a_lapic_timer_is_refused() {
+    // Named in insns: the error points at it and names the irq entry.
+    bad(
+        &bench(
+            "kind = \"insn\"\ninsns = [\"cli\", \"hlt-exit\"]\n\
+             irq = [{ source = \"none\" }, { source = \"lapic-timer\", period_us = 500 }]",
+        ),
+        "5:17",
+        "`bench[0].insns[1]`",
+        &[
+            "\"hlt-exit\" with bench[0].irq[1] source = \"lapic-timer\"",
+            "wait for the next timer tick",
+            "kvm_emulate_halt",
+        ],
+    );
+    // The default insns include it: the error points at the lapic-timer entry.
+    bad(
+        &bench("kind = \"insn\"\nirq = [{ source = \"lapic-timer\", period_us = 500 }]"),
+        "5:8",
+        "`bench[0].irq[0]`",
+        &["default insns", "\"hlt-exit\"", "list the insns without"],
+    );
+    // hlt-exit alone, or lapic-timer without it, are fine.
+    let ok = |text: &str| {
+        load_str(text, FILE, &limits()).unwrap_or_else(|e| panic!("{text}: {e}"));
+    };
+    ok(&bench(
+        "kind = \"insn\"\ninsns = [\"hlt-exit\"]\nirq = [{ source = \"inject\", rate_hz = 100 }]",
+    ));
+    ok(&bench(
+        "kind = \"insn\"\ninsns = [\"cli\"]\nirq = [{ source = \"lapic-timer\", period_us = 500 }]",
+    ));
 }
 
 #[test]

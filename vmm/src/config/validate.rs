@@ -5,11 +5,11 @@ use std::ops::Range;
 
 use toml::Spanned;
 
-use super::raw::{RawConfig, RawRun, SpannedList};
+use super::raw::{RawBench, RawConfig, RawRun, SpannedList};
 use super::schema::{self, Key};
 use super::spans::{key_norm, Source};
 use super::{defaults, ConfigError, Limits, MAX_PHASES};
-use crate::plan::{HypercallTransport, Plan};
+use crate::plan::{HypercallTransport, InsnId, IrqSource, Plan, Workload};
 
 /// A step of validation.
 pub(super) type Checked<T> = Result<T, ConfigError>;
@@ -44,9 +44,10 @@ pub(super) fn fmt_int(v: i64) -> String {
     out
 }
 
-const HYPERCALLS: [(&str, HypercallTransport); 2] = [
+const HYPERCALLS: [(&str, HypercallTransport); 3] = [
     ("port", HypercallTransport::Port),
     ("vmcall", HypercallTransport::Vmcall),
+    ("vapic-poll", HypercallTransport::VapicPoll),
 ];
 
 /// The validated `[run]` values benches need.
@@ -220,6 +221,56 @@ impl Ctx<'_> {
             out.push(value);
         }
         Ok(out)
+    }
+
+    /// Refuses rows that would measure something other than their name says: `hlt-exit` under
+    /// a `lapic-timer` load. lapic-timer needs the in-kernel irqchip, where KVM handles HLT
+    /// itself (arch/x86/kvm/x86.c `kvm_emulate_halt`: the vCPU blocks in KVM until its next
+    /// interrupt), so no exit reaches irqbench and each operation lasts until the next tick.
+    pub(super) fn measures_what_it_says(
+        &self,
+        key: &str,
+        b: &RawBench,
+        workloads: &[Workload],
+        irqs: &[IrqSource],
+    ) -> Checked<()> {
+        let hlt = InsnId::from_name("hlt-exit");
+        let has_hlt = workloads
+            .iter()
+            .any(|w| matches!(w, Workload::Insn { insn } if Some(*insn) == hlt));
+        let lapic = irqs
+            .iter()
+            .position(|i| matches!(i, IrqSource::LapicTimer { .. }));
+        let (true, Some(k)) = (has_hlt, lapic) else {
+            return Ok(());
+        };
+        let why = "measures the wait for the next timer tick, not an exit: lapic-timer needs \
+                   the in-kernel irqchip, where KVM handles HLT itself and the vCPU sleeps until \
+                   its next interrupt (arch/x86/kvm/x86.c kvm_emulate_halt)";
+        let named = b.insns.as_ref().and_then(|list| {
+            let j = list
+                .get_ref()
+                .iter()
+                .position(|v| v.get_ref() == "hlt-exit")?;
+            Some((list.get_ref()[j].span(), j))
+        });
+        if let Some((span, j)) = named {
+            return Err(self.invalid(
+                span,
+                &format!("{key}.insns[{j}]"),
+                format!("\"hlt-exit\" with {key}.irq[{k}] source = \"lapic-timer\" {why}; measure hlt-exit in a bench without lapic-timer, or remove it from insns"),
+            ));
+        }
+        let span = b
+            .irq
+            .as_ref()
+            .and_then(|list| list.get_ref().get(k).map(Spanned::span))
+            .unwrap_or(b.name.span());
+        Err(self.invalid(
+            span,
+            &format!("{key}.irq[{k}]"),
+            format!("source = \"lapic-timer\" with the default insns, which include \"hlt-exit\": hlt-exit {why}; list the insns without \"hlt-exit\", or use another irq source"),
+        ))
     }
 
     /// A vCPU count within the ABI's and the host's limits.

@@ -22,6 +22,7 @@ use kvm_bindings::{
 use kvm_ioctls::Kvm;
 
 use crate::results::HostManifest;
+pub mod params;
 
 const KVM_PATH: &str = "/dev/kvm";
 const SYS_MODULE: &str = "/sys/module";
@@ -398,6 +399,7 @@ pub fn manifest(kvm: &Kvm) -> Result<HostManifest, HostError> {
         recommended_vcpus: u32::try_from(kvm.get_nr_vcpus()).unwrap_or(u32::MAX),
         irqchip_modes,
         vcpu_pinning: false,
+        pinned_cpus: Vec::new(),
         warnings,
     })
 }

@@ -366,10 +366,17 @@ unsafe impl ByteValued for BlockBytes {}
 const _: () = assert!(size_of::<abi::BlockRecord>() == 4 * 4 + 8 * 8);
 
 const _: () = {
-    // Eight u32s, two u64s, the u16 weights, four u32s and the u32 variant ids: no padding.
+    // Eight u32s, two u64s, the u16 weights, four u32s, the u32 variant ids, then a u64 and
+    // two u32s: no padding.
     assert!(
         size_of::<PhaseDescriptor>()
-            == 8 * 4 + 2 * 8 + 2 * abi::strategy::WEIGHT_SLOTS + 4 * 4 + 4 * abi::MAX_VARIANTS
+            == 8 * 4
+                + 2 * 8
+                + 2 * abi::strategy::WEIGHT_SLOTS
+                + 4 * 4
+                + 4 * abi::MAX_VARIANTS
+                + 8
+                + 2 * 4
     );
     assert!(size_of::<PhaseRecord>() == 8 + 8 * 8 + 8 * abi::strategy::COUNT as usize);
     assert!(size_of::<FaultRecord>() == 7 * 8);
@@ -631,10 +638,14 @@ mod tests {
             return;
         };
         let image = std::sync::Arc::new(GuestImage::embedded().expect("embedded guest"));
+        let tsc_khz = crate::host::manifest(&kvm).expect("manifest").tsc_khz;
         for vcpus in [1u32, 2, 4] {
-            // Idle spins are cheap even where guest code is emulated; 20k of them outlast many
-            // 200 µs timer periods.
-            let mut phase = Plan::single(Workload::Idle, vcpus, 20_000).phases.remove(0);
+            // 20 ms of idling: 100 periods of 200 µs, however fast the host runs guest code
+            // (a PVM host delivers about one tick in eight).
+            let idle = Workload::Idle {
+                tsc_cycles: 20 * tsc_khz,
+            };
+            let mut phase = Plan::single(idle, vcpus, 1).phases.remove(0);
             phase.irq = IrqSource::LapicTimer { period_us: 200.0 };
             let (session, d) = crate::measure::session::run_raw(
                 &kvm,

@@ -3,28 +3,40 @@
 
 use std::collections::BTreeMap;
 
+use super::shadow;
 use crate::machine::image::GuestImage;
-use crate::plan::PhasePlan;
+use crate::plan::{PhasePlan, Workload};
 use crate::results::ExitSite;
 use crate::vcpu::window::ExitRips;
 use crate::vcpu::ExitReason;
 
-/// Maps exit RIPs to (strategy, site) through the symbol table.
+/// (symbol, reason, the `sti` whose shadow placed the exit) → (count, busiest RIP, its count).
+type Grouped = BTreeMap<(String, ExitReason, Option<u64>), (u64, u64, u64)>;
+
+/// Maps exit RIPs to (strategy, site) through the symbol table. An interrupt-window exit that
+/// an `sti` shadow put after the `sti` (in the caller, after `sti; ret`) is credited to that
+/// `sti`'s site, marked "(after sti shadow)".
 pub fn attribute_sites(image: &GuestImage, sites: &ExitRips, phase: &PhasePlan) -> Vec<ExitSite> {
     // One row per (symbol, reason): the count over all its RIPs, shown at its busiest RIP.
     // Where labels of two strategies share an address, the row's own strategy wins.
     let stem = phase.workload.label().replace('-', "_");
-    let mut grouped: BTreeMap<(String, ExitReason), (u64, u64, u64)> = BTreeMap::new();
+    let prefer = |name: &str| {
+        name.strip_prefix("irqbench_op_")
+            .or_else(|| name.strip_prefix("irqbench_lockop_"))
+            .is_some_and(|rest| rest.starts_with(&stem))
+    };
+    let row_op = row_op(image, phase);
+    let mut grouped = Grouped::new();
     for (&(rip, reason), &count) in sites {
+        let sti = (reason == ExitReason::IrqWindowOpen)
+            .then(|| shadow::sti_before(image, rip, row_op))
+            .flatten()
+            .map(|(sti, _)| sti);
         let symbol = image
             .symbols
-            .lookup_for(rip, |name| {
-                name.strip_prefix("irqbench_op_")
-                    .or_else(|| name.strip_prefix("irqbench_lockop_"))
-                    .is_some_and(|rest| rest.starts_with(&stem))
-            })
+            .lookup_for(sti.unwrap_or(rip), prefer)
             .map_or_else(|| "?".to_string(), |(s, _)| s.name.clone());
-        let entry = grouped.entry((symbol, reason)).or_insert((0, rip, 0));
+        let entry = grouped.entry((symbol, reason, sti)).or_insert((0, rip, 0));
         entry.0 += count;
         if count > entry.2 {
             entry.1 = rip;
@@ -33,30 +45,60 @@ pub fn attribute_sites(image: &GuestImage, sites: &ExitRips, phase: &PhasePlan) 
     }
     let mut out: Vec<ExitSite> = grouped
         .into_iter()
-        .map(|((symbol, reason), (count, rip, _))| {
-            let (strategy, site) = if symbol == "?" {
-                ("-".to_string(), "?".to_string())
-            } else {
-                classify_symbol(&symbol, phase)
-            };
-            let instruction = (1..=15)
-                .rev()
-                .find_map(|len| image.code_bytes(rip, len))
-                .map(|b| crate::decode::decode_one(b, rip))
-                .unwrap_or_default();
-            ExitSite {
-                strategy,
-                site,
-                symbol,
-                reason: reason.to_string(),
-                count,
-                rip,
-                instruction,
-            }
+        .map(|((symbol, reason, sti), (count, rip, _))| {
+            site(image, phase, symbol, reason, sti, count, rip)
         })
         .collect();
     out.sort_by(|a, b| b.count.cmp(&a.count).then(a.rip.cmp(&b.rip)));
     out
+}
+
+/// The operation a row's loop calls through a register: its strategy's (lock) op or its
+/// instruction probe.
+fn row_op(image: &GuestImage, phase: &PhasePlan) -> Option<u64> {
+    let name = match &phase.workload {
+        Workload::Strategy { strategy } => strategy.symbol(),
+        Workload::Lock { strategy } => strategy
+            .symbol()
+            .replace("irqbench_op_", "irqbench_lockop_"),
+        Workload::Insn { insn } => insn.symbol(),
+        _ => return None,
+    };
+    image.symbols.address(&name)
+}
+
+fn site(
+    image: &GuestImage,
+    phase: &PhasePlan,
+    symbol: String,
+    reason: ExitReason,
+    sti: Option<u64>,
+    count: u64,
+    rip: u64,
+) -> ExitSite {
+    let (strategy, mut site) = if symbol == "?" {
+        ("-".to_string(), "?".to_string())
+    } else {
+        classify_symbol(&symbol, phase)
+    };
+    if sti.is_some() {
+        site.push_str(" (after sti shadow)");
+    }
+    let instruction = (1..=15)
+        .rev()
+        .find_map(|len| image.code_bytes(rip, len))
+        .map(|b| crate::decode::decode_one(b, rip))
+        .unwrap_or_default();
+    ExitSite {
+        strategy,
+        site,
+        symbol,
+        reason: reason.to_string(),
+        count,
+        rip,
+        instruction,
+        sti_rip: sti,
+    }
 }
 
 /// `irqbench_op_native_skip_restore` → ("native-skip", "restore"); pv-op targets → the phase's
@@ -94,4 +136,65 @@ pub fn classify_symbol(name: &str, phase: &PhasePlan) -> (String, String) {
         _ => return ("-".into(), name.into()),
     };
     (phase_strategy, site.into())
+}
+
+#[cfg(test)]
+mod tests {
+    use iced_x86::Mnemonic;
+
+    use super::*;
+    use crate::plan::{Plan, StrategyId};
+
+    fn row(strategy: &str) -> PhasePlan {
+        let strategy = StrategyId::from_name(strategy).expect("strategy");
+        Plan::single(Workload::Strategy { strategy }, 1, 1)
+            .phases
+            .remove(0)
+    }
+
+    /// A window exit in the loop, right after `call *%rbx` returned from `sti; ret`, is the
+    /// native-cli-sti restore's; a signal exit at the same RIP, or the same RIP in a row whose
+    /// op has no `sti`, stays the loop's.
+    #[test]
+    fn a_window_exit_under_the_sti_shadow_is_credited_to_the_sti() {
+        let image = GuestImage::embedded().expect("embedded guest");
+        let (addr, code) = image
+            .function_code("irqbench_strategy_loop_flat")
+            .expect("loop");
+        let after_call = crate::decode::decode_all(code, addr)
+            .iter()
+            .find(|i| i.mnemonic == Mnemonic::Call)
+            .map(|i| i.addr + i.bytes.len() as u64)
+            .expect("call *%rbx");
+        let sites: ExitRips = [
+            ((after_call, ExitReason::IrqWindowOpen), 5),
+            ((after_call, ExitReason::Signal), 2),
+        ]
+        .into_iter()
+        .collect();
+        let out = attribute_sites(&image, &sites, &row("native-cli-sti"));
+        let window = out
+            .iter()
+            .find(|s| s.reason == "irq-window-open")
+            .expect("window row");
+        assert_eq!(window.strategy, "native-cli-sti");
+        assert_eq!(window.site, "restore (after sti shadow)");
+        assert_eq!(window.symbol, "irqbench_op_native_cli_sti_restore");
+        assert_eq!((window.count, window.rip), (5, after_call));
+        let sti = window.sti_rip.expect("the sti");
+        assert_eq!(
+            image.symbols.lookup(sti).map(|(s, _)| s.name.as_str()),
+            Some("irqbench_op_native_cli_sti_restore")
+        );
+        let signal = out
+            .iter()
+            .find(|s| s.reason == "signal")
+            .expect("signal row");
+        assert_eq!((signal.site.as_str(), signal.sti_rip), ("loop", None));
+        let popf = attribute_sites(&image, &sites, &row("native-popf"));
+        assert!(
+            popf.iter().all(|s| s.site == "loop" && s.sti_rip.is_none()),
+            "{popf:?}"
+        );
+    }
 }

@@ -15,7 +15,7 @@ pub fn workload_ids(workload: &Workload) -> (u32, u32) {
         Workload::FaultUd2 => (abi::workload::FAULT_UD2, 0),
         Workload::SpinForever => (abi::workload::SPIN_FOREVER, 0),
         Workload::GarbageRecord => (abi::workload::GARBAGE_RECORD, 0),
-        Workload::Idle => (abi::workload::IDLE, 0),
+        Workload::Idle { .. } => (abi::workload::IDLE, 0),
         Workload::HaltForever => (abi::workload::HALT_FOREVER, 0),
     }
 }
@@ -30,8 +30,13 @@ fn common(row: &PhasePlan, kind: u32, iterations: u64) -> PhaseDescriptor {
             }
         }
     }
+    let idle_tsc_cycles = match row.workload {
+        Workload::Idle { tsc_cycles } => tsc_cycles,
+        _ => 0,
+    };
     PhaseDescriptor {
         workload: kind,
+        idle_tsc_cycles,
         irq_source: row.irq.abi_id(),
         iterations,
         nesting_per_65536: (row.nesting * 65536.0).round().clamp(0.0, 65536.0) as u32,

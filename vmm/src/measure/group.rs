@@ -43,6 +43,8 @@ pub struct GroupOutcome {
     pub differences: Vec<PairedDifference>,
     /// VM-wide KVM stats that moved, totals over the group's dispatches.
     pub vm_stats: BTreeMap<String, u64>,
+    /// Warnings about the group's figures (`RunReport::warnings`).
+    pub warnings: Vec<String>,
     /// The user stopped the run during this group; the figures are from the rounds before.
     pub interrupted: bool,
     /// The group's threads outnumbered the host CPUs: only the outlier rule flagged blocks.

@@ -15,9 +15,11 @@ use std::time::Instant;
 
 use kvm_ioctls::Kvm;
 
+use crate::cpu;
 use crate::host::{self, KvmFlavour};
 use crate::machine::image::GuestImage;
 use crate::machine::{IrqchipMode, MachineConfig, MachineError};
+use crate::measure::pinning::Pinning;
 use crate::measure::session::{PhaseError, ProgressFn, RunOptions, Session};
 use crate::plan::{HypercallTransport, PhasePlan, Plan};
 use crate::results::{DisturbanceInfo, HostManifest, PhaseFailure, RunReport, CI_METHOD, SCHEMA};
@@ -29,8 +31,11 @@ pub mod disturbance;
 pub mod estimators;
 pub mod group;
 pub mod irq_load;
+pub mod pinning;
+mod preflight;
 mod rows;
 pub mod session;
+pub mod shadow;
 
 pub use attribution::classify_symbol;
 use group::GroupRun;
@@ -40,10 +45,34 @@ pub enum RunError {
     #[error("reading the host manifest failed")]
     Host(#[source] host::HostError),
     #[error(
-        "hypercall = \"vmcall\" is refused on this {0} host: vmcall at guest CPL0 livelocks under \
-         PVM (RIP never advances); use hypercall = \"port\""
+        "hypercall = \"{transport}\" is refused on this {flavour} host: a hypercall instruction \
+         (vmcall/vmmcall) at guest CPL0 livelocks under PVM (RIP never advances); use \
+         hypercall = \"port\""
     )]
-    VmcallRefused(&'static str),
+    HypercallRefused {
+        transport: &'static str,
+        flavour: &'static str,
+    },
+    #[error(
+        "hypercall = \"{transport}\" needs the CPU's hypercall instruction, vmcall (Intel) or \
+         vmmcall (AMD), and this CPU's vendor {vendor:?} is neither; use hypercall = \"port\""
+    )]
+    HypercallVendor {
+        transport: &'static str,
+        vendor: String,
+    },
+    #[error(
+        "{file}: bench \"{bench}\": irq period_us = {period_us} (lapic-timer) is below this \
+         host's kvm.min_timer_period_us = {min_us}: KVM would silently lengthen every periodic \
+         LAPIC timer to {min_us} µs (arch/x86/kvm/lapic.c limit_periodic_timer_frequency); use \
+         period_us >= {min_us}, or lower the kvm module parameter"
+    )]
+    TimerPeriod {
+        file: String,
+        bench: String,
+        period_us: f64,
+        min_us: u64,
+    },
     #[error("booting the guest failed")]
     Boot(#[source] MachineError),
     #[error("the plan does not fit this host: {0}")]
@@ -76,16 +105,42 @@ fn fail_rows(report: &mut RunReport, rows: &[&PhasePlan], e: &PhaseError) {
     }
 }
 
+/// Folds one session's pinning into the manifest: `vcpu_pinning` holds only while every vCPU
+/// of every session was pinned; a failure becomes a warning (once per distinct reason).
+fn record_pinning(host: &mut HostManifest, pinning: Option<&Pinning>) {
+    let Some(p) = pinning else { return };
+    let failed_before = host.warnings.iter().any(|w| w.starts_with(PIN_FAILED));
+    if p.complete() && !failed_before {
+        host.vcpu_pinning = true;
+        if p.cpus.len() > host.pinned_cpus.len() {
+            host.pinned_cpus = p.cpus.iter().flatten().map(|&c| c as u32).collect();
+        }
+        return;
+    }
+    host.vcpu_pinning = false;
+    host.pinned_cpus.clear();
+    for e in &p.errors {
+        let w = format!("{PIN_FAILED}: {e}; the vCPU threads run where the scheduler puts them");
+        if !host.warnings.contains(&w) {
+            host.warnings.push(w);
+        }
+    }
+}
+
+/// How a pinning failure's warning starts.
+const PIN_FAILED: &str = "run.pin: pinning failed";
+
 /// The report a run fills in: the host manifest (after the preflight checks), the config and
-/// the method. Refuses what cannot run here (vmcall on PVM, more than the host allows).
+/// the method. Refuses what cannot run here (a hypercall instruction on PVM, a LAPIC period KVM
+/// would lengthen, more than the host allows).
 fn start_report(kvm: &Kvm, plan: &Plan) -> Result<RunReport, RunError> {
     let mut manifest = host::manifest(kvm).map_err(RunError::Host)?;
-    let flavour = host::detect_flavour();
-    if plan.hypercall == HypercallTransport::Vmcall && flavour == KvmFlavour::Pvm {
-        return Err(RunError::VmcallRefused(flavour.name()));
-    }
-    manifest.vcpu_pinning = plan.pin_vcpus;
-    preflight(plan, &mut manifest)?;
+    let pvm = host::detect_flavour() == KvmFlavour::Pvm;
+    let vendor = cpu::host_vendor();
+    let insn = preflight::hypercall(plan.hypercall, pvm, &vendor)?;
+    let min_period = host::params::kvm_param("kvm", "min_timer_period_us");
+    preflight::timer_periods(plan, min_period, &mut manifest.warnings)?;
+    preflight::resources(plan, &mut manifest)?;
     if plan.max_vcpus() as usize > manifest.host_cpus as usize {
         manifest.warnings.push(format!(
             "{} vCPUs on {} host CPUs: vCPUs share CPUs, so lock spins and ops/s reflect host \
@@ -112,6 +167,19 @@ fn start_report(kvm: &Kvm, plan: &Plan) -> Result<RunReport, RunError> {
         started_unix: std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs()),
+        hypercall_transport: plan.hypercall.name().into(),
+        hypercall_insn: insn.map(|i| i.name().to_string()).unwrap_or_default(),
+        cycles_source: cpu::cycles_source(
+            &vendor,
+            cpu::PmuFacts {
+                flavour: &manifest.kvm_flavour,
+                leaf_0xa: cpu::supported_leaf_0xa(kvm),
+                enable_pmu: host::params::kvm_param("kvm", "enable_pmu")
+                    .ok()
+                    .map(|v| matches!(v.as_str(), "Y" | "y" | "1")),
+            },
+            manifest.tsc_khz,
+        ),
         host: manifest,
         ..Default::default()
     })
@@ -163,7 +231,10 @@ pub fn run_plan(
                 hypercall_exits: plan.hypercall == HypercallTransport::Vmcall,
             };
             match Session::boot(kvm, image, config, plan.hypercall, plan.pin_vcpus) {
-                Ok(s) => session = Some(s),
+                Ok(s) => {
+                    record_pinning(&mut report.host, s.pinning.as_ref());
+                    session = Some(s);
+                }
                 Err(e) => {
                     fail_rows(&mut report, &rows, &e);
                     continue;
@@ -189,6 +260,7 @@ pub fn run_plan(
                         .vm_stats_by_group
                         .insert(first.group.clone(), outcome.vm_stats);
                 }
+                report.warnings.extend(outcome.warnings);
                 if outcome.host_rules_off {
                     report.disturbance.not_used.push(format!(
                         "{} and {} for group {}: its vCPU and interrupt-load threads outnumber \
@@ -220,67 +292,6 @@ pub fn run_plan(
     }
     report.wall_seconds = started.elapsed().as_secs_f64();
     Ok(report)
-}
-
-/// Checks the plan against the host before any VM exists: vCPUs against KVM's limits, guest
-/// memory against what the host has free, and file descriptors and threads against the
-/// process limits. Hard limits are errors; soft ones become report warnings.
-fn preflight(plan: &Plan, manifest: &mut HostManifest) -> Result<(), RunError> {
-    let vcpus = plan.max_vcpus();
-    if manifest.max_vcpus > 0 && vcpus > manifest.max_vcpus {
-        return Err(RunError::Resources(format!(
-            "{vcpus} vCPUs requested; KVM allows at most {} per VM (KVM_CAP_MAX_VCPUS)",
-            manifest.max_vcpus
-        )));
-    }
-    if manifest.recommended_vcpus > 0 && vcpus > manifest.recommended_vcpus {
-        manifest.warnings.push(format!(
-            "{vcpus} vCPUs exceed KVM's recommended {} (KVM_CAP_NR_VCPUS)",
-            manifest.recommended_vcpus
-        ));
-    }
-    let need_mib = u64::from(plan.memory_mib);
-    if let Some(avail_mib) = mem_available_mib() {
-        if need_mib > avail_mib {
-            return Err(RunError::Resources(format!(
-                "guest memory {need_mib} MiB exceeds the host's available {avail_mib} MiB                  (MemAvailable in /proc/meminfo); lower run.memory_mib"
-            )));
-        }
-    }
-    // Per VM: the VM fd and its stats fd; per vCPU: its fd and stats fd; the kvm fd itself.
-    let need_fds = 3 + 2 * u64::from(vcpus) + 16;
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit writes one rlimit into the struct we own.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0
-        && limit.rlim_cur != libc::RLIM_INFINITY
-        && limit.rlim_cur < need_fds
-    {
-        return Err(RunError::Resources(format!(
-            "{vcpus} vCPUs need about {need_fds} open files; the limit is {} (ulimit -n)",
-            limit.rlim_cur
-        )));
-    }
-    // SAFETY: as above, for the process/thread limit.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NPROC, &mut limit) } == 0
-        && limit.rlim_cur != libc::RLIM_INFINITY
-        && limit.rlim_cur < u64::from(vcpus) + 8
-    {
-        return Err(RunError::Resources(format!(
-            "{vcpus} vCPU threads exceed the process limit {} (ulimit -u)",
-            limit.rlim_cur
-        )));
-    }
-    Ok(())
-}
-
-fn mem_available_mib() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib / 1024)
 }
 
 #[cfg(test)]
@@ -358,6 +369,34 @@ mod tests {
         let Some(report) = run(&plan) else { return };
         let r = &report.results[0];
         assert!(r.raw_cycles_per_op.median > 0.0);
+        // Every cycle figure is TSC cycles, with its ns beside it, and the run says why not
+        // core cycles.
+        let source = &report.cycles_source;
+        println!("cycles source: {source:?}");
+        assert_eq!(
+            (source.source.as_str(), r.cycles_source.as_str()),
+            ("tsc", "tsc")
+        );
+        assert!(!source.reason.is_empty());
+        assert_eq!(
+            source.core_cycles_available,
+            source.vpmu.is_some_and(|p| p.has_core_cycle_counter())
+        );
+        let ns_per_cycle = 1e6 / report.host.tsc_khz as f64;
+        for (ns, cycles) in [
+            (&r.ns_per_op, &r.cycles_per_op),
+            (&r.baseline_ns, &r.baseline_cycles),
+            (&r.raw_ns_per_op, &r.raw_cycles_per_op),
+        ] {
+            assert!(
+                (ns.median - cycles.median * ns_per_cycle).abs()
+                    < 1e-6 * cycles.median.abs().max(1.0)
+            );
+            assert!(
+                (ns.ci95[1] - cycles.ci95[1] * ns_per_cycle).abs()
+                    < 1e-6 * cycles.ci95[1].abs().max(1.0)
+            );
+        }
         assert!(r.baseline_cycles.median > 0.0, "baseline was not measured");
         // Each round subtracts the baseline block of the same round ...
         assert_eq!(
@@ -530,40 +569,95 @@ mod tests {
     }
 
     #[test]
-    fn preflight_refuses_plans_beyond_the_host() {
-        let mut manifest = HostManifest {
-            max_vcpus: 2,
-            recommended_vcpus: 1,
-            ..Default::default()
+    fn lapic_timer_rows_report_delivered_against_expected_ticks() {
+        let plan = small_plan(vec![adaptive(
+            Workload::Strategy {
+                strategy: strategy("native-popf"),
+            },
+            IrqSource::LapicTimer { period_us: 200.0 },
+            0.0,
+        )]);
+        let Some(report) = run(&plan) else { return };
+        let r = &report.results[0];
+        let t = r.timer_ticks.as_ref().expect("a lapic-timer row has ticks");
+        println!(
+            "{}: {} of {:.0} ticks delivered ({:.1}%)",
+            r.name,
+            t.delivered,
+            t.expected,
+            t.delivered_fraction * 100.0
+        );
+        assert_eq!(t.period_us, 200.0);
+        assert!(t.expected > 10.0, "{t:?}");
+        assert_eq!(t.delivered, r.interrupts);
+        assert!(t.delivered > 0, "{t:?}");
+        let warned = report.warnings.iter().any(|w| w.contains(&r.name));
+        assert_eq!(warned, t.delivered_fraction < 0.9, "{:?}", report.warnings);
+    }
+
+    #[test]
+    fn the_manifest_says_pinned_only_when_every_vcpu_was() {
+        let mut host = HostManifest::default();
+        let ok = Pinning {
+            cpus: vec![Some(1), Some(1)],
+            errors: Vec::new(),
         };
-        let mut plan = small_plan(vec![phase(Workload::Doorbells, 4, 1)]);
-        let err = preflight(&plan, &mut manifest)
-            .expect_err("4 > 2 vCPUs")
-            .to_string();
+        record_pinning(&mut host, Some(&ok));
+        assert!(host.vcpu_pinning);
+        assert_eq!(host.pinned_cpus, [1, 1]);
+        let failed = Pinning {
+            cpus: vec![Some(1), None],
+            errors: vec!["vCPU 1: pinning to CPU 5: Invalid argument".into()],
+        };
+        record_pinning(&mut host, Some(&failed));
+        assert!(!host.vcpu_pinning && host.pinned_cpus.is_empty());
         assert!(
-            err.contains("at most 2") && err.contains("KVM_CAP_MAX_VCPUS"),
-            "{err}"
-        );
-
-        plan.phases[0].vcpus = 2;
-        preflight(&plan, &mut manifest).expect("2 vCPUs fit");
-        assert!(
-            manifest
-                .warnings
+            host.warnings
                 .iter()
-                .any(|w| w.contains("recommended 1")),
+                .any(|w| w.contains("vCPU 1: pinning to CPU 5")),
             "{:?}",
-            manifest.warnings
+            host.warnings
         );
+        // A later session that pins fine does not undo the failure.
+        record_pinning(&mut host, Some(&ok));
+        assert!(!host.vcpu_pinning);
+        record_pinning(&mut host, None);
+        assert_eq!(host.warnings.len(), 1);
+    }
 
-        plan.memory_mib = u32::MAX;
-        let err = preflight(&plan, &mut manifest)
-            .expect_err("too much memory")
-            .to_string();
-        assert!(
-            err.contains("MemAvailable") && err.contains("memory_mib"),
-            "{err}"
-        );
+    /// `taskset -c N irqbench run` with `run.pin`: the vCPU goes to N, and the report says so.
+    #[test]
+    fn pinning_respects_the_affinity_mask_the_run_was_given() {
+        let Some(kvm) = host::test_kvm() else { return };
+        let last = *pinning::allowed_cpus()
+            .expect("mask")
+            .last()
+            .expect("a CPU");
+        let mut plan = small_plan(vec![phase(Workload::Doorbells, 1, 5)]);
+        plan.pin_vcpus = true;
+        let report = std::thread::spawn(move || {
+            // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET and sched_setaffinity
+            // only touch the set we own, for the calling thread (pid 0).
+            let rc = unsafe {
+                let mut set: libc::cpu_set_t = std::mem::zeroed();
+                libc::CPU_SET(last, &mut set);
+                libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &set)
+            };
+            assert_eq!(rc, 0);
+            run_plan(
+                &kvm,
+                &plan,
+                &image(),
+                &RunOptions::default(),
+                &mut |_, _, _, _| {},
+            )
+            .expect("run")
+        })
+        .join()
+        .expect("run thread");
+        assert!(report.failures.is_empty(), "{:?}", report.failures);
+        assert!(report.host.vcpu_pinning, "{:?}", report.host.warnings);
+        assert_eq!(report.host.pinned_cpus, [last as u32]);
     }
 
     #[test]
@@ -616,7 +710,7 @@ mod tests {
             IrqSource::None,
             0.0,
         )]);
-        plan.pin_vcpus = true; // vCPU 0 on host CPU 0
+        plan.pin_vcpus = true; // vCPU 0 on the first allowed CPU: CPU 0 outside taskset
         plan.min_rounds = 200;
         plan.max_seconds = 3.0;
         // Quiet, competed, quiet again: the host's emulation speed drifts between runs (the

@@ -8,9 +8,10 @@ use super::attribution::attribute_sites;
 use super::collect::{Collected, VariantSums};
 use super::estimators::{self, interval, Metric, RoundTable};
 use super::group::{GroupOutcome, GroupRun};
-use crate::plan::{PhasePlan, StrategyId, Workload};
+use crate::plan::{IrqSource, PhasePlan, StrategyId, Workload};
 use crate::results::{
-    ComparedMetric, LockStats, PairedComparison, PairedDifference, PhaseResult, Summary,
+    ComparedMetric, Interval, LockStats, PairedComparison, PairedDifference, PhaseResult, Summary,
+    TimerTicks,
 };
 
 /// Differences the instruction suite derives: (what it measures, minuend, subtrahend).
@@ -38,6 +39,7 @@ pub(super) fn build(
     let total_cycles: u64 = collected.sums.iter().map(|s| s.cycles).sum();
     let total_ops: u64 = collected.sums.iter().map(|s| s.ops).sum();
     let mut results = Vec::new();
+    let mut warnings = Vec::new();
     for (i, row) in run.rows.iter().enumerate() {
         let v = i + 1;
         let mut r = row_result(row, &table, v, tsc_hz, run.plan.precision);
@@ -72,10 +74,18 @@ pub(super) fn build(
                 .collect();
         }
         r.wall_ms = wall.as_secs_f64() * 1000.0;
+        r.timer_ticks = timer_ticks(&row.irq, sums.cycles, sums.interrupts, tsc_hz);
+        if let Some(w) = r
+            .timer_ticks
+            .as_ref()
+            .and_then(|t| ticks_warning(&r.name, t))
+        {
+            warnings.push(w);
+        }
         results.push(r);
     }
     let comparisons = comparisons(run, &table, &results, tsc_hz);
-    let differences = differences(run, &table, &results);
+    let differences = differences(run, &table, &results, tsc_hz);
     GroupOutcome {
         results,
         comparisons,
@@ -85,6 +95,7 @@ pub(super) fn build(
             .nonzero()
             .map(|(k, n)| (k.to_string(), n))
             .collect(),
+        warnings,
         interrupted,
         host_rules_off: !collected.host_rules,
     }
@@ -100,16 +111,8 @@ fn row_result(
 ) -> PhaseResult {
     let cycles = Summary::from_samples(&table.net_cycles(v));
     let baseline = Summary::from_samples(&table.baseline_cycles(v));
+    let raw = Summary::from_samples(&table.raw_cycles(v));
     let ns_per_cycle = 1e9 / tsc_hz;
-    let scale = |s: &Summary| Summary {
-        median: s.median * ns_per_cycle,
-        ci95: [s.ci95[0] * ns_per_cycle, s.ci95[1] * ns_per_cycle],
-        min: s.min * ns_per_cycle,
-        p5: s.p5 * ns_per_cycle,
-        p95: s.p95 * ns_per_cycle,
-        cv: s.cv,
-        samples: s.samples.iter().map(|x| x * ns_per_cycle).collect(),
-    };
     let exits = Summary::from_samples(&table.net_stat(v, "exits"));
     let mut r = PhaseResult {
         name: row.name.clone(),
@@ -122,8 +125,11 @@ fn row_result(
         body_ops: row.body_ops,
         disturbed_fraction: table.disturbed_fraction(v),
         precision_reached: estimators::precise(&cycles, baseline.median, precision),
-        ns_per_op: scale(&cycles),
-        raw_cycles_per_op: Summary::from_samples(&table.raw_cycles(v)),
+        ns_per_op: to_ns(&cycles, ns_per_cycle),
+        baseline_ns: to_ns(&baseline, ns_per_cycle),
+        raw_ns_per_op: to_ns(&raw, ns_per_cycle),
+        cycles_source: CYCLES_SOURCE.into(),
+        raw_cycles_per_op: raw,
         ops_per_sec: Summary::from_samples(&table.ops_per_sec(v, tsc_hz)),
         exits_per_op_ci95: exits.ci95,
         ..Default::default()
@@ -142,6 +148,71 @@ fn row_result(
     r.cycles_per_op = cycles;
     r.baseline_cycles = baseline;
     r
+}
+
+/// A `lapic-timer` row whose guest took fewer than this fraction of the ticks its period asks
+/// for is warned about: it ran under a lighter interrupt load than its name says.
+const TICKS_WARN_BELOW: f64 = 0.9;
+
+/// A `lapic-timer` row's ticks over its blocks: `cycles` (TSC, summed over vCPUs) / period
+/// expected, `interrupts` (the guest's count, summed over vCPUs) delivered.
+fn timer_ticks(irq: &IrqSource, cycles: u64, interrupts: u64, tsc_hz: f64) -> Option<TimerTicks> {
+    let IrqSource::LapicTimer { period_us } = *irq else {
+        return None;
+    };
+    let expected = cycles as f64 / tsc_hz / (period_us * 1e-6);
+    Some(TimerTicks {
+        period_us,
+        expected,
+        delivered: interrupts,
+        delivered_fraction: if expected > 0.0 {
+            interrupts as f64 / expected
+        } else {
+            0.0
+        },
+    })
+}
+
+/// The warning for a row whose delivered ticks fall short of [`TICKS_WARN_BELOW`].
+fn ticks_warning(name: &str, t: &TimerTicks) -> Option<String> {
+    if t.expected < 1.0 || t.delivered_fraction >= TICKS_WARN_BELOW {
+        return None;
+    }
+    let every = if t.delivered > 0 {
+        format!(
+            "one every {:.0} µs instead of every {} µs",
+            t.period_us / t.delivered_fraction,
+            t.period_us
+        )
+    } else {
+        "none at all".to_string()
+    };
+    Some(format!(
+        "{name}: the guest took {} of the {:.0} LAPIC timer interrupts its {} µs period asks \
+         for during its blocks ({:.0}%; {every}), so it ran under a lighter interrupt load than \
+         its name says. KVM fires a periodic LAPIC timer from a host hrtimer and injects the \
+         tick at a later guest entry: an emulating (PVM) or busy host delivers a fraction of them",
+        t.delivered,
+        t.expected,
+        t.period_us,
+        t.delivered_fraction * 100.0
+    ))
+}
+
+/// What every cycle figure counts (see `RunReport::cycles_source` for why not core cycles).
+const CYCLES_SOURCE: &str = "tsc";
+
+/// A TSC-cycle summary in nanoseconds (`ns_per_cycle` = 1e9 / TSC Hz); the CV is unitless.
+fn to_ns(s: &Summary, ns_per_cycle: f64) -> Summary {
+    Summary {
+        median: s.median * ns_per_cycle,
+        ci95: [s.ci95[0] * ns_per_cycle, s.ci95[1] * ns_per_cycle],
+        min: s.min * ns_per_cycle,
+        p5: s.p5 * ns_per_cycle,
+        p95: s.p95 * ns_per_cycle,
+        cv: s.cv,
+        samples: s.samples.iter().map(|x| x * ns_per_cycle).collect(),
+    }
 }
 
 /// Counts summed over the row's blocks.
@@ -208,7 +279,9 @@ fn differences(
     run: &GroupRun<'_>,
     table: &RoundTable,
     results: &[PhaseResult],
+    tsc_hz: f64,
 ) -> Vec<PairedDifference> {
+    let ns_per_cycle = 1e9 / tsc_hz;
     if !matches!(run.rows[0].workload, Workload::Insn { .. }) {
         return Vec::new();
     }
@@ -222,14 +295,51 @@ fn differences(
         .filter_map(|(name, a, b)| {
             let (ia, ib) = (*index.get(a)?, *index.get(b)?);
             let d = table.paired_differences(ia + 1, ib + 1);
+            let cycles = interval(&d);
             (!d.is_empty()).then(|| PairedDifference {
+                ns: Interval {
+                    median: cycles.median * ns_per_cycle,
+                    ci95: [cycles.ci95[0] * ns_per_cycle, cycles.ci95[1] * ns_per_cycle],
+                },
                 name: (*name).into(),
                 minuend: results[ia].name.clone(),
                 subtrahend: results[ib].name.clone(),
                 group: results[ia].group.clone(),
                 rounds: d.len() as u32,
-                cycles: interval(&d),
+                cycles,
             })
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timer_ticks_compare_delivered_with_block_time_over_period() {
+        // 2 vCPUs × 10 ms of blocks at 1 GHz TSC, 200 µs period: 100 ticks expected.
+        let lapic = IrqSource::LapicTimer { period_us: 200.0 };
+        let t = timer_ticks(&lapic, 20_000_000, 12, 1e9).expect("lapic row");
+        assert!((t.expected - 100.0).abs() < 1e-9, "{t:?}");
+        assert!((t.delivered_fraction - 0.12).abs() < 1e-9);
+        let w = ticks_warning("lt/native-popf", &t).expect("12% < 90%");
+        for part in [
+            "lt/native-popf",
+            "12 of the 100",
+            "200 µs",
+            "12%",
+            "1667 µs",
+        ] {
+            assert!(w.contains(part), "{part:?} missing: {w}");
+        }
+        assert!(!w.contains("  "), "{w}");
+        let full = timer_ticks(&lapic, 20_000_000, 95, 1e9).expect("lapic row");
+        assert_eq!(ticks_warning("x", &full), None);
+        let none = timer_ticks(&lapic, 20_000_000, 0, 1e9).expect("lapic row");
+        assert!(ticks_warning("x", &none)
+            .expect("0%")
+            .contains("none at all"));
+        assert_eq!(timer_ticks(&IrqSource::None, 1, 1, 1e9), None);
+    }
 }

@@ -11,10 +11,12 @@ use std::time::{Duration, Instant};
 use irqbench_abi::{self as abi, PhaseDescriptor};
 use kvm_ioctls::Kvm;
 
+use crate::cpu::{self, HypercallInsn};
 use crate::kvm::stats::{StatsDelta, StatsFd};
 use crate::machine::image::GuestImage;
 use crate::machine::{IrqchipMode, Machine, MachineConfig, Mailbox};
 use crate::measure::irq_load::IrqLoad;
+use crate::measure::pinning::{self, Pinning};
 use crate::plan::{HypercallTransport, IrqSource, PhasePlan};
 use crate::protocol::{self, ValidRecord};
 use crate::vcpu::{
@@ -97,7 +99,12 @@ pub struct Session {
     pub console: Arc<Mutex<String>>,
     /// A vCPU has exited: the session cannot run more phases.
     pub dead: bool,
+    /// Where the vCPU threads were pinned (`None`: pinning was not asked for).
+    pub pinning: Option<Pinning>,
     hypercall: HypercallTransport,
+    /// The host vendor's hypercall instruction (used by the `vmcall` and `vapic-poll`
+    /// transports).
+    hypercall_insn: HypercallInsn,
     /// For attributing exit RIPs to guest symbols.
     pub image: Arc<GuestImage>,
     _machine_vm: kvm_ioctls::VmFd,
@@ -136,7 +143,6 @@ impl Session {
         let (event_tx, events) = mpsc::channel();
         let console = Arc::new(Mutex::new(String::new()));
         let symbols = Arc::new(image.symbols.clone());
-        let host_cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
         let mut session = Session {
             vcpus: config.vcpus,
             irqchip: config.irqchip,
@@ -149,7 +155,10 @@ impl Session {
             seq: 0,
             console: console.clone(),
             dead: false,
+            pinning: None,
             hypercall,
+            hypercall_insn: cpu::hypercall_insn(&cpu::host_vendor())
+                .unwrap_or(HypercallInsn::Vmcall),
             image: image.clone(),
             _machine_vm: vm,
         };
@@ -169,13 +178,15 @@ impl Session {
                 console: console.clone(),
                 sync_regs,
             };
-            let cpu = index as usize % host_cpus;
-            let handle = spawn_vcpu_thread(ctx, event_tx.clone(), pin.then_some(cpu))?;
+            let handle = spawn_vcpu_thread(ctx, event_tx.clone())?;
             session.controls.push(control);
             session.commands.push(cmd_tx);
             session.threads.push(handle);
         }
         drop(event_tx);
+        if pin {
+            session.pinning = Some(pinning::pin_all(&session.threads));
+        }
         session.wait_for_boot(config.vcpus)?;
         Ok(session)
     }
@@ -291,16 +302,20 @@ impl Session {
         }
         self.seq = (self.seq + 1) & 0xFF_FFFF;
         desc.seq = self.seq;
-        desc.hypercall_transport = match self.hypercall {
-            HypercallTransport::Port => abi::hypercall::PORT,
-            HypercallTransport::Vmcall => abi::hypercall::VMCALL,
-        };
+        desc.hypercall_transport = self.hypercall.abi_id();
+        desc.hypercall_insn = self.hypercall_insn.abi_id();
         let shared_counter = abi::MAILBOX_GPA + abi::offset::SHARED_LOCK_COUNTER as u64;
         let barrier = abi::MAILBOX_GPA + abi::offset::SHARED_BARRIER as u64;
         for (gpa, what) in [(shared_counter, "lock counter"), (barrier, "block barrier")] {
             self.mailbox
                 .write_u64(gpa, 0, what)
                 .map_err(|e| PhaseError::Guest(error_chain(&e)))?;
+        }
+        // A raise the previous phase's load left uninjected (the vCPU waited for its next
+        // command) belongs to no phase: drop it, so the new phase starts with no interrupt
+        // pending (and its vCPU loop withdraws any window request it had made for it).
+        for c in &self.controls {
+            c.irq_pending.store(false, Ordering::SeqCst);
         }
         let vm_before = self.vm_stats.as_ref().and_then(|s| s.snapshot().ok());
         let raised_before = self.irqs_raised();
@@ -440,20 +455,16 @@ impl Drop for Session {
     }
 }
 
-/// Starts the thread of one vCPU (pinned to `cpu` if given). A panic in it (a VMM bug) ends
-/// that vCPU with a fault report, so the run reports it instead of hanging.
+/// Starts the thread of one vCPU. A panic in it (a VMM bug) ends that vCPU with a fault report,
+/// so the run reports it instead of hanging.
 fn spawn_vcpu_thread(
     ctx: VcpuContext,
     events: Sender<VcpuEvent>,
-    cpu: Option<usize>,
 ) -> Result<JoinHandle<()>, PhaseError> {
     let index = ctx.index;
     std::thread::Builder::new()
         .name(format!("vcpu{index}"))
         .spawn(move || {
-            if let Some(cpu) = cpu {
-                pin_to_cpu(cpu);
-            }
             let outcome =
                 std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| vcpu::run_vcpu(ctx)))
                     .unwrap_or_else(|panic| {
@@ -475,16 +486,6 @@ fn spawn_vcpu_thread(
             let _ = events.send(VcpuEvent::Exited { index, outcome });
         })
         .map_err(|e| PhaseError::Boot(format!("spawning vCPU thread {index}: {e}")))
-}
-
-fn pin_to_cpu(cpu: usize) {
-    // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET and sched_setaffinity only touch
-    // the set we own, for the calling thread (pid 0).
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &set);
-    }
 }
 
 pub fn outcome_text(outcome: &VcpuOutcome) -> String {
@@ -706,9 +707,17 @@ mod tests {
         let Some(kvm) = host::test_kvm() else {
             return;
         };
+        let tsc_khz = host::manifest(&kvm).expect("manifest").tsc_khz;
         let mut ticks = Vec::new();
-        for iterations in [20_000u64, 160_000] {
-            let mut p = phase(Workload::Idle, 1, iterations);
+        // Idle phases of 10 and 80 ms: 50 and 400 periods of 200 µs.
+        for ms in [10u64, 80] {
+            let mut p = phase(
+                Workload::Idle {
+                    tsc_cycles: ms * tsc_khz,
+                },
+                1,
+                1,
+            );
             p.irq = IrqSource::LapicTimer { period_us: 200.0 };
             let (session, d) = run_raw(&kvm, &image(), &p, IrqchipMode::InKernel, TIMEOUT)
                 .expect("lapic-timer phase");
@@ -717,32 +726,120 @@ mod tests {
         }
         let (short, long) = (ticks[0], ticks[1]);
         assert!(short.0 > 0, "no timer tick in {} cycles", short.1);
-        assert!(
-            long.1 > short.1 * 2,
-            "the long phase was not longer: {ticks:?}"
-        );
+        // The idle loop is timed by the TSC: each phase lasts at least what it asked for.
+        assert!(short.1 >= 10 * tsc_khz, "{ticks:?}");
+        assert!(long.1 >= 80 * tsc_khz, "{ticks:?}");
         assert!(
             long.0 > short.0,
             "ticks did not grow with phase length: {ticks:?}"
         );
     }
 
+    /// An interrupt the previous phase's load raised but never injected (its vCPU was already
+    /// waiting for the next command) must not reach the guest in the next phase: a session is
+    /// reused across groups, and the next one may have no interrupt load at all.
+    #[test]
+    fn a_raise_left_from_the_previous_phase_is_not_injected_into_the_next() {
+        let Some((mut session, _)) = raw(Workload::Doorbells, 1, 3) else {
+            return;
+        };
+        // The vCPU now waits at the command port; a raise arrives late.
+        session.controls[0]
+            .irq_pending
+            .store(true, Ordering::SeqCst);
+        let p = phase(Workload::Doorbells, 1, 3);
+        let stop = AtomicBool::new(false);
+        let d = session
+            .dispatch(
+                crate::measure::descriptor::diagnostic(&p, 3),
+                IrqSource::None,
+                TIMEOUT,
+                &stop,
+            )
+            .expect("second phase");
+        let since_boot = session
+            .mailbox
+            .read_u64(
+                abi::slot_gpa(0) + abi::offset::SLOT_INTERRUPTS as u64,
+                "interrupts",
+            )
+            .expect("slot");
+        assert_eq!(since_boot, 0, "the stale raise was injected");
+        assert_eq!(d.records[0].interrupts, 0);
+        assert!(d.samples[0].exits.is_empty(), "{:?}", d.samples[0].exits);
+        session.shutdown();
+    }
+
+    /// The longest time (TSC cycles) any two vCPUs' blocks ran side by side.
+    fn longest_overlap(d: &Dispatch) -> u64 {
+        let spans: Vec<(u64, u64)> = d
+            .samples
+            .iter()
+            .flat_map(|s| {
+                s.blocks
+                    .iter()
+                    .map(|b| (b.record.tsc_start, b.record.tsc_end))
+            })
+            .collect();
+        let mut best = 0;
+        for (i, a) in spans.iter().enumerate() {
+            for b in &spans[i + 1..] {
+                best = best.max(a.1.min(b.1).saturating_sub(a.0.max(b.0)));
+            }
+        }
+        best
+    }
+
+    /// A lock phase on `vcpus` vCPUs with the block barrier, so that every vCPU starts its block
+    /// together (as the measured lock groups do).
+    fn lock_phase(kvm: &Kvm, vcpus: u32, iterations: u64) -> (Session, Dispatch) {
+        let p = phase(
+            Workload::Lock {
+                strategy: strategy("native-popf"),
+            },
+            vcpus,
+            iterations,
+        );
+        let config = MachineConfig {
+            vcpus,
+            memory_bytes: 16 << 20,
+            irqchip: IrqchipMode::Userspace,
+            hypercall_exits: false,
+        };
+        let mut session =
+            Session::boot(kvm, &image(), config, HypercallTransport::Port, false).expect("boot");
+        let mut desc = crate::measure::descriptor::diagnostic(&p, iterations);
+        desc.barrier = 1;
+        let stop = AtomicBool::new(false);
+        let d = session
+            .dispatch(desc, p.irq, TIMEOUT, &stop)
+            .expect("lock phase");
+        (session, d)
+    }
+
+    /// Contention is certain only while vCPUs run side by side: the phase is lengthened until
+    /// two vCPUs' blocks overlapped for 2 ms (300 operations suffice where guest code is
+    /// emulated; native hardware runs them in microseconds), then spins must have been counted.
     #[test]
     fn the_lock_excludes_and_contention_is_counted() {
+        let Some(kvm) = host::test_kvm() else {
+            return;
+        };
+        let tsc_khz = host::manifest(&kvm).expect("manifest").tsc_khz;
         for vcpus in [2u32, 4] {
-            let Some((session, d)) = raw(
-                Workload::Lock {
-                    strategy: strategy("native-popf"),
-                },
-                vcpus,
-                300,
-            ) else {
-                return;
+            let mut iterations = 300u64;
+            let (session, d) = loop {
+                let (session, d) = lock_phase(&kvm, vcpus, iterations);
+                if longest_overlap(&d) >= 2 * tsc_khz || iterations >= 300 << 15 {
+                    break (session, d);
+                }
+                session.shutdown();
+                iterations *= 8;
             };
             let total: u64 = d.records.iter().map(|r| r.ops).sum();
             assert_eq!(
                 total,
-                300 * u64::from(vcpus),
+                iterations * u64::from(vcpus),
                 "each vCPU's ops sum to the total"
             );
             assert_eq!(
@@ -752,10 +849,16 @@ mod tests {
             );
             let acquisitions: u64 = d.records.iter().map(|r| r.lock_acquisitions).sum();
             assert_eq!(acquisitions, 2 * total);
-            if vcpus == 4 {
-                let spins: u64 = d.records.iter().map(|r| r.lock_spins).sum();
-                assert!(spins > 0, "4 vCPUs on this host never contended");
-            }
+            let overlap = longest_overlap(&d);
+            assert!(
+                overlap >= 2 * tsc_khz,
+                "{vcpus} vCPUs never ran side by side for 2 ms ({overlap} cycles, {iterations} ops)"
+            );
+            let spins: u64 = d.records.iter().map(|r| r.lock_spins).sum();
+            assert!(
+                spins > 0,
+                "{vcpus} vCPUs overlapped {overlap} cycles and never contended"
+            );
             session.shutdown();
         }
     }

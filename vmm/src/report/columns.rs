@@ -41,6 +41,8 @@ pub(crate) enum Omit {
     IfAllZero,
     /// Every cell is equal: the table's heading (its group) already says it.
     IfUniform,
+    /// Every cell is `-`: the figure does not apply to these rows (no note).
+    IfAbsent,
 }
 
 pub(crate) type Cell = fn(&PhaseResult) -> String;
@@ -352,6 +354,23 @@ pub(crate) const COLUMNS: &[Column] = &[
         ],
     },
     Column {
+        header: "ticks",
+        align: Align::Right,
+        scope: Scope::NotInsn,
+        omit: Omit::IfAbsent,
+        cell: ticks_cell,
+        csv: &[
+            ("timer_ticks_delivered", |r| {
+                r.timer_ticks
+                    .as_ref()
+                    .map_or_else(String::new, |t| t.delivered.to_string())
+            }),
+            ("timer_ticks_expected", |r| {
+                opt_raw(r.timer_ticks.as_ref().map(|t| t.expected))
+            }),
+        ],
+    },
+    Column {
         header: "hcalls",
         align: Align::Right,
         scope: Scope::NotInsn,
@@ -429,6 +448,18 @@ pub(crate) const COLUMNS: &[Column] = &[
     },
 ];
 
+/// `lapic-timer` rows: timer interrupts delivered / expected over the row's blocks.
+fn ticks_cell(r: &PhaseResult) -> String {
+    match &r.timer_ticks {
+        Some(t) => format!(
+            "{}/{}",
+            fmt_count(t.delivered),
+            fmt_count(t.expected.round() as u64)
+        ),
+        None => "-".into(),
+    }
+}
+
 /// A table's columns for rows of one kind: headers, alignment and cells, without the columns
 /// [`Omit`] allows left out.
 #[derive(Debug)]
@@ -460,6 +491,7 @@ pub(crate) fn grid(kind: ResultKind, rows: &[&PhaseResult]) -> Grid {
                 g.all_zero.push(header);
                 continue;
             }
+            Omit::IfAbsent if cells.iter().all(|c| c == "-") => continue,
             Omit::IfUniform if !cells.is_empty() && cells.iter().all(|c| *c == cells[0]) => {
                 g.uniform.push((header, cells[0].clone()));
                 continue;

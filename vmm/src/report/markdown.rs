@@ -10,7 +10,7 @@ use super::columns::{grid, stat_estimate, Align};
 use super::csv::union_keys;
 use super::format::{fmt_cost, human_timestamp, tsc_ghz};
 use super::table::{
-    comparison_lines, difference_lines, disturbed_warnings, group_heading, groups, irqchip_text,
+    comparison_lines, difference_lines, figure_warnings, group_heading, groups, irqchip_text,
     legend,
 };
 
@@ -80,7 +80,11 @@ fn header(out: &mut String, report: &RunReport) {
         ("irqchip", irqchip_text(report)),
         (
             "vCPU pinning",
-            if h.vcpu_pinning { "yes" } else { "no" }.into(),
+            match (h.vcpu_pinning, h.pinned_cpus.is_empty()) {
+                (false, _) => "no".into(),
+                (true, true) => "yes".into(),
+                (true, false) => format!("vCPU i on CPU {:?}[i]", h.pinned_cpus),
+            },
         ),
         ("module parameters", md_map(&h.module_params)),
         ("capabilities", md_map(&h.capabilities)),
@@ -142,7 +146,7 @@ fn results(out: &mut String, report: &RunReport) {
         }
     }
     out.push('\n');
-    for line in legend(report).iter().chain(&disturbed_warnings(report)) {
+    for line in legend(report).iter().chain(&figure_warnings(report)) {
         let _ = writeln!(out, "{}  ", md_cell(line));
     }
 }

@@ -154,6 +154,16 @@ pub fn host_header(report: &RunReport) -> String {
         let _ = writeln!(out, "{host}");
         let _ = writeln!(out, "{run}");
     }
+    if h.vcpu_pinning && !h.pinned_cpus.is_empty() {
+        let cpus: Vec<String> = h.pinned_cpus.iter().map(u32::to_string).collect();
+        push_words(
+            &mut out,
+            &format!(
+                "vCPU threads pinned to CPUs {} (vCPU i on the i-th)",
+                cpus.join(",")
+            ),
+        );
+    }
     if !report.description.is_empty() {
         let _ = writeln!(out, "{}", report.description.trim_end());
     }
@@ -268,15 +278,40 @@ pub(crate) fn difference_lines(report: &RunReport, group: &Group) -> Vec<String>
         .filter(|d| d.group == group.name)
         .map(|d| {
             format!(
-                "{} = {} − {}: {} cycles ({} rounds)",
+                "{} = {} − {}: {} cycles{} ({} rounds)",
                 d.name,
                 short_name(report, &d.minuend),
                 short_name(report, &d.subtrahend),
                 fmt_derived(d),
+                derived_ns(d),
                 d.rounds
             )
         })
         .collect()
+}
+
+/// ` = 2174 [2154, 2194] ns` beside a derived cost (files written before `ns`: nothing).
+fn derived_ns(d: &PairedDifference) -> String {
+    if d.ns.median == 0.0 && d.ns.ci95 == [0.0, 0.0] {
+        return String::new();
+    }
+    format!(" = {} ns", fmt_interval(d.ns.median, d.ns.ci95))
+}
+
+/// What "cycles" means in this report: TSC cycles at the host's TSC rate, and why not core
+/// cycles (`RunReport::cycles_source`).
+fn cycles_line(report: &RunReport) -> String {
+    let why = &report.cycles_source.reason;
+    let why = if why.is_empty() {
+        String::new()
+    } else {
+        format!(" Core cycles: {why}.")
+    };
+    format!(
+        "cycles are TSC cycles at {} (a constant rate, not core clock cycles; ns = cycles / TSC \
+         rate).{why}",
+        tsc_ghz(report.host.tsc_khz)
+    )
 }
 
 /// Differences whose group has no rows in this report (they would be lost otherwise).
@@ -350,6 +385,7 @@ pub(crate) fn legend(report: &RunReport) -> Vec<String> {
             .to_string(),
         "comparisons: median of per-round paired ratios (b/a - 1) with its 95% CI.".to_string(),
     ];
+    lines.push(cycles_line(report));
     if report.results.iter().any(|r| r.kind == ResultKind::Insn) {
         lines.push(
             "insn rows: `measures` is what each probe executes per op (popf-set-if is \
@@ -387,8 +423,14 @@ pub(crate) fn legend(report: &RunReport) -> Vec<String> {
     lines
 }
 
-/// Rows whose disturbed fraction is high enough to doubt that the kept rounds are typical.
-pub(crate) fn disturbed_warnings(report: &RunReport) -> Vec<String> {
+/// The run's warnings about its figures (e.g. LAPIC ticks delivered short), then the rows
+/// whose disturbed fraction is high enough to doubt that the kept rounds are typical.
+pub(crate) fn figure_warnings(report: &RunReport) -> Vec<String> {
+    let run = report.warnings.iter().map(|w| format!("warning: {w}"));
+    run.chain(disturbed_warnings(report)).collect()
+}
+
+fn disturbed_warnings(report: &RunReport) -> Vec<String> {
     report
         .results
         .iter()
@@ -416,14 +458,20 @@ pub fn render_table(report: &RunReport) -> String {
     if !orphans.is_empty() {
         out.push_str("\nderived from paired differences per round:\n");
         for d in orphans {
-            let _ = writeln!(out, "  {}: {} cycles", d.name, fmt_derived(d));
+            let _ = writeln!(
+                out,
+                "  {}: {} cycles{}",
+                d.name,
+                fmt_derived(d),
+                derived_ns(d)
+            );
         }
     }
     if report.results.is_empty() {
         out.push_str("\nno results\n");
     } else {
         out.push('\n');
-        for line in legend(report).iter().chain(&disturbed_warnings(report)) {
+        for line in legend(report).iter().chain(&figure_warnings(report)) {
             push_words(&mut out, line);
         }
         render_stats(&mut out, report);

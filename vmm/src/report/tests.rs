@@ -125,6 +125,7 @@ fn strategy_rows() -> Vec<PhaseResult> {
         count: 3_750_000,
         rip: 0x20_1a3c,
         instruction: "popfq".into(),
+        sti_rip: None,
     });
     popf.interrupts = 12_345;
     let skip = with_exits(row("pv", s, "pvop-skip", 11_245.2, 50.0), 0.0004, 0.003);
@@ -186,6 +187,7 @@ fn host() -> HostManifest {
         recommended_vcpus: 2,
         irqchip_modes: vec!["userspace".into()],
         vcpu_pinning: true,
+        pinned_cpus: vec![0, 1],
         warnings: vec!["host has 2 CPUs: 4-vCPU phases are oversubscribed".into()],
     }
 }
@@ -208,6 +210,10 @@ fn sample_report() -> RunReport {
         cycles: Interval {
             median: 5_652.0,
             ci95: [5_601.0, 5_703.0],
+        },
+        ns: Interval {
+            median: 2_173.8,
+            ci95: [2_154.2, 2_193.5],
         },
         rounds: ROUNDS as u32,
     }];
@@ -245,6 +251,18 @@ fn sample_report() -> RunReport {
             "strategies/n0/none/1v".into(),
             BTreeMap::from([("mmu_pte_write".into(), 119_000)]),
         )]),
+        warnings: vec![
+            "lt/native-popf: the guest took 12 of the 100 LAPIC timer interrupts".into(),
+        ],
+        hypercall_transport: "port".into(),
+        hypercall_insn: "vmmcall".into(),
+        cycles_source: crate::results::CyclesSource {
+            source: "tsc".into(),
+            tsc_khz: 2_450_000,
+            vpmu: None,
+            core_cycles_available: false,
+            reason: "CPUID leaf 0xA from KVM_GET_SUPPORTED_CPUID is zero".into(),
+        },
     }
 }
 
@@ -287,6 +305,7 @@ fn table_has_every_group_unit_and_section() {
     assert!(table.starts_with("host: AMD EPYC 9B14 (2 CPUs), kernel 6.18.0, KVM pvm (nested)"));
     assert!(table.contains("\nParavirt flag save/restore against native, quick settings.\n"));
     assert!(table.contains("warning: host has 2 CPUs"));
+    assert!(table.contains("\nvCPU threads pinned to CPUs 0,1 (vCPU i on the i-th)\n"));
     for line in table.lines() {
         assert!(line.chars().count() <= 120, "too wide: {line}");
     }
@@ -858,4 +877,50 @@ fn markdown_has_group_tables_comparisons_and_legend() {
     assert!(md.contains("## Exits per op by KVM stat"));
     assert!(md.contains("## Scaling"));
     assert!(md.contains("≈0 (±"));
+}
+
+#[test]
+fn run_warnings_are_printed() {
+    let report = sample_report();
+    for text in [render_table(&report), render_markdown(&report)] {
+        assert!(
+            text.contains("warning: lt/native-popf: the guest took 12 of the 100"),
+            "{text}"
+        );
+    }
+}
+
+#[test]
+fn lapic_rows_show_delivered_over_expected_ticks_and_others_no_column() {
+    let mut report = sample_report();
+    assert!(!render_table(&report).contains(" ticks"));
+    report.results[0].timer_ticks = Some(crate::results::TimerTicks {
+        period_us: 200.0,
+        expected: 3486.2,
+        delivered: 24,
+        delivered_fraction: 24.0 / 3486.2,
+    });
+    let table = render_table(&report);
+    assert!(table.contains(" ticks"), "{table}");
+    let row = table_row(&table, &report.results[0].strategy);
+    assert!(row.contains("24/3486"), "{row}");
+    let csv = render_csv(&report);
+    assert!(csv
+        .lines()
+        .next()
+        .unwrap_or("")
+        .contains("timer_ticks_expected"));
+}
+
+#[test]
+fn the_tsc_rate_why_not_core_cycles_and_derived_ns_are_printed() {
+    let report = sample_report();
+    for text in [render_table(&report), render_markdown(&report)] {
+        assert!(
+            text.contains("cycles are TSC cycles at 2.45 GHz")
+                && text.contains("Core cycles: CPUID"),
+            "{text}"
+        );
+        assert!(text.contains("cycles = 2174 [2154, 2194] ns"), "{text}");
+    }
 }

@@ -281,15 +281,47 @@ fn run_loop(ctx: &mut VcpuContext) -> VcpuOutcome {
     }
 }
 
-/// `inject`: KVM_INTERRUPT when the guest can take it, else ask for an interrupt window.
-fn inject_pending(ctx: &mut VcpuContext, window: &mut PhaseWindow) -> std::io::Result<()> {
-    if !ctx.control.irq_pending.load(Ordering::SeqCst) {
-        return Ok(());
+/// What the loop does about `inject` before the next KVM_RUN.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Injection {
+    /// Nothing pending: no window request either.
+    None,
+    /// KVM_INTERRUPT now.
+    Inject,
+    /// Ask KVM to exit when the guest can take an interrupt.
+    RequestWindow,
+}
+
+/// KVM API (kvm_run, KVM_INTERRUPT): with a userspace irqchip, inject only when
+/// `ready_for_interrupt_injection` is set (IF=1, no STI/MOV-SS shadow, nothing queued), else set
+/// `request_interrupt_window`. With nothing pending the request is withdrawn, so it never
+/// outlives the interrupt it was for (one dropped between phases, say) into another phase.
+fn injection(pending: bool, ready: bool, if_flag: bool) -> Injection {
+    match (pending, ready && if_flag) {
+        (false, _) => Injection::None,
+        (true, true) => Injection::Inject,
+        (true, false) => Injection::RequestWindow,
     }
-    if try_inject(&mut ctx.vcpu)? {
-        ctx.control.irq_pending.store(false, Ordering::SeqCst);
-        if window.open {
-            window.sample.injected += 1;
+}
+
+/// `inject`: KVM_INTERRUPT when the guest can take it, else ask for an interrupt window. A
+/// queued KVM_INTERRUPT is delivered at the next entry into the guest, before its next
+/// instruction (so one queued at a phase's last exit reaches the guest before it asks for the
+/// next command, outside every timed window).
+fn inject_pending(ctx: &mut VcpuContext, window: &mut PhaseWindow) -> std::io::Result<()> {
+    let pending = ctx.control.irq_pending.load(Ordering::SeqCst);
+    let run = ctx.vcpu.get_kvm_run();
+    let ready = run.ready_for_interrupt_injection != 0;
+    match injection(pending, ready, run.if_flag != 0) {
+        Injection::None => run.request_interrupt_window = 0,
+        Injection::RequestWindow => run.request_interrupt_window = 1,
+        Injection::Inject => {
+            run.request_interrupt_window = 0;
+            inject(&mut ctx.vcpu)?;
+            ctx.control.irq_pending.store(false, Ordering::SeqCst);
+            if window.open {
+                window.sample.injected += 1;
+            }
         }
     }
     Ok(())
@@ -342,25 +374,13 @@ fn exit_rip(ctx: &mut VcpuContext) -> Option<u64> {
     }
 }
 
-/// KVM_INTERRUPT when the guest can take it; otherwise ask KVM for an exit when it can.
-/// KVM API: with a userspace irqchip, inject only when `ready_for_interrupt_injection` is set
-/// (which implies IF=1 and no interrupt shadow), else set `request_interrupt_window`.
-fn try_inject(vcpu: &mut VcpuFd) -> Result<bool, std::io::Error> {
-    let run = vcpu.get_kvm_run();
-    if run.ready_for_interrupt_injection != 0 && run.if_flag != 0 {
-        run.request_interrupt_window = 0;
-        if let Err(err) = crate::kvm::interrupt(vcpu, abi::irq::INJECT_VECTOR) {
-            // EEXIST: an interrupt is already queued for injection; this one merges with it,
-            // as a second edge on a busy line would.
-            if err.raw_os_error() == Some(libc::EEXIST) {
-                return Ok(true);
-            }
-            return Err(err);
-        }
-        Ok(true)
-    } else {
-        run.request_interrupt_window = 1;
-        Ok(false)
+/// KVM_INTERRUPT of the `inject` vector.
+fn inject(vcpu: &mut VcpuFd) -> std::io::Result<()> {
+    match crate::kvm::interrupt(vcpu, abi::irq::INJECT_VECTOR) {
+        // EEXIST: an interrupt is already queued for injection; this one merges with it, as
+        // a second edge on a busy line would.
+        Err(err) if err.raw_os_error() == Some(libc::EEXIST) => Ok(()),
+        other => other,
     }
 }
 
@@ -418,4 +438,21 @@ fn doorbell_rung(
         }
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_window_is_requested_only_while_an_interrupt_waits() {
+        assert_eq!(injection(true, true, true), Injection::Inject);
+        // IF clear, or an STI/MOV-SS shadow (ready = 0 with IF set): wait for the window.
+        assert_eq!(injection(true, true, false), Injection::RequestWindow);
+        assert_eq!(injection(true, false, true), Injection::RequestWindow);
+        // Nothing pending (e.g. a raise dropped between phases): the request is withdrawn.
+        for (ready, if_flag) in [(true, true), (false, false), (false, true)] {
+            assert_eq!(injection(false, ready, if_flag), Injection::None);
+        }
+    }
 }

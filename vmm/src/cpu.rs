@@ -1,0 +1,326 @@
+//! Facts about the host CPU that decide guest code paths, as pure functions of CPUID values so
+//! that both vendors are tested on whichever host runs the tests:
+//!
+//! - the vendor (CPUID leaf 0) decides the hypercall instruction: KVM expects `vmcall` on Intel
+//!   VMX and `vmmcall` on AMD SVM, and rewrites the other one in guest memory when the guest
+//!   executes it (arch/x86/kvm/x86.c `emulator_fix_hypercall`, the default-on
+//!   `KVM_X86_QUIRK_FIX_HYPERCALL_INSN`) — it would patch the very code irqbench measures;
+//! - the virtual PMU KVM offers (KVM_GET_SUPPORTED_CPUID leaf 0xA) decides whether guest core
+//!   cycles could be counted (`IA32_FIXED_CTR1`) instead of TSC cycles.
+
+use serde::{Deserialize, Serialize};
+
+/// The host CPU's vendor, from the 12-byte string of CPUID leaf 0 (EBX, EDX, ECX).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Vendor {
+    /// `GenuineIntel`.
+    Intel,
+    /// `AuthenticAMD`.
+    Amd,
+    /// `HygonGenuine`: AMD's SVM and `vmmcall`.
+    Hygon,
+    /// `CentaurHauls` or `  Shanghai  `: Intel's VMX and `vmcall`.
+    Zhaoxin,
+    /// Anything else, as read.
+    Other(String),
+}
+
+impl Vendor {
+    /// From CPUID leaf 0's EBX, EDX and ECX (in that order they spell the vendor string).
+    pub fn from_cpuid0(ebx: u32, edx: u32, ecx: u32) -> Vendor {
+        let mut bytes = [0u8; 12];
+        bytes[..4].copy_from_slice(&ebx.to_le_bytes());
+        bytes[4..8].copy_from_slice(&edx.to_le_bytes());
+        bytes[8..].copy_from_slice(&ecx.to_le_bytes());
+        match &bytes {
+            b"GenuineIntel" => Vendor::Intel,
+            b"AuthenticAMD" => Vendor::Amd,
+            b"HygonGenuine" => Vendor::Hygon,
+            b"CentaurHauls" | b"  Shanghai  " => Vendor::Zhaoxin,
+            other => Vendor::Other(String::from_utf8_lossy(other).into_owned()),
+        }
+    }
+
+    pub fn name(&self) -> String {
+        match self {
+            Vendor::Intel => "GenuineIntel".into(),
+            Vendor::Amd => "AuthenticAMD".into(),
+            Vendor::Hygon => "HygonGenuine".into(),
+            Vendor::Zhaoxin => "CentaurHauls".into(),
+            Vendor::Other(s) => s.clone(),
+        }
+    }
+}
+
+/// The vendor of the CPU this process runs on (CPUID leaf 0).
+pub fn host_vendor() -> Vendor {
+    let r = cpuid(0, 0);
+    Vendor::from_cpuid0(r.ebx, r.edx, r.ecx)
+}
+
+fn cpuid(leaf: u32, subleaf: u32) -> std::arch::x86_64::CpuidResult {
+    // `__cpuid_count` is an `unsafe fn` on older toolchains and safe on newer ones.
+    #[allow(unused_unsafe)]
+    // SAFETY: CPUID exists on every x86-64 CPU and only writes the four result registers.
+    unsafe {
+        std::arch::x86_64::__cpuid_count(leaf, subleaf)
+    }
+}
+
+/// The instruction that enters the hypervisor for a KVM hypercall.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HypercallInsn {
+    Vmcall,
+    Vmmcall,
+}
+
+impl HypercallInsn {
+    pub fn name(self) -> &'static str {
+        match self {
+            HypercallInsn::Vmcall => "vmcall",
+            HypercallInsn::Vmmcall => "vmmcall",
+        }
+    }
+
+    /// The id the guest reads (`PhaseDescriptor::hypercall_insn`).
+    pub fn abi_id(self) -> u32 {
+        match self {
+            HypercallInsn::Vmcall => irqbench_abi::hypercall_insn::VMCALL,
+            HypercallInsn::Vmmcall => irqbench_abi::hypercall_insn::VMMCALL,
+        }
+    }
+}
+
+/// The hypercall instruction native to `vendor`'s virtualization extension (VMX: `vmcall`,
+/// SVM: `vmmcall`); `None` for a vendor irqbench does not know.
+pub fn hypercall_insn(vendor: &Vendor) -> Option<HypercallInsn> {
+    match vendor {
+        Vendor::Intel | Vendor::Zhaoxin => Some(HypercallInsn::Vmcall),
+        Vendor::Amd | Vendor::Hygon => Some(HypercallInsn::Vmmcall),
+        Vendor::Other(_) => None,
+    }
+}
+
+/// The architectural PMU KVM offers a guest (CPUID leaf 0xA, Intel SDM vol. 2A "Architectural
+/// Performance Monitoring Leaf").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Vpmu {
+    /// EAX[7:0].
+    pub version: u8,
+    /// EAX[15:8].
+    pub gp_counters: u8,
+    /// EDX[4:0].
+    pub fixed_counters: u8,
+    /// EDX[12:5].
+    pub fixed_width: u8,
+}
+
+impl Vpmu {
+    pub fn from_leaf_0xa(eax: u32, edx: u32) -> Vpmu {
+        Vpmu {
+            version: (eax & 0xFF) as u8,
+            gp_counters: ((eax >> 8) & 0xFF) as u8,
+            fixed_counters: (edx & 0x1F) as u8,
+            fixed_width: ((edx >> 5) & 0xFF) as u8,
+        }
+    }
+
+    /// `IA32_FIXED_CTR1` (CPU_CLK_UNHALTED.CORE) exists: version 2 or later with at least two
+    /// fixed counters.
+    pub fn has_core_cycle_counter(&self) -> bool {
+        self.version >= 2 && self.fixed_counters >= 2 && self.fixed_width > 0
+    }
+}
+
+/// What the cycle figures of a run count, and why not core cycles.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct CyclesSource {
+    /// `tsc`: the guest's time-stamp counter, which ticks at a constant rate (`tsc_khz`)
+    /// whatever the core clock does, and keeps ticking while the vCPU is not running.
+    pub source: String,
+    pub tsc_khz: u64,
+    /// The guest PMU KVM offers (CPUID leaf 0xA of KVM_GET_SUPPORTED_CPUID); absent when the
+    /// leaf is missing.
+    pub vpmu: Option<Vpmu>,
+    /// Whether KVM would let the guest count core cycles (`IA32_FIXED_CTR1`).
+    pub core_cycles_available: bool,
+    /// Why the figures are TSC cycles.
+    pub reason: String,
+}
+
+/// What the host offers a guest for counting core cycles, as read: the KVM flavour (`vmx`,
+/// `svm`, `pvm`), leaf 0xA of KVM_GET_SUPPORTED_CPUID (`None` when KVM does not list it) and
+/// `kvm.enable_pmu` (`None` when unreadable).
+#[derive(Clone, Copy, Debug)]
+pub struct PmuFacts<'a> {
+    pub flavour: &'a str,
+    pub leaf_0xa: Option<(u32, u32)>,
+    pub enable_pmu: Option<bool>,
+}
+
+/// Decides the cycle source. irqbench measures TSC cycles everywhere today; this records
+/// whether core cycles could be measured instead, and why not (KVM zeroes leaf 0xA unless
+/// `enable_pmu` is set and the host has an architectural PMU: arch/x86/kvm/cpuid.c
+/// `__do_cpuid_func`).
+pub fn cycles_source(vendor: &Vendor, facts: PmuFacts<'_>, tsc_khz: u64) -> CyclesSource {
+    let vpmu = facts
+        .leaf_0xa
+        .map(|(eax, edx)| Vpmu::from_leaf_0xa(eax, edx));
+    let available = vpmu.is_some_and(|p| p.has_core_cycle_counter());
+    let param = match facts.enable_pmu {
+        Some(false) => " (kvm.enable_pmu=N)",
+        _ => "",
+    };
+    let reason = match (vendor, vpmu) {
+        (_, p) if facts.flavour == "pvm" && !available => format!(
+            "CPUID leaf 0xA from KVM_GET_SUPPORTED_CPUID is {} on this PVM host{param}: it \
+             offers the guest no PMU",
+            if p.is_some() { "zero" } else { "absent" }
+        ),
+        (_, _) if facts.enable_pmu == Some(false) => {
+            "kvm.enable_pmu=N: KVM offers the guest no PMU (CPUID leaf 0xA is zero)".into()
+        }
+        (_, Some(p)) if p.has_core_cycle_counter() => format!(
+            "KVM offers an architectural PMU v{} with {} fixed counters (IA32_FIXED_CTR1 counts \
+             core cycles), but irqbench's guest reads only the TSC so far",
+            p.version, p.fixed_counters
+        ),
+        (Vendor::Amd | Vendor::Hygon, _) => "AMD CPUs have no fixed counters (CPUID leaf 0xA is \
+             zero on SVM); core cycles would need a general-purpose counter"
+            .into(),
+        (_, Some(p)) if p.version == 0 => "CPUID leaf 0xA from KVM_GET_SUPPORTED_CPUID is zero: \
+             no guest PMU (PVM, kvm.enable_pmu=0, or a host without an architectural PMU)"
+            .into(),
+        (_, Some(p)) => format!(
+            "KVM's guest PMU v{} has {} fixed counters: no IA32_FIXED_CTR1",
+            p.version, p.fixed_counters
+        ),
+        (_, None) => "KVM_GET_SUPPORTED_CPUID has no leaf 0xA: no guest PMU".into(),
+    };
+    CyclesSource {
+        source: "tsc".into(),
+        tsc_khz,
+        vpmu,
+        core_cycles_available: available,
+        reason,
+    }
+}
+
+/// Leaf 0xA (EAX, EDX) of KVM_GET_SUPPORTED_CPUID, if KVM lists it.
+pub fn supported_leaf_0xa(kvm: &kvm_ioctls::Kvm) -> Option<(u32, u32)> {
+    let cpuid = kvm
+        .get_supported_cpuid(kvm_bindings::KVM_MAX_CPUID_ENTRIES)
+        .ok()?;
+    cpuid
+        .as_slice()
+        .iter()
+        .find(|e| e.function == 0xA && e.index == 0)
+        .map(|e| (e.eax, e.edx))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The vendor string's three registers, as CPUID leaf 0 returns them.
+    fn regs(vendor: &[u8; 12]) -> (u32, u32, u32) {
+        let word = |i: usize| u32::from_le_bytes(vendor[i..i + 4].try_into().expect("4 bytes"));
+        (word(0), word(4), word(8))
+    }
+
+    #[test]
+    fn each_vendor_gets_its_own_hypercall_instruction() {
+        for (string, vendor, insn) in [
+            (b"GenuineIntel", Vendor::Intel, Some(HypercallInsn::Vmcall)),
+            (b"AuthenticAMD", Vendor::Amd, Some(HypercallInsn::Vmmcall)),
+            (b"HygonGenuine", Vendor::Hygon, Some(HypercallInsn::Vmmcall)),
+            (
+                b"CentaurHauls",
+                Vendor::Zhaoxin,
+                Some(HypercallInsn::Vmcall),
+            ),
+            (
+                b"  Shanghai  ",
+                Vendor::Zhaoxin,
+                Some(HypercallInsn::Vmcall),
+            ),
+            (b"VIA VIA VIA ", Vendor::Other("VIA VIA VIA ".into()), None),
+        ] {
+            let (ebx, edx, ecx) = regs(string);
+            let v = Vendor::from_cpuid0(ebx, edx, ecx);
+            assert_eq!(v, vendor);
+            assert_eq!(hypercall_insn(&v), insn, "{v:?}");
+        }
+        assert_eq!(HypercallInsn::Vmmcall.abi_id(), 1);
+        assert_eq!(HypercallInsn::Vmcall.name(), "vmcall");
+    }
+
+    #[test]
+    fn the_host_vendor_agrees_with_proc_cpuinfo() {
+        let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+        let Some(line) = cpuinfo.lines().find(|l| l.starts_with("vendor_id")) else {
+            return;
+        };
+        let want = line.split_once(':').map(|(_, v)| v.trim()).unwrap_or("");
+        assert_eq!(host_vendor().name().trim(), want);
+    }
+
+    #[test]
+    fn core_cycles_need_pmu_v2_with_two_fixed_counters() {
+        // A Skylake-like leaf 0xA: v4, 4 GP counters, 3 fixed counters of 48 bits.
+        let eax = 4 | (4 << 8) | (48 << 16) | (7 << 24);
+        let edx = 3 | (48 << 5);
+        let facts = |flavour, leaf_0xa, enable_pmu| PmuFacts {
+            flavour,
+            leaf_0xa,
+            enable_pmu,
+        };
+        let s = cycles_source(
+            &Vendor::Intel,
+            facts("vmx", Some((eax, edx)), Some(true)),
+            1,
+        );
+        assert!(s.core_cycles_available, "{s:?}");
+        assert_eq!(s.source, "tsc");
+        assert_eq!(
+            s.vpmu,
+            Some(Vpmu {
+                version: 4,
+                gp_counters: 4,
+                fixed_counters: 3,
+                fixed_width: 48
+            })
+        );
+        assert!(s.reason.contains("IA32_FIXED_CTR1"), "{}", s.reason);
+
+        // Version 1 (no fixed counters), the all-zero leaf of PVM, and no leaf at all.
+        let v1 = cycles_source(
+            &Vendor::Intel,
+            facts("vmx", Some((1 | (2 << 8), 0)), None),
+            1,
+        );
+        assert!(!v1.core_cycles_available);
+        let zero = cycles_source(&Vendor::Intel, facts("vmx", Some((0, 0)), None), 1);
+        assert!(!zero.core_cycles_available);
+        assert!(zero.reason.contains("zero"), "{}", zero.reason);
+        let off = cycles_source(&Vendor::Intel, facts("vmx", Some((0, 0)), Some(false)), 1);
+        assert!(off.reason.starts_with("kvm.enable_pmu=N"), "{}", off.reason);
+        let none = cycles_source(&Vendor::Intel, facts("vmx", None, None), 1);
+        assert!(!none.core_cycles_available && none.vpmu.is_none());
+        // AMD: leaf 0xA is not how its PMU is described.
+        let amd = cycles_source(&Vendor::Amd, facts("svm", Some((0, 0)), Some(true)), 1);
+        assert!(amd.reason.contains("AMD"), "{}", amd.reason);
+        // PVM (this project's hosts) offers no guest PMU whatever the vendor.
+        for vendor in [Vendor::Amd, Vendor::Intel] {
+            let pvm = cycles_source(&vendor, facts("pvm", Some((0, 0)), Some(false)), 1);
+            assert!(!pvm.core_cycles_available);
+            assert!(
+                pvm.reason
+                    .contains("zero on this PVM host (kvm.enable_pmu=N)"),
+                "{}",
+                pvm.reason
+            );
+        }
+    }
+}
