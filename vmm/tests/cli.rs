@@ -124,21 +124,71 @@ fn host_names_the_kvm_flavour_it_runs_on() {
     if !kvm_or_skip() {
         return;
     }
-    let out = run(&["host"]);
-    assert!(out.status.success());
-    let stdout = text(&out.stdout);
-    let expected = if Path::new("/sys/module/kvm_pvm").exists() {
-        "pvm"
-    } else if Path::new("/sys/module/kvm_intel").exists() {
-        "vmx"
-    } else {
-        "svm"
-    };
+    let out = run(&["host", "--json"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let m: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let flavour = m["kvm_flavour"].as_str().expect("a flavour").to_owned();
+    assert!(
+        ["vmx", "svm", "pvm"].contains(&flavour.as_str()),
+        "{flavour}"
+    );
+    assert_eq!(
+        m["flavour"]["declared"],
+        flavour.as_str(),
+        "{}",
+        m["flavour"]
+    );
+    assert!(m["flavour"]["declared_by"]
+        .as_str()
+        .is_some_and(|w| !w.is_empty()));
+    let stdout = text(&run(&["host"]).stdout);
     assert!(
         stdout
             .lines()
-            .any(|l| l.starts_with("kvm flavour:") && l.ends_with(expected)),
+            .any(|l| l.starts_with("kvm flavour:") && l.contains(&format!(" {flavour} ("))),
         "{stdout}"
+    );
+}
+
+#[test]
+fn host_json_carries_every_manifest_field_or_why_not() {
+    if !kvm_or_skip() {
+        return;
+    }
+    let out = run(&["host", "--json"]);
+    let m: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    for field in [
+        "kernel_cmdline",
+        "vulnerabilities",
+        "cpufreq",
+        "smt",
+        "microcode",
+        "load_average",
+    ] {
+        let v = &m[field];
+        let readable = v.get("value").is_some()
+            || v.get("unavailable")
+                .and_then(|w| w.as_str())
+                .is_some_and(|w| !w.is_empty());
+        assert!(readable, "{field}: {v}");
+    }
+    assert!(m["pinning"]["pinned"].is_boolean(), "{}", m["pinning"]);
+    assert!(
+        m["pinning"]["isolated_cpus"].is_object(),
+        "{}",
+        m["pinning"]
+    );
+    let apicv = m["apicv"].as_array().expect("apicv per irqchip mode");
+    assert!(
+        apicv
+            .iter()
+            .any(|a| a["irqchip"] == "userspace" && a["in_effect"]["value"] == false),
+        "{apicv:?}"
+    );
+    assert!(
+        m["module_params"]["kvm.min_timer_period_us"].is_string(),
+        "{}",
+        m["module_params"]
     );
 }
 

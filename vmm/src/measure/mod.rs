@@ -80,11 +80,13 @@ fn fail_rows(report: &mut RunReport, rows: &[&PhasePlan], e: &PhaseError) {
 /// the method. Refuses what cannot run here (vmcall on PVM, more than the host allows).
 fn start_report(kvm: &Kvm, plan: &Plan) -> Result<RunReport, RunError> {
     let mut manifest = host::manifest(kvm).map_err(RunError::Host)?;
-    let flavour = host::detect_flavour();
+    let flavour = manifest.kvm_flavour;
     if plan.hypercall == HypercallTransport::Vmcall && flavour == KvmFlavour::Pvm {
         return Err(RunError::VmcallRefused(flavour.name()));
     }
     manifest.vcpu_pinning = plan.pin_vcpus;
+    let cpus = host::manifest::pinned_cpus(plan.max_vcpus(), manifest.host_cpus);
+    manifest.pinning = host::manifest::pinning_in(std::path::Path::new("/"), plan.pin_vcpus, cpus);
     preflight(plan, &mut manifest)?;
     if plan.max_vcpus() as usize > manifest.host_cpus as usize {
         manifest.warnings.push(format!(

@@ -186,6 +186,7 @@ fn host() -> HostManifest {
         irqchip_modes: vec!["userspace".into()],
         vcpu_pinning: true,
         warnings: vec!["host has 2 CPUs: 4-vCPU phases are oversubscribed".into()],
+        ..Default::default()
     }
 }
 
@@ -617,6 +618,9 @@ fn compare_reads_a_v1_file_and_says_it_has_no_ci() {
         (20_000, 0, [0.0, 0.0])
     );
     assert!(old.comparisons.is_empty() && old.description.is_empty());
+    // The flavour string of old files reads into the typed flavour; newer fields default.
+    assert_eq!(old.host.kvm_flavour, crate::host::KvmFlavour::Pvm);
+    assert!(old.host.kernel_cmdline.value().is_none());
 
     let new = sample_report();
     let c = compare(&old, &new);
