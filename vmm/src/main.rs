@@ -17,6 +17,8 @@ use irqbench::report::{self, OutputDir};
 use irqbench::results::RunReport;
 use irqbench::{decode, host};
 
+mod cli_validate;
+
 /// The configs shipped in configs/, runnable by name (`irqbench run strategies`).
 const BUILTIN_CONFIGS: [(&str, &str); 6] = [
     ("quick", include_str!("../../configs/quick.toml")),
@@ -48,6 +50,7 @@ many VM exits and how many TSC cycles one operation costs, under a configurable 
   irqbench run insn-cost --json insn.json   # a shipped config by name; SVG next to the JSON
   irqbench compare before.json after.json   # old --> new with the change and its noise
   irqbench host                             # CPU, kernel, KVM flavour (vmx/svm/pvm), TSC
+  irqbench validate                         # does this host behave as its flavour should?
   irqbench disasm native-skip               # the exact instructions of a strategy
   irqbench list                             # strategies, instructions, irq sources, configs
 
@@ -91,6 +94,9 @@ interrupted by SIGINT or SIGTERM, 129 by SIGHUP (partial results are still writt
         #[arg(long)]
         json: bool,
     },
+    /// Check that this host behaves as its KVM flavour should: PASS, WARN or FAIL per check.
+    #[command(after_help = cli_validate::AFTER_HELP)]
+    Validate(cli_validate::ValidateArgs),
     /// Show the exact instructions of each strategy, decoded from the guest ELF.
     #[command(after_help = "Examples:
   irqbench disasm                 # every strategy
@@ -143,6 +149,7 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Run(args) => cmd_run(args),
         Command::Host { json } => cmd_host(json),
+        Command::Validate(args) => cli_validate::cmd_validate(&args),
         Command::Disasm { strategies, guest } => cmd_disasm(&strategies, guest.as_deref()),
         Command::Compare {
             old,
@@ -398,7 +405,7 @@ fn cmd_run(args: RunArgs) -> ExitCode {
         None => None,
     };
     let signals = install_signals();
-    let report = match measure(&kvm, &plan, &image, &signals, args.quiet) {
+    let report = match measure(&kvm, &plan, &image, &signals, &args) {
         Ok(r) => r,
         Err(code) => return code,
     };
@@ -446,8 +453,9 @@ fn measure(
     plan: &Plan,
     image: &Arc<GuestImage>,
     signals: &Signals,
-    quiet: bool,
+    args: &RunArgs,
 ) -> Result<RunReport, ExitCode> {
+    let quiet = args.quiet;
     let options = RunOptions {
         stop: signals.stop.clone(),
     };
@@ -552,7 +560,14 @@ fn cmd_host(json: bool) -> ExitCode {
         Ok(k) => k,
         Err(e) => return fail(1, chain(&e)),
     };
-    match host::manifest(&kvm) {
+    let manifest = host::manifest(&kvm).map(|mut m| {
+        // The declared flavour is confirmed by a guest's behaviour (a few milliseconds).
+        if let Ok(image) = GuestImage::embedded() {
+            host::validate::probe_flavour(&kvm, &Arc::new(image), &mut m);
+        }
+        m
+    });
+    match manifest {
         Ok(m) if json => match serde_json::to_string_pretty(&m) {
             Ok(text) => emit(&format!("{text}\n")),
             Err(e) => fail(1, format!("cannot encode the host manifest: {e}")),

@@ -50,6 +50,7 @@ fn every_command_has_help_with_examples() {
         vec!["--help"],
         vec!["run", "--help"],
         vec!["host", "--help"],
+        vec!["validate", "--help"],
         vec!["disasm", "--help"],
         vec!["compare", "--help"],
         vec!["list", "--help"],
@@ -132,15 +133,14 @@ fn host_names_the_kvm_flavour_it_runs_on() {
         ["vmx", "svm", "pvm"].contains(&flavour.as_str()),
         "{flavour}"
     );
+    // Declared, then confirmed by a guest's behaviour: the two agree on a sound host.
     assert_eq!(
-        m["flavour"]["declared"],
+        m["flavour"]["behavioural"],
         flavour.as_str(),
         "{}",
         m["flavour"]
     );
-    assert!(m["flavour"]["declared_by"]
-        .as_str()
-        .is_some_and(|w| !w.is_empty()));
+    assert!(m["flavour"]["behaviour"]["value"]["insn_emulation_per_cli"].is_number());
     let stdout = text(&run(&["host"]).stdout);
     assert!(
         stdout
@@ -189,6 +189,44 @@ fn host_json_carries_every_manifest_field_or_why_not() {
         m["module_params"]["kvm.min_timer_period_us"].is_string(),
         "{}",
         m["module_params"]
+    );
+}
+
+#[test]
+fn validate_judges_this_host_and_exits_by_its_verdict() {
+    if !kvm_or_skip() {
+        return;
+    }
+    let started = Instant::now();
+    let out = run(&["validate", "--json"]);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
+    let v = &doc["validation"];
+    let checks = v["checks"].as_array().expect("checks");
+    assert_eq!(checks.len(), 18, "{v}");
+    for c in checks {
+        assert!(
+            ["pass", "warn", "fail"].contains(&c["verdict"].as_str().unwrap_or("")),
+            "{c}"
+        );
+        assert!(
+            c["expected"].is_string() && c["measured"].is_string(),
+            "{c}"
+        );
+    }
+    let failed = v["verdict"] == "fail";
+    assert_eq!(out.status.code(), Some(i32::from(failed)), "{v}");
+    assert!(!failed, "this host fails validation: {v:#}");
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert_eq!(doc["host"]["kvm_flavour"], v["flavour"]);
+    let out = run(&["validate"]);
+    let text = text(&out.stdout);
+    assert!(
+        text.contains("expected:") && text.contains("measured:"),
+        "{text}"
+    );
+    assert!(
+        text.lines().last().is_some_and(|l| l.contains(" PASS, ")),
+        "{text}"
     );
 }
 

@@ -3,7 +3,7 @@
 //! Exit counts and their costs depend on all of these (a nested host, PVM instead of VMX/SVM,
 //! PLE or APICv settings), so every report carries a [`HostManifest`] built here: the flavour
 //! ([`flavour`]), module parameters and APIC virtualization ([`modules`]), the other host facts
-//! ([`manifest`]).
+//! ([`manifest`]), and the checks that the host behaves as its flavour should ([`validate`]).
 
 use std::collections::BTreeMap;
 use std::ffi::{CStr, CString};
@@ -28,6 +28,7 @@ use crate::results::HostManifest;
 pub mod flavour;
 pub mod manifest;
 pub mod modules;
+pub mod validate;
 
 pub use flavour::KvmFlavour;
 pub use manifest::{format_manifest, Readable};
