@@ -82,8 +82,12 @@ Outputs: --json/--csv/--markdown take a new path, a regular file (replaced atomi
 for stdout (then the table is not printed, and no chart is written); a symlink, FIFO or device
 is refused. Every output is checked before the first VM starts.
 
+Before measuring, a run does the quick host checks of `irqbench validate` (under 100 ms): they
+are recorded as host.validation in the JSON, WARN and FAIL lines are printed above the table,
+and a FAIL stops the run before it measures unless --force is given.
+
 Exit status: 0 all phases measured; 1 a phase failed (guest fault, timeout, protocol
-violation) or the run could not start; 2 bad config or arguments (outputs included); 130
+violation), the host failed validation, or the run could not start; 2 bad config or arguments (outputs included); 130
 interrupted by SIGINT or SIGTERM, 129 by SIGHUP (partial results are still written and marked
 \"partial\"); 141 stdout was a closed pipe.")]
     Run(RunArgs),
@@ -252,6 +256,10 @@ struct RunArgs {
     /// Print nothing but errors (files are still written).
     #[arg(long, short)]
     quiet: bool,
+    /// Measure and report even when the quick host validation FAILs (its lines stay above
+    /// the table and in the JSON's host.validation).
+    #[arg(long)]
+    force: bool,
 }
 
 fn load_plan(config: Option<&str>, limits: &Limits) -> Result<Plan, ExitCode> {
@@ -458,6 +466,7 @@ fn measure(
     let quiet = args.quiet;
     let options = RunOptions {
         stop: signals.stop.clone(),
+        validation: host::validate::Policy::Quick { force: args.force },
     };
     let bar = progress_bar(quiet, plan.phases.len());
     let started = std::time::Instant::now();

@@ -11,6 +11,7 @@ use crate::host::flavour::FlavourRecord;
 pub use crate::host::flavour::KvmFlavour;
 use crate::host::manifest::{CpuFreq, Pinning, Readable, Smt};
 use crate::host::modules::ApicvState;
+use crate::host::validate::Validation;
 
 /// Names the JSON layout; `compare` refuses files of another major version.
 pub const SCHEMA: &str = "irqbench-results/2";
@@ -69,6 +70,9 @@ pub struct HostManifest {
     #[serde(default)]
     pub load_average: Readable<[f64; 3]>,
     pub warnings: Vec<String>,
+    /// `run`'s quick validation (`irqbench validate` runs the whole suite).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub validation: Option<Validation>,
 }
 
 /// Median with its 95% confidence interval, min, 5th and 95th percentile and coefficient of

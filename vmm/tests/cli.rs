@@ -631,6 +631,11 @@ fn json_to_stdout_and_a_full_stdout() {
     let report: serde_json::Value =
         serde_json::from_slice(&out.stdout).expect("stdout is exactly the JSON");
     assert_eq!(report["schema"], irqbench::results::SCHEMA);
+    // The run validated the host first, quickly, and kept the result.
+    let v = &report["host"]["validation"];
+    assert_eq!(v["scope"], "quick", "{v}");
+    assert!(v["seconds"].as_f64().is_some_and(|s| s < 0.5), "{v}");
+    assert!(!v["checks"].as_array().expect("checks").is_empty());
     let full = std::fs::OpenOptions::new()
         .write(true)
         .open("/dev/full")

@@ -15,7 +15,7 @@ use std::time::Instant;
 
 use kvm_ioctls::Kvm;
 
-use crate::host::{self, KvmFlavour};
+use crate::host::{self, validate, KvmFlavour};
 use crate::machine::image::GuestImage;
 use crate::machine::{IrqchipMode, MachineConfig, MachineError};
 use crate::measure::session::{PhaseError, ProgressFn, RunOptions, Session};
@@ -48,6 +48,11 @@ pub enum RunError {
     Boot(#[source] MachineError),
     #[error("the plan does not fit this host: {0}")]
     Resources(String),
+    #[error(
+        "the host failed validation, so its numbers would mislead (`irqbench validate` explains \
+         each check; `run --force` measures anyway):\n{0}"
+    )]
+    ValidationFailed(String),
 }
 
 /// The plan's rows, grouped by `group` in order of first appearance (a group holds at most
@@ -130,6 +135,7 @@ pub fn run_plan(
 ) -> Result<RunReport, RunError> {
     let started = Instant::now();
     let mut report = start_report(kvm, plan)?;
+    validate_host(kvm, image, &mut report.host, options.validation)?;
     let tsc_khz = report.host.tsc_khz.max(1);
     let mut session: Option<Session> = None;
     let groups = groups(&plan.phases);
@@ -217,6 +223,29 @@ pub fn run_plan(
     }
     report.wall_seconds = started.elapsed().as_secs_f64();
     Ok(report)
+}
+
+/// The quick validation of `irqbench validate`'s suite, recorded in the manifest; a FAIL ends
+/// the run before anything is measured unless it is forced.
+fn validate_host(
+    kvm: &Kvm,
+    image: &Arc<GuestImage>,
+    manifest: &mut HostManifest,
+    policy: validate::Policy,
+) -> Result<(), RunError> {
+    let validate::Policy::Quick { force } = policy else {
+        return Ok(());
+    };
+    let v = validate::run(kvm, image, manifest, validate::Scope::Quick);
+    let refused = refusal(&v, force);
+    manifest.validation = Some(v);
+    refused.map_or(Ok(()), Err)
+}
+
+/// A validation with a FAIL refuses the run, unless it is forced.
+fn refusal(v: &validate::Validation, force: bool) -> Option<RunError> {
+    (v.verdict == validate::Verdict::Fail && !force)
+        .then(|| RunError::ValidationFailed(validate::problem_lines(v).join("\n")))
 }
 
 /// Checks the plan against the host before any VM exists: vCPUs against KVM's limits, guest
@@ -524,6 +553,32 @@ mod tests {
         assert!(report.partial);
         assert!(report.results.len() < 20 && !report.results.is_empty());
         assert!(seen < 20);
+    }
+
+    #[test]
+    fn a_failed_validation_refuses_the_run_unless_forced() {
+        use validate::{Check, Validation, Verdict};
+        let check = |verdict| Check {
+            id: "tsc.rate".into(),
+            verdict,
+            expected: "2600000 kHz".into(),
+            measured: "2613000 kHz".into(),
+            note: "off".into(),
+        };
+        let mut v = Validation {
+            verdict: Verdict::Fail,
+            checks: vec![check(Verdict::Fail), check(Verdict::Warn)],
+            ..Default::default()
+        };
+        let err = refusal(&v, false).expect("refused").to_string();
+        assert!(
+            err.contains("validation FAIL tsc.rate") && err.contains("--force"),
+            "{err}"
+        );
+        assert!(err.contains("validation WARN tsc.rate"), "{err}");
+        assert!(refusal(&v, true).is_none());
+        v.verdict = Verdict::Warn;
+        assert!(refusal(&v, false).is_none());
     }
 
     #[test]

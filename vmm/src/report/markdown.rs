@@ -93,6 +93,11 @@ fn header(out: &mut String, report: &RunReport) {
     for w in &h.warnings {
         let _ = writeln!(out, "- **warning:** {w}");
     }
+    if let Some(v) = &h.validation {
+        for line in crate::host::validate::problem_lines(v) {
+            let _ = writeln!(out, "- **{line}**");
+        }
+    }
 }
 
 fn results(out: &mut String, report: &RunReport) {

@@ -161,6 +161,11 @@ pub fn host_header(report: &RunReport) -> String {
     for w in &h.warnings {
         let _ = writeln!(out, "warning: {w}");
     }
+    if let Some(v) = &h.validation {
+        for line in crate::host::validate::problem_lines(v) {
+            let _ = writeln!(out, "{line}");
+        }
+    }
     if report.partial {
         let reason = report.partial_reason.as_deref().unwrap_or("reason unknown");
         let _ = writeln!(out, "PARTIAL: {reason}");

@@ -620,7 +620,7 @@ fn compare_reads_a_v1_file_and_says_it_has_no_ci() {
     assert!(old.comparisons.is_empty() && old.description.is_empty());
     // The flavour string of old files reads into the typed flavour; newer fields default.
     assert_eq!(old.host.kvm_flavour, crate::host::KvmFlavour::Pvm);
-    assert!(old.host.kernel_cmdline.value().is_none());
+    assert!(old.host.kernel_cmdline.value().is_none() && old.host.validation.is_none());
 
     let new = sample_report();
     let c = compare(&old, &new);
@@ -822,4 +822,41 @@ fn markdown_has_group_tables_comparisons_and_legend() {
     assert!(md.contains("## Exits per op by KVM stat"));
     assert!(md.contains("## Scaling"));
     assert!(md.contains("≈0 (±"));
+}
+
+#[test]
+fn validation_problems_are_printed_above_the_table_and_kept_in_the_json() {
+    use crate::host::validate::{Check, Scope, Validation, Verdict};
+    let mut report = sample_report();
+    let check = |id: &str, verdict| Check {
+        id: id.into(),
+        verdict,
+        expected: "ticks within 10%".into(),
+        measured: "62%".into(),
+        note: "PVM merges ticks".into(),
+    };
+    report.host.validation = Some(Validation {
+        scope: Scope::Quick,
+        flavour: crate::host::KvmFlavour::Pvm,
+        verdict: Verdict::Warn,
+        seconds: 0.05,
+        checks: vec![
+            check("tsc.rate", Verdict::Pass),
+            check("noise.load", Verdict::Warn),
+        ],
+    });
+    let table = render_table(&report);
+    let header = table.split("\n\n").next().unwrap_or_default();
+    assert!(
+        header.contains("validation WARN noise.load: measured 62% (expected ticks within 10%)"),
+        "{table}"
+    );
+    assert!(
+        !table.contains("tsc.rate"),
+        "PASS lines are not printed: {table}"
+    );
+    assert!(render_markdown(&report).contains("validation WARN noise.load"));
+    let json = serde_json::to_value(&report).unwrap();
+    assert_eq!(json["host"]["validation"]["checks"][1]["id"], "noise.load");
+    assert_eq!(json["host"]["kvm_flavour"], "pvm");
 }

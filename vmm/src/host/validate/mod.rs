@@ -42,6 +42,16 @@ pub enum Scope {
     Full,
 }
 
+/// What a benchmark run does about validation before it measures.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Policy {
+    /// No validation (library callers: tests, benchmarks).
+    #[default]
+    Skip,
+    /// The quick checks, recorded as `host.validation`; a FAIL stops the run unless `force`.
+    Quick { force: bool },
+}
+
 /// One check's result.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Check {
