@@ -94,8 +94,8 @@ fn header(out: &mut String, report: &RunReport) {
         let _ = writeln!(out, "- **warning:** {w}");
     }
     if let Some(v) = &h.validation {
-        for line in crate::host::validate::problem_lines(v) {
-            let _ = writeln!(out, "- **{line}**");
+        for (head, why) in crate::host::validate::problems(v) {
+            let _ = writeln!(out, "- **{head}** — {why}");
         }
     }
 }

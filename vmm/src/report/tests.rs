@@ -848,7 +848,9 @@ fn validation_problems_are_printed_above_the_table_and_kept_in_the_json() {
     let table = render_table(&report);
     let header = table.split("\n\n").next().unwrap_or_default();
     assert!(
-        header.contains("validation WARN noise.load: measured 62% (expected ticks within 10%)"),
+        header.contains(
+            "validation WARN noise.load: measured 62%; expected ticks within 10%\n  why: PVM"
+        ),
         "{table}"
     );
     assert!(

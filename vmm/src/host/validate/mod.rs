@@ -445,24 +445,34 @@ pub fn render(v: &Validation) -> String {
     out
 }
 
-/// One line per WARN or FAIL, for the top of a run's report.
-pub fn problem_lines(v: &Validation) -> Vec<String> {
+/// Per WARN or FAIL: the headline (verdict, check, measured, expected) and why.
+pub fn problems(v: &Validation) -> Vec<(String, &str)> {
     v.checks
         .iter()
         .filter(|c| c.verdict != Verdict::Pass)
         .map(|c| {
-            let why = if c.note.is_empty() {
-                String::new()
-            } else {
-                format!(": {}", c.note)
-            };
-            format!(
-                "validation {} {}: measured {} (expected {}){why}",
+            let head = format!(
+                "validation {} {}: measured {}; expected {}",
                 c.verdict.name(),
                 c.id,
                 c.measured,
                 c.expected
-            )
+            );
+            (head, c.note.as_str())
+        })
+        .collect()
+}
+
+/// The problems for the top of a run's report: each headline, with its why indented below.
+pub fn problem_lines(v: &Validation) -> Vec<String> {
+    problems(v)
+        .into_iter()
+        .map(|(head, why)| {
+            if why.is_empty() {
+                head
+            } else {
+                format!("{head}\n  why: {why}")
+            }
         })
         .collect()
 }

@@ -447,7 +447,7 @@ fn the_report_lists_problems_and_the_worst_verdict() {
     };
     assert_eq!(
         problem_lines(&v),
-        ["validation WARN c.d: measured m (expected e): why"]
+        ["validation WARN c.d: measured m; expected e\n  why: why"]
     );
     let text = render(&v);
     assert!(
