@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use kvm_ioctls::Kvm;
 
 use super::judge::{
-    DoorbellObs, DoorbellVcpu, HltObs, HypercallObs, InjectObs, InsnNet, LapicObs, SiteObs,
+    DoorbellObs, DoorbellVcpu, HltObs, HypercallObs, InjectObs, InsnNet, LapicObs, Share, SiteObs,
     TscRate, TscSkew,
 };
 use crate::machine::image::GuestImage;
@@ -73,7 +73,7 @@ fn sized(s: &mut Session, p: &PhasePlan, target: Duration) -> Result<u64, String
     let wall = d.samples.iter().map(|x| x.wall).max().unwrap_or_default();
     let per = wall.as_secs_f64() / CALIBRATION_ITERATIONS as f64;
     let n = target.as_secs_f64() / per.max(1e-10);
-    Ok((n as u64).clamp(CALIBRATION_ITERATIONS, 1 << 31))
+    Ok((n as u64).clamp(4, 1 << 31))
 }
 
 /// `accounting.doorbells`: every vCPU rings `k` PING doorbells.
@@ -425,6 +425,35 @@ fn strategy(name: &str) -> Result<StrategyId, String> {
     StrategyId::from_name(name).ok_or(format!("no strategy `{name}`"))
 }
 
+/// Blocks a load phase is cut into: at each boundary the VMM reads the vCPU thread's clocks,
+/// which tell how long it waited for a CPU.
+const LOAD_BLOCKS: u32 = 20;
+
+/// Per vCPU: (interrupts over the phase, its TSC cycles, its wall ns, ns its thread was off
+/// its CPU in the blocks).
+type PhaseSums = (u64, u64, u64, u64);
+
+fn phase_sums(d: &Dispatch) -> Result<Vec<PhaseSums>, String> {
+    let mut out = Vec::new();
+    for (x, r) in d.samples.iter().zip(&d.records) {
+        let mut off = 0;
+        for b in &x.blocks {
+            protocol::validate_block(x.index, &d.desc, b.announced, &b.record)
+                .map_err(|e| e.to_string())?;
+            off += b.off_cpu_ns;
+        }
+        out.push((r.interrupts, r.tsc_cycles, x.wall.as_nanos() as u64, off));
+    }
+    Ok(out)
+}
+
+/// `p` alone in `LOAD_BLOCKS` rounds of blocks of about `target / LOAD_BLOCKS`, under its load.
+fn load_rounds(s: &mut Session, p: &PhasePlan, target: Duration) -> Result<Dispatch, String> {
+    let n = sized(s, p, target / LOAD_BLOCKS)?;
+    let (_, id) = descriptor::workload_ids(&p.workload);
+    dispatch(s, descriptor::rounds(&[p], &[id], n, 0, LOAD_BLOCKS), p.irq)
+}
+
 /// `irq.inject` and `exits.irq-window`: `cli; body; sti` (native-cli-sti) for about `target`
 /// while a host thread raises an interrupt `rate_hz` times a second.
 pub fn inject(s: &mut Session, rate_hz: f64, target: Duration) -> Result<InjectObs, String> {
@@ -432,8 +461,19 @@ pub fn inject(s: &mut Session, rate_hz: f64, target: Duration) -> Result<InjectO
         strategy: strategy("native-cli-sti")?,
     };
     let p = row(workload, s.vcpus, IrqSource::Inject { rate_hz });
-    let n = sized(s, &p, target)?;
-    let d = run_once(s, &p, n)?;
+    let d = load_rounds(s, &p, target)?;
+    // The rate the load thread kept (it skips ticks when the host is busy), per vCPU.
+    let wall = d.samples.iter().map(|x| x.wall).max().unwrap_or_default();
+    let per_ns =
+        d.irqs_raised as f64 / f64::from(s.vcpus.max(1)) / (wall.as_nanos() as f64).max(1.0);
+    let share = phase_sums(&d)?
+        .into_iter()
+        .map(|(taken, _, wall_ns, off_ns)| Share {
+            taken: taken as f64,
+            offered: wall_ns as f64 * per_ns,
+            while_preempted: off_ns as f64 * per_ns,
+        })
+        .fold(Share::default(), |a, b| a + b);
     Ok(InjectObs {
         vcpus: s.vcpus,
         raised: d.irqs_raised,
@@ -444,6 +484,7 @@ pub fn inject(s: &mut Session, rate_hz: f64, target: Duration) -> Result<InjectO
             .iter()
             .filter_map(|x| x.exits.get(&ExitReason::IrqWindowOpen))
             .sum(),
+        share,
     })
 }
 
@@ -509,8 +550,9 @@ pub fn pv_event(
     Ok((calls, sites))
 }
 
-/// `irq.lapic-timer-*`: an in-kernel-irqchip guest of `vcpus` idles for about `target` with
-/// its LAPIC timer firing every `period_us`.
+/// `irq.lapic-timer-*`: an in-kernel-irqchip guest of `vcpus` runs empty blocks for about
+/// `target` with its LAPIC timer firing every `period_us`; the time each vCPU thread waited
+/// for a CPU is counted apart (ticks that expire meanwhile merge, on any host).
 pub fn lapic(
     kvm: &Kvm,
     image: &Arc<GuestImage>,
@@ -520,17 +562,26 @@ pub fn lapic(
     khz: u64,
 ) -> Result<LapicObs, String> {
     let mut s = boot(kvm, image, vcpus, IrqchipMode::InKernel)?;
-    let p = row(Workload::Idle, vcpus, IrqSource::LapicTimer { period_us });
-    let result = sized(&mut s, &p, target).and_then(|n| run_once(&mut s, &p, n));
+    let p = row(
+        Workload::Insn {
+            insn: InsnId::EMPTY,
+        },
+        vcpus,
+        IrqSource::LapicTimer { period_us },
+    );
+    let result = load_rounds(&mut s, &p, target).and_then(|d| phase_sums(&d));
     s.shutdown();
-    let d = result?;
-    let cycles_per_tick = period_us * khz as f64 / 1000.0;
+    let cycles_per_tick = (period_us * khz as f64 / 1000.0).max(1.0);
+    let ns_per_tick = period_us * 1000.0;
     Ok(LapicObs {
         period_us,
-        per_vcpu: d
-            .records
-            .iter()
-            .map(|r| (r.interrupts, r.tsc_cycles as f64 / cycles_per_tick.max(1.0)))
+        per_vcpu: result?
+            .into_iter()
+            .map(|(ticks, cycles, _, off_ns)| Share {
+                taken: ticks as f64,
+                offered: cycles as f64 / cycles_per_tick,
+                while_preempted: off_ns as f64 / ns_per_tick,
+            })
             .collect(),
     })
 }

@@ -133,6 +133,16 @@ const LOAD_PHASE: Duration = Duration::from_millis(120);
 const SKEW_ROUNDS: u32 = 64;
 const LAPIC_PERIOD_US: f64 = 1000.0;
 const LAPIC_PHASE: Duration = Duration::from_millis(200);
+/// The order checks are reported in (measured in the order sessions allow).
+const GROUPS: [&str; 7] = [
+    "flavour",
+    "accounting.",
+    "tsc.",
+    "exits.",
+    "irq.",
+    "attribution.",
+    "noise.",
+];
 /// Steal time is sampled over at least this long.
 const STEAL_WINDOW: Duration = Duration::from_secs(1);
 
@@ -205,6 +215,7 @@ pub fn run(kvm: &Kvm, image: &Arc<GuestImage>, m: &mut HostManifest, scope: Scop
         std::thread::sleep(left);
     }
     noise_checks(root, m, &mut suite, scope, stat_start);
+    checks.sort_by_key(|c| GROUPS.iter().position(|g| c.id.starts_with(g)));
     let verdict = checks.iter().map(|c| c.verdict).max().unwrap_or_default();
     Validation {
         scope,

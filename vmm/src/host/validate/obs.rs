@@ -88,6 +88,37 @@ pub struct HltObs {
     pub exits: u64,
 }
 
+/// Interrupts one vCPU (or all) took in a phase under load, against what the load offered.
+/// A vCPU thread waiting for a CPU (a busy host) merges the interrupts that come meanwhile, on
+/// any flavour, so that time is counted apart.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Share {
+    pub taken: f64,
+    /// What the load offered over the phase.
+    pub offered: f64,
+    /// Of `offered`, what came while the vCPU thread was off its CPU.
+    pub while_preempted: f64,
+}
+
+impl Share {
+    /// What a vCPU that ran the whole time would take: the offer less the preempted part.
+    pub fn deliverable(&self) -> f64 {
+        (self.offered - self.while_preempted).max(0.0)
+    }
+}
+
+impl std::ops::Add for Share {
+    type Output = Share;
+
+    fn add(self, o: Share) -> Share {
+        Share {
+            taken: self.taken + o.taken,
+            offered: self.offered + o.offered,
+            while_preempted: self.while_preempted + o.while_preempted,
+        }
+    }
+}
+
 /// `irq.inject` and `exits.irq-window`: `cli; sti` under injected interrupts.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct InjectObs {
@@ -98,14 +129,16 @@ pub struct InjectObs {
     /// Interrupts the guest's handler counted.
     pub taken: u64,
     pub window_exits: u64,
+    /// `taken` against `raised` (at the rate the load thread kept), all vCPUs.
+    pub share: Share,
 }
 
 /// `irq.lapic-timer-*`: ticks of the guest's periodic LAPIC timer.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct LapicObs {
     pub period_us: f64,
-    /// Per vCPU: ticks taken, and ticks the phase's TSC span holds.
-    pub per_vcpu: Vec<(u64, f64)>,
+    /// Per vCPU: ticks taken against the ticks its phase's TSC span holds.
+    pub per_vcpu: Vec<Share>,
 }
 
 /// `attribution.exit-site`: the port-I/O exits of the hypercall, by RIP.

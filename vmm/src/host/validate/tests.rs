@@ -256,6 +256,11 @@ fn window_hlt_and_injection_failures() {
         injected: taken,
         taken,
         window_exits: windows,
+        share: Share {
+            taken: taken as f64,
+            offered: raised as f64,
+            while_preempted: 0.0,
+        },
     };
     for f in FLAVOURS {
         assert_eq!(
@@ -290,13 +295,44 @@ fn window_hlt_and_injection_failures() {
         verdict_of(&inject(&e(KvmFlavour::Pvm), &inj(200, 40, 30))),
         Verdict::Warn
     );
+    // A shortfall while the vCPU threads waited for a CPU is the busy host's, not the
+    // flavour's: that time is counted apart.
+    let busy = InjectObs {
+        share: Share {
+            taken: 120.0,
+            offered: 200.0,
+            while_preempted: 70.0,
+        },
+        ..inj(200, 120, 30)
+    };
+    assert_eq!(
+        verdict_of(&inject(&e(KvmFlavour::Vmx), &busy)),
+        Verdict::Pass
+    );
+    let too_busy = InjectObs {
+        share: Share {
+            taken: 5.0,
+            offered: 200.0,
+            while_preempted: 190.0,
+        },
+        ..inj(200, 5, 3)
+    };
+    assert_eq!(
+        verdict_of(&inject(&e(KvmFlavour::Vmx), &too_busy)),
+        Verdict::Warn
+    );
 }
 
 #[test]
 fn lapic_timer_shortfalls_fail_on_vmx_svm_and_warn_on_pvm() {
+    let share = |taken: f64, while_preempted| Share {
+        taken,
+        offered: 200.0,
+        while_preempted,
+    };
     let obs = |ticks: &[u64]| LapicObs {
         period_us: 1000.0,
-        per_vcpu: ticks.iter().map(|&t| (t, 200.0)).collect(),
+        per_vcpu: ticks.iter().map(|&t| share(t as f64, 0.0)).collect(),
     };
     for f in FLAVOURS {
         assert_eq!(
@@ -311,6 +347,7 @@ fn lapic_timer_shortfalls_fail_on_vmx_svm_and_warn_on_pvm() {
         assert_eq!(verdict_of(&lapic_timer(&e(f), &obs(&[]))), Verdict::Fail);
     }
     for f in [KvmFlavour::Vmx, KvmFlavour::Svm] {
+        // Only on VMX/SVM must every tick arrive.
         assert_eq!(
             verdict_of(&lapic_timer(&e(f), &obs(&[120, 200]))),
             Verdict::Fail
@@ -319,6 +356,24 @@ fn lapic_timer_shortfalls_fail_on_vmx_svm_and_warn_on_pvm() {
     let j = lapic_timer(&e(KvmFlavour::Pvm), &obs(&[120, 80]));
     assert_eq!(verdict_of(&j), Verdict::Warn);
     assert!(j.note.contains("emulation batches"), "{j:?}");
+    // Ticks lost while a vCPU thread waited for a CPU do not count against the flavour …
+    let preempted = LapicObs {
+        per_vcpu: vec![share(130.0, 60.0)],
+        ..obs(&[])
+    };
+    assert_eq!(
+        verdict_of(&lapic_timer(&e(KvmFlavour::Vmx), &preempted)),
+        Verdict::Pass
+    );
+    // … and with too little time left to count, every flavour WARNs.
+    let thin = LapicObs {
+        per_vcpu: vec![share(3.0, 190.0)],
+        ..obs(&[])
+    };
+    assert_eq!(
+        verdict_of(&lapic_timer(&e(KvmFlavour::Vmx), &thin)),
+        Verdict::Warn
+    );
 }
 
 #[test]
