@@ -284,7 +284,7 @@ pub fn tsc_rate(_: &Expectations, m: &TscRate) -> Judged {
 /// quarter-way |skew|: robust while three blocks in four are undisturbed.
 pub fn tsc_vcpus(_: &Expectations, m: &TscSkew) -> Judged {
     let expected = format!(
-        "vCPU 1 − vCPU 0 TSC after a shared barrier: 25th percentile of |difference| ≤ \
+        "vCPU 1 − vCPU 0 TSC at one instant: 25th percentile of |difference| ≤ \
          {TSC_SKEW_MAX_US} µs"
     );
     let per_us = m.khz.max(1) as f64 / 1000.0;
@@ -298,7 +298,12 @@ pub fn tsc_vcpus(_: &Expectations, m: &TscSkew) -> Judged {
         return judged(
             Verdict::Warn,
             expected,
-            format!("{} usable blocks, {} preempted", abs_us.len(), m.preempted),
+            format!(
+                "{}: {} usable samples, {} preempted",
+                m.method,
+                abs_us.len(),
+                m.preempted
+            ),
             "the vCPU threads were preempted around most barriers: the host is too busy to \
              compare the vCPUs' TSCs",
         );
@@ -307,7 +312,8 @@ pub fn tsc_vcpus(_: &Expectations, m: &TscSkew) -> Judged {
     let signed: Vec<f64> = m.skews_cycles.iter().map(|&c| c as f64 / per_us).collect();
     let median = crate::stats::median(&signed).unwrap_or(0.0);
     let measured = format!(
-        "{q:.1} µs (median difference {median:+.1} µs, {} blocks, {} preempted left out)",
+        "{q:.1} µs (median difference {median:+.1} µs; {}: {} samples, {} preempted left out)",
+        m.method,
         abs_us.len(),
         m.preempted
     );

@@ -233,6 +233,7 @@ pub fn tsc_skew(s: &mut Session, rounds: u32, khz: u64) -> Result<TscSkew, Strin
         return Err("fewer than two vCPUs reported".into());
     };
     let mut skew = TscSkew {
+        method: "guest rdtsc after a shared barrier".into(),
         khz,
         ..Default::default()
     };
@@ -391,6 +392,37 @@ impl TscProbe {
             uncertainty: (self.first.2 + bracket1).as_nanos() as f64 / 2.0 / ns.max(1.0),
         })
     }
+}
+
+/// `tsc.vcpus` without running a guest: the IA32_TSC of two vCPUs of a fresh VM read back to
+/// back through KVM_GET_MSRS, each corrected by the time between the readings — for a host so
+/// busy that no barrier-aligned guest block escaped preemption.
+pub fn tsc_offsets(kvm: &Kvm, khz: u64, pairs: usize) -> Result<TscSkew, String> {
+    let vm = kvm.create_vm().map_err(|e| format!("KVM_CREATE_VM: {e}"))?;
+    let vcpus = [0, 1].map(|i| {
+        vm.create_vcpu(i)
+            .map_err(|e| format!("KVM_CREATE_VCPU: {e}"))
+    });
+    let [Ok(v0), Ok(v1)] = vcpus else {
+        return Err("cannot create two vCPUs".into());
+    };
+    let mut skew = TscSkew {
+        method: "IA32_TSC of two vCPUs via KVM_GET_MSRS".into(),
+        khz,
+        ..Default::default()
+    };
+    for _ in 0..pairs {
+        let (t0, tsc0, b0) = read_guest_tsc(&v0)?;
+        let (t1, tsc1, b1) = read_guest_tsc(&v1)?;
+        if b0.max(b1) > MSR_READ_MAX {
+            skew.preempted += 1;
+            continue;
+        }
+        let between = t1.saturating_duration_since(t0).as_nanos() as f64 * khz as f64 / 1e6;
+        skew.skews_cycles
+            .push((tsc1.wrapping_sub(tsc0) as i64 as f64 - between) as i64);
+    }
+    Ok(skew)
 }
 
 /// (CLOCK_MONOTONIC at the middle of the ioctl, the guest TSC it returned, the ioctl's

@@ -56,9 +56,12 @@ pub struct TscRate {
     pub uncertainty: f64,
 }
 
-/// `tsc.vcpus`: vCPU 1's TSC − vCPU 0's, read after a shared barrier, per block.
+/// `tsc.vcpus`: vCPU 1's TSC − vCPU 0's at the same instant, one sample per block (or per
+/// pair of KVM readings).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct TscSkew {
+    /// How the two TSCs were read at one instant.
+    pub method: String,
     pub khz: u64,
     /// Blocks neither vCPU thread was preempted around.
     pub skews_cycles: Vec<i64>,

@@ -152,6 +152,7 @@ fn vcpus_with_offset_tscs_fail_and_preemption_alone_does_not() {
     let mut skews: Vec<i64> = (0..30).map(|i| (i % 7 - 3) * 2_600).collect();
     skews.extend((0..10).map(|i| if i % 2 == 0 { 7_800_000 } else { -7_800_000 }));
     let good = TscSkew {
+        method: "synthetic".into(),
         khz,
         skews_cycles: skews.clone(),
         preempted: 3,
@@ -162,6 +163,7 @@ fn vcpus_with_offset_tscs_fail_and_preemption_alone_does_not() {
     );
     // vCPU 1's TSC 2 ms ahead in every block.
     let offset = TscSkew {
+        method: "synthetic".into(),
         khz,
         skews_cycles: skews.iter().map(|s| s + 5_200_000).collect(),
         preempted: 0,
@@ -171,6 +173,7 @@ fn vcpus_with_offset_tscs_fail_and_preemption_alone_does_not() {
         Verdict::Fail
     );
     let busy = TscSkew {
+        method: "synthetic".into(),
         khz,
         skews_cycles: vec![0; 3],
         preempted: 61,
@@ -549,7 +552,7 @@ fn doorbells_and_hlts_are_counted_exactly_on_this_host() {
 }
 
 #[test]
-fn the_kvm_tsc_reading_agrees_with_kvm_get_tsc_khz() {
+fn the_kvm_tsc_readings_agree_with_kvm_get_tsc_khz_and_across_vcpus() {
     let Some(kvm) = crate::host::test_kvm() else {
         return;
     };
@@ -560,6 +563,10 @@ fn the_kvm_tsc_reading_agrees_with_kvm_get_tsc_khz() {
         .expect("reading");
     let off = rate.estimates_khz[0] / m.tsc_khz as f64 - 1.0;
     assert!(off.abs() < 0.002 + rate.uncertainty, "{rate:?}");
+    // Two vCPUs of one VM keep one TSC (kvm_synchronize_tsc).
+    let skew = measure::tsc_offsets(&kvm, m.tsc_khz, 16).expect("two vCPUs");
+    let j = tsc_vcpus(&e(m.kvm_flavour), &skew);
+    assert_ne!(verdict_of(&j), Verdict::Fail, "{j:?}");
 }
 
 #[test]
