@@ -31,9 +31,9 @@ source; docs/VALIDATE.md lists every expectation with its citation. The checks:
 
 Verdicts:
   PASS  the host does what its flavour should
-  WARN  it does not, but the reason is known and explained (e.g. PVM delivers LAPIC timer
-        ticks only between emulation batches), or host noise: numbers stay valid, read them
-        with the note in mind
+  WARN  it does not, but the reason is known and explained (e.g. PVM opens interrupt
+        windows late, so injected interrupts merge), or host noise, or a host too busy to
+        measure: numbers stay valid, read them with the note in mind
   FAIL  it does not, and numbers measured here would mislead; `irqbench run` refuses to
         report after a FAIL of its quick checks unless given --force
 
