@@ -136,6 +136,11 @@ pub fn run_plan(
     let started = Instant::now();
     let mut report = start_report(kvm, plan)?;
     validate_host(kvm, image, &mut report.host, options.validation)?;
+    // The validation may have found PVM behind an ambiguous declaration.
+    let flavour = report.host.kvm_flavour;
+    if plan.hypercall == HypercallTransport::Vmcall && flavour == KvmFlavour::Pvm {
+        return Err(RunError::VmcallRefused(flavour.name()));
+    }
     let tsc_khz = report.host.tsc_khz.max(1);
     let mut session: Option<Session> = None;
     let groups = groups(&plan.phases);
