@@ -519,8 +519,14 @@ pub(crate) fn cmd_check(args: CheckArgs) -> ExitCode {
     };
     let signals = super::install_signals();
     let image: Arc<_> = prepared.image.clone();
-    let Ok(report) = super::measure(&prepared.kvm, &prepared.plan, &image, &signals, args.quiet)
-    else {
+    let Ok(report) = super::measure(
+        &prepared.kvm,
+        &prepared.plan,
+        &image,
+        &signals,
+        args.quiet,
+        false,
+    ) else {
         return ExitCode::from(2);
     };
     let mut status = ExitCode::SUCCESS;

@@ -8,6 +8,7 @@
 //! - the virtual PMU KVM offers (KVM_GET_SUPPORTED_CPUID leaf 0xA) decides whether guest core
 //!   cycles could be counted (`IA32_FIXED_CTR1`) instead of TSC cycles.
 
+use crate::host::KvmFlavour;
 use serde::{Deserialize, Serialize};
 
 /// The host CPU's vendor, from the 12-byte string of CPUID leaf 0 (EBX, EDX, ECX).
@@ -153,8 +154,8 @@ pub struct CyclesSource {
 /// `svm`, `pvm`), leaf 0xA of KVM_GET_SUPPORTED_CPUID (`None` when KVM does not list it) and
 /// `kvm.enable_pmu` (`None` when unreadable).
 #[derive(Clone, Copy, Debug)]
-pub struct PmuFacts<'a> {
-    pub flavour: &'a str,
+pub struct PmuFacts {
+    pub flavour: KvmFlavour,
     pub leaf_0xa: Option<(u32, u32)>,
     pub enable_pmu: Option<bool>,
 }
@@ -163,7 +164,7 @@ pub struct PmuFacts<'a> {
 /// whether core cycles could be measured instead, and why not (KVM zeroes leaf 0xA unless
 /// `enable_pmu` is set and the host has an architectural PMU: arch/x86/kvm/cpuid.c
 /// `__do_cpuid_func`).
-pub fn cycles_source(vendor: &Vendor, facts: PmuFacts<'_>, tsc_khz: u64) -> CyclesSource {
+pub fn cycles_source(vendor: &Vendor, facts: PmuFacts, tsc_khz: u64) -> CyclesSource {
     let vpmu = facts
         .leaf_0xa
         .map(|(eax, edx)| Vpmu::from_leaf_0xa(eax, edx));
@@ -173,7 +174,7 @@ pub fn cycles_source(vendor: &Vendor, facts: PmuFacts<'_>, tsc_khz: u64) -> Cycl
         _ => "",
     };
     let reason = match (vendor, vpmu) {
-        (_, p) if facts.flavour == "pvm" && !available => format!(
+        (_, p) if facts.flavour == KvmFlavour::Pvm && !available => format!(
             "CPUID leaf 0xA from KVM_GET_SUPPORTED_CPUID is {} on this PVM host{param}: it \
              offers the guest no PMU",
             if p.is_some() { "zero" } else { "absent" }
@@ -278,7 +279,7 @@ mod tests {
         };
         let s = cycles_source(
             &Vendor::Intel,
-            facts("vmx", Some((eax, edx)), Some(true)),
+            facts(KvmFlavour::Vmx, Some((eax, edx)), Some(true)),
             1,
         );
         assert!(s.core_cycles_available, "{s:?}");
@@ -297,23 +298,39 @@ mod tests {
         // Version 1 (no fixed counters), the all-zero leaf of PVM, and no leaf at all.
         let v1 = cycles_source(
             &Vendor::Intel,
-            facts("vmx", Some((1 | (2 << 8), 0)), None),
+            facts(KvmFlavour::Vmx, Some((1 | (2 << 8), 0)), None),
             1,
         );
         assert!(!v1.core_cycles_available);
-        let zero = cycles_source(&Vendor::Intel, facts("vmx", Some((0, 0)), None), 1);
+        let zero = cycles_source(
+            &Vendor::Intel,
+            facts(KvmFlavour::Vmx, Some((0, 0)), None),
+            1,
+        );
         assert!(!zero.core_cycles_available);
         assert!(zero.reason.contains("zero"), "{}", zero.reason);
-        let off = cycles_source(&Vendor::Intel, facts("vmx", Some((0, 0)), Some(false)), 1);
+        let off = cycles_source(
+            &Vendor::Intel,
+            facts(KvmFlavour::Vmx, Some((0, 0)), Some(false)),
+            1,
+        );
         assert!(off.reason.starts_with("kvm.enable_pmu=N"), "{}", off.reason);
-        let none = cycles_source(&Vendor::Intel, facts("vmx", None, None), 1);
+        let none = cycles_source(&Vendor::Intel, facts(KvmFlavour::Vmx, None, None), 1);
         assert!(!none.core_cycles_available && none.vpmu.is_none());
         // AMD: leaf 0xA is not how its PMU is described.
-        let amd = cycles_source(&Vendor::Amd, facts("svm", Some((0, 0)), Some(true)), 1);
+        let amd = cycles_source(
+            &Vendor::Amd,
+            facts(KvmFlavour::Svm, Some((0, 0)), Some(true)),
+            1,
+        );
         assert!(amd.reason.contains("AMD"), "{}", amd.reason);
         // PVM (this project's hosts) offers no guest PMU whatever the vendor.
         for vendor in [Vendor::Amd, Vendor::Intel] {
-            let pvm = cycles_source(&vendor, facts("pvm", Some((0, 0)), Some(false)), 1);
+            let pvm = cycles_source(
+                &vendor,
+                facts(KvmFlavour::Pvm, Some((0, 0)), Some(false)),
+                1,
+            );
             assert!(!pvm.core_cycles_available);
             assert!(
                 pvm.reason

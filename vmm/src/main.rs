@@ -19,6 +19,8 @@ use irqbench::{decode, history, host};
 
 mod cli_history;
 
+mod cli_validate;
+
 /// The configs shipped in configs/, runnable by name (`irqbench run strategies`).
 const BUILTIN_CONFIGS: [(&str, &str); 6] = [
     ("quick", include_str!("../../configs/quick.toml")),
@@ -54,6 +56,7 @@ many VM exits and how many TSC cycles one operation costs, under a configurable 
   irqbench check quick --baseline main      # run, compare, exit 1 on a regression (CI gate)
   irqbench import old/*.json                # earlier JSON results into the history
   irqbench host                             # CPU, kernel, KVM flavour (vmx/svm/pvm), TSC
+  irqbench validate                         # does this host behave as its flavour should?
   irqbench disasm native-skip               # the exact instructions of a strategy
   irqbench list                             # strategies, instructions, irq sources, configs
 
@@ -92,8 +95,12 @@ Outputs: --json/--csv/--markdown take a new path, a regular file (replaced atomi
 for stdout (then the table is not printed, and no chart is written); a symlink, FIFO or device
 is refused. Every output is checked before the first VM starts.
 
+Before measuring, a run does the quick host checks of `irqbench validate` (under 100 ms): they
+are recorded as host.validation in the JSON, WARN and FAIL lines are printed above the table,
+and a FAIL stops the run before it measures unless --force is given.
+
 Exit status: 0 all phases measured; 1 a phase failed (guest fault, timeout, protocol
-violation) or the run could not start; 2 bad config or arguments (outputs included); 130
+violation), the host failed validation, or the run could not start; 2 bad config or arguments (outputs included); 130
 interrupted by SIGINT or SIGTERM, 129 by SIGHUP (partial results are still written and marked
 \"partial\"); 141 stdout was a closed pipe.")]
     Run(RunArgs),
@@ -104,6 +111,9 @@ interrupted by SIGINT or SIGTERM, 129 by SIGHUP (partial results are still writt
         #[arg(long)]
         json: bool,
     },
+    /// Check that this host behaves as its KVM flavour should: PASS, WARN or FAIL per check.
+    #[command(after_help = cli_validate::AFTER_HELP)]
+    Validate(cli_validate::ValidateArgs),
     /// Show the exact instructions of each strategy, decoded from the guest ELF.
     #[command(after_help = "Examples:
   irqbench disasm                 # every strategy
@@ -172,6 +182,7 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Run(args) => cmd_run(args),
         Command::Host { json } => cmd_host(json),
+        Command::Validate(args) => cli_validate::cmd_validate(&args),
         Command::Disasm { strategies, guest } => cmd_disasm(&strategies, guest.as_deref()),
         Command::Compare {
             old,
@@ -281,6 +292,10 @@ struct RunArgs {
     quiet: bool,
     #[command(flatten)]
     save: cli_history::SaveArgs,
+    /// Measure and report even when the quick host validation FAILs (its lines stay above
+    /// the table and in the JSON's host.validation).
+    #[arg(long)]
+    force: bool,
 }
 
 /// The plan and the config text it came from (saved with the run).
@@ -475,7 +490,7 @@ fn cmd_run(args: RunArgs) -> ExitCode {
         None => None,
     };
     let signals = install_signals();
-    let report = match measure(&p.kvm, &p.plan, &p.image, &signals, args.quiet) {
+    let report = match measure(&p.kvm, &p.plan, &p.image, &signals, args.quiet, args.force) {
         Ok(r) => r,
         Err(code) => return code,
     };
@@ -517,9 +532,11 @@ fn measure(
     image: &Arc<GuestImage>,
     signals: &Signals,
     quiet: bool,
+    force: bool,
 ) -> Result<RunReport, ExitCode> {
     let options = RunOptions {
         stop: signals.stop.clone(),
+        validation: host::validate::Policy::Quick { force },
     };
     let bar = progress_bar(quiet, plan.phases.len());
     let started = std::time::Instant::now();
@@ -622,7 +639,14 @@ fn cmd_host(json: bool) -> ExitCode {
         Ok(k) => k,
         Err(e) => return fail(1, chain(&e)),
     };
-    match host::manifest(&kvm) {
+    let manifest = host::manifest(&kvm).map(|mut m| {
+        // The declared flavour is confirmed by a guest's behaviour (a few milliseconds).
+        if let Ok(image) = GuestImage::embedded() {
+            host::validate::probe_flavour(&kvm, &Arc::new(image), &mut m);
+        }
+        m
+    });
+    match manifest {
         Ok(m) if json => match serde_json::to_string_pretty(&m) {
             Ok(text) => emit(&format!("{text}\n")),
             Err(e) => fail(1, format!("cannot encode the host manifest: {e}")),

@@ -8,6 +8,11 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 pub use crate::cpu::CyclesSource;
+use crate::host::flavour::FlavourRecord;
+pub use crate::host::flavour::KvmFlavour;
+use crate::host::manifest::{CpuFreq, Pinning, Readable, Smt};
+use crate::host::modules::ApicvState;
+use crate::host::validate::Validation;
 
 /// Names the JSON layout; `compare` refuses files of another major version.
 pub const SCHEMA: &str = "irqbench-results/2";
@@ -23,12 +28,22 @@ pub struct HostManifest {
     pub cpu_model: String,
     pub host_cpus: u32,
     pub kernel_release: String,
-    /// `vmx`, `svm` or `pvm` (`unknown` when no KVM vendor module is loaded).
-    pub kvm_flavour: String,
+    /// `vmx`, `svm` or `pvm` (`unknown` when no KVM vendor module is loaded): the declared
+    /// flavour, see `flavour`. Files that stored it as a string read into the same names.
+    pub kvm_flavour: KvmFlavour,
+    /// How the flavour was decided, and what the guest's behaviour said.
+    #[serde(default)]
+    pub flavour: FlavourRecord,
     /// The host itself runs under a hypervisor (CPUID "hypervisor" bit).
     pub nested: bool,
     /// Module parameters that change exit behaviour, by `module.param`.
     pub module_params: BTreeMap<String, String>,
+    /// Wanted parameters of present modules that could not be read, with why.
+    #[serde(default)]
+    pub module_params_unavailable: BTreeMap<String, String>,
+    /// Whether APICv/AVIC accelerates a VM of each irqchip mode, and why.
+    #[serde(default)]
+    pub apicv: Vec<ApicvState>,
     pub tsc_khz: u64,
     pub kvm_api_version: i32,
     /// Capabilities that matter here, by name: value (0 = absent).
@@ -40,11 +55,27 @@ pub struct HostManifest {
     /// `run.pin` was asked for and every vCPU thread of every session was pinned (read back
     /// from the kernel); a failure is a warning and leaves this false.
     pub vcpu_pinning: bool,
-    /// Where vCPU i's thread was pinned (the i-th CPU the process may run on); empty unless
-    /// `vcpu_pinning`.
+    /// Where the vCPU threads were pinned, and whether to isolated CPUs.
     #[serde(default)]
-    pub pinned_cpus: Vec<u32>,
+    pub pinning: Pinning,
+    #[serde(default)]
+    pub kernel_cmdline: Readable<String>,
+    /// /sys/devices/system/cpu/vulnerabilities/*, by name.
+    #[serde(default)]
+    pub vulnerabilities: Readable<BTreeMap<String, String>>,
+    #[serde(default)]
+    pub cpufreq: Readable<CpuFreq>,
+    #[serde(default)]
+    pub smt: Readable<Smt>,
+    #[serde(default)]
+    pub microcode: Readable<String>,
+    /// /proc/loadavg at the start (1, 5, 15 minutes).
+    #[serde(default)]
+    pub load_average: Readable<[f64; 3]>,
     pub warnings: Vec<String>,
+    /// `run`'s quick validation (`irqbench validate` runs the whole suite).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub validation: Option<Validation>,
 }
 
 /// Median with its 95% confidence interval, min, 5th and 95th percentile and coefficient of

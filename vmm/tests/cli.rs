@@ -57,6 +57,7 @@ fn every_command_has_help_with_examples() {
         vec!["--help"],
         vec!["run", "--help"],
         vec!["host", "--help"],
+        vec!["validate", "--help"],
         vec!["disasm", "--help"],
         vec!["compare", "--help"],
         vec!["list", "--help"],
@@ -135,21 +136,108 @@ fn host_names_the_kvm_flavour_it_runs_on() {
     if !kvm_or_skip() {
         return;
     }
-    let out = run(&["host"]);
-    assert!(out.status.success());
-    let stdout = text(&out.stdout);
-    let expected = if Path::new("/sys/module/kvm_pvm").exists() {
-        "pvm"
-    } else if Path::new("/sys/module/kvm_intel").exists() {
-        "vmx"
-    } else {
-        "svm"
-    };
+    let out = run(&["host", "--json"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let m: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let flavour = m["kvm_flavour"].as_str().expect("a flavour").to_owned();
+    assert!(
+        ["vmx", "svm", "pvm"].contains(&flavour.as_str()),
+        "{flavour}"
+    );
+    // Declared, then confirmed by a guest's behaviour: the two agree on a sound host.
+    assert_eq!(
+        m["flavour"]["behavioural"],
+        flavour.as_str(),
+        "{}",
+        m["flavour"]
+    );
+    assert!(m["flavour"]["behaviour"]["value"]["insn_emulation_per_cli"].is_number());
+    let stdout = text(&run(&["host"]).stdout);
     assert!(
         stdout
             .lines()
-            .any(|l| l.starts_with("kvm flavour:") && l.ends_with(expected)),
+            .any(|l| l.starts_with("kvm flavour:") && l.contains(&format!(" {flavour} ("))),
         "{stdout}"
+    );
+}
+
+#[test]
+fn host_json_carries_every_manifest_field_or_why_not() {
+    if !kvm_or_skip() {
+        return;
+    }
+    let out = run(&["host", "--json"]);
+    let m: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    for field in [
+        "kernel_cmdline",
+        "vulnerabilities",
+        "cpufreq",
+        "smt",
+        "microcode",
+        "load_average",
+    ] {
+        let v = &m[field];
+        let readable = v.get("value").is_some()
+            || v.get("unavailable")
+                .and_then(|w| w.as_str())
+                .is_some_and(|w| !w.is_empty());
+        assert!(readable, "{field}: {v}");
+    }
+    assert!(m["pinning"]["pinned"].is_boolean(), "{}", m["pinning"]);
+    assert!(
+        m["pinning"]["isolated_cpus"].is_object(),
+        "{}",
+        m["pinning"]
+    );
+    let apicv = m["apicv"].as_array().expect("apicv per irqchip mode");
+    assert!(
+        apicv
+            .iter()
+            .any(|a| a["irqchip"] == "userspace" && a["in_effect"]["value"] == false),
+        "{apicv:?}"
+    );
+    assert!(
+        m["module_params"]["kvm.min_timer_period_us"].is_string(),
+        "{}",
+        m["module_params"]
+    );
+}
+
+#[test]
+fn validate_judges_this_host_and_exits_by_its_verdict() {
+    if !kvm_or_skip() {
+        return;
+    }
+    let started = Instant::now();
+    let out = run(&["validate", "--json"]);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
+    let v = &doc["validation"];
+    let checks = v["checks"].as_array().expect("checks");
+    assert_eq!(checks.len(), 18, "{v}");
+    for c in checks {
+        assert!(
+            ["pass", "warn", "fail"].contains(&c["verdict"].as_str().unwrap_or("")),
+            "{c}"
+        );
+        assert!(
+            c["expected"].is_string() && c["measured"].is_string(),
+            "{c}"
+        );
+    }
+    let failed = v["verdict"] == "fail";
+    assert_eq!(out.status.code(), Some(i32::from(failed)), "{v}");
+    assert!(!failed, "this host fails validation: {v:#}");
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert_eq!(doc["host"]["kvm_flavour"], v["flavour"]);
+    let out = run(&["validate"]);
+    let text = text(&out.stdout);
+    assert!(
+        text.contains("expected:") && text.contains("measured:"),
+        "{text}"
+    );
+    assert!(
+        text.lines().last().is_some_and(|l| l.contains(" PASS, ")),
+        "{text}"
     );
 }
 
@@ -597,6 +685,11 @@ fn json_to_stdout_and_a_full_stdout() {
     let report: serde_json::Value =
         serde_json::from_slice(&out.stdout).expect("stdout is exactly the JSON");
     assert_eq!(report["schema"], irqbench::results::SCHEMA);
+    // The run validated the host first, quickly, and kept the result.
+    let v = &report["host"]["validation"];
+    assert_eq!(v["scope"], "quick", "{v}");
+    assert!(v["seconds"].as_f64().is_some_and(|s| s < 0.5), "{v}");
+    assert!(!v["checks"].as_array().expect("checks").is_empty());
     let full = std::fs::OpenOptions::new()
         .write(true)
         .open("/dev/full")

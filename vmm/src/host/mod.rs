@@ -1,11 +1,12 @@
 //! What the host is: CPU, kernel, which KVM serves `/dev/kvm` and how it is tuned.
 //!
 //! Exit counts and their costs depend on all of these (a nested host, PVM instead of VMX/SVM,
-//! PLE or APICv settings), so every report carries a [`HostManifest`] built here.
+//! PLE or APICv settings), so every report carries a [`HostManifest`] built here: the flavour
+//! ([`flavour`]), module parameters and APIC virtualization ([`modules`]), the other host facts
+//! ([`manifest`]), and the checks that the host behaves as its flavour should ([`validate`]).
 
 use std::collections::BTreeMap;
 use std::ffi::{CStr, CString};
-use std::fmt::{self, Write as _};
 use std::fs;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
@@ -21,12 +22,20 @@ use kvm_bindings::{
 };
 use kvm_ioctls::Kvm;
 
+use crate::machine::IrqchipMode;
 use crate::results::HostManifest;
 pub mod params;
 
+pub mod flavour;
+pub mod manifest;
+pub mod modules;
+pub mod validate;
+
+pub use flavour::KvmFlavour;
+pub use manifest::{format_manifest, Readable};
+
 const KVM_PATH: &str = "/dev/kvm";
 const SYS_MODULE: &str = "/sys/module";
-const PROC_MODULES: &str = "/proc/modules";
 const PROC_CPUINFO: &str = "/proc/cpuinfo";
 /// Names another KVM device node than /dev/kvm.
 pub const KVM_DEVICE_VAR: &str = "IRQBENCH_KVM_DEVICE";
@@ -78,66 +87,14 @@ pub enum HostError {
     CreateVcpu(#[source] kvm_ioctls::Error),
 }
 
-/// Which vendor module serves `/dev/kvm`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum KvmFlavour {
-    Vmx,
-    Svm,
-    /// `kvm_pvm`: paravirtualized guests on hosts without (usable) VMX/SVM.
-    Pvm,
-    Unknown,
-}
-
-impl KvmFlavour {
-    pub fn name(&self) -> &'static str {
-        match self {
-            KvmFlavour::Vmx => "vmx",
-            KvmFlavour::Svm => "svm",
-            KvmFlavour::Pvm => "pvm",
-            KvmFlavour::Unknown => "unknown",
-        }
-    }
-}
-
-impl fmt::Display for KvmFlavour {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-/// Vendor modules in order of precedence: when kvm_pvm is loaded it is the one serving
-/// `/dev/kvm`, even if kvm_intel/kvm_amd are loaded beside it.
-const FLAVOUR_MODULES: [(&str, KvmFlavour); 3] = [
-    ("kvm_pvm", KvmFlavour::Pvm),
-    ("kvm_intel", KvmFlavour::Vmx),
-    ("kvm_amd", KvmFlavour::Svm),
-];
-
+/// The declared flavour of the host's KVM from its files alone (no fd to ask): see
+/// [`flavour::declare`]. [`manifest`] asks the opened device too.
 pub fn detect_flavour() -> KvmFlavour {
-    detect_flavour_in(Path::new(SYS_MODULE), Path::new(PROC_MODULES))
-}
-
-fn detect_flavour_in(sys_module: &Path, proc_modules: &Path) -> KvmFlavour {
-    if let Some(&(_, flavour)) = FLAVOUR_MODULES
-        .iter()
-        .find(|(module, _)| sys_module.join(module).exists())
-    {
-        return flavour;
-    }
-    // Some containers hide /sys/module but still show /proc/modules.
-    let loaded = fs::read_to_string(proc_modules).unwrap_or_default();
-    let loaded: Vec<&str> = loaded
-        .lines()
-        .filter_map(|l| l.split_whitespace().next())
-        .collect();
-    FLAVOUR_MODULES
-        .iter()
-        .find(|(module, _)| loaded.contains(module))
-        .map_or(KvmFlavour::Unknown, |&(_, flavour)| flavour)
+    flavour::declare_in(Path::new("/")).0
 }
 
 /// The value of the first `key : value` line of /proc/cpuinfo-formatted `text` named `key`.
-fn cpuinfo_field<'a>(text: &'a str, key: &str) -> Option<&'a str> {
+pub(crate) fn cpuinfo_field<'a>(text: &'a str, key: &str) -> Option<&'a str> {
     text.lines().find_map(|line| {
         let (k, v) = line.split_once(':')?;
         (k.trim() == key).then(|| v.trim())
@@ -151,6 +108,14 @@ fn cpuinfo_is_nested(text: &str) -> bool {
 
 pub fn host_is_nested() -> bool {
     cpuinfo_is_nested(&fs::read_to_string(PROC_CPUINFO).unwrap_or_default())
+}
+
+/// The KVM device node [`open_kvm`] opens: `IRQBENCH_KVM_DEVICE`, or `/dev/kvm`.
+pub fn kvm_device_path() -> PathBuf {
+    match std::env::var_os(KVM_DEVICE_VAR) {
+        Some(p) if !p.is_empty() => PathBuf::from(p),
+        _ => PathBuf::from(KVM_PATH),
+    }
 }
 
 /// Opens `/dev/kvm`, or the device named by `IRQBENCH_KVM_DEVICE` (for hosts that expose KVM
@@ -257,57 +222,6 @@ fn capabilities(kvm: &Kvm) -> BTreeMap<String, i64> {
         .collect()
 }
 
-/// Module parameters that change how often or how expensively guests exit; `None` takes every
-/// parameter the module has (PVM's are few and all matter).
-const MODULE_PARAMS: [(&str, Option<&[&str]>); 4] = [
-    (
-        "kvm_intel",
-        Some(&[
-            "ple_gap",
-            "ple_window",
-            "enable_apicv",
-            "ept",
-            "nested",
-            "preemption_timer",
-        ]),
-    ),
-    (
-        "kvm_amd",
-        Some(&["avic", "nested", "npt", "pause_filter_count"]),
-    ),
-    ("kvm", Some(&["halt_poll_ns", "enable_vmware_backdoor"])),
-    ("kvm_pvm", None),
-];
-
-fn module_params_in(sys_module: &Path) -> BTreeMap<String, String> {
-    let mut params = BTreeMap::new();
-    for (module, wanted) in MODULE_PARAMS {
-        let dir = sys_module.join(module).join("parameters");
-        let names: Vec<String> = match wanted {
-            Some(names) => names.iter().map(|n| n.to_string()).collect(),
-            None => list_dir(&dir),
-        };
-        for name in names {
-            // Absent or write-only parameters are simply not reported.
-            if let Ok(value) = fs::read_to_string(dir.join(&name)) {
-                params.insert(format!("{module}.{name}"), value.trim().to_owned());
-            }
-        }
-    }
-    params
-}
-
-fn list_dir(dir: &Path) -> Vec<String> {
-    let Ok(entries) = fs::read_dir(dir) else {
-        return Vec::new();
-    };
-    let mut names: Vec<String> = entries
-        .filter_map(|e| e.ok()?.file_name().into_string().ok())
-        .collect();
-    names.sort();
-    names
-}
-
 fn kernel_release() -> String {
     // SAFETY: utsname is plain C data, for which all-zero bytes are a valid value.
     let mut uts: libc::utsname = unsafe { std::mem::zeroed() };
@@ -341,15 +255,15 @@ fn cpuinfo_mhz_as_khz(cpuinfo: &str) -> Option<u64> {
 fn irqchip_modes(capabilities: &BTreeMap<String, i64>) -> Vec<String> {
     let mut modes = Vec::new();
     if capabilities.get("KVM_CAP_IRQCHIP").is_some_and(|&v| v > 0) {
-        modes.push(crate::machine::IrqchipMode::InKernel.name().to_owned());
+        modes.push(IrqchipMode::InKernel.name().to_owned());
     }
-    modes.push(crate::machine::IrqchipMode::Userspace.name().to_owned());
+    modes.push(IrqchipMode::Userspace.name().to_owned());
     modes
 }
 
 pub fn manifest(kvm: &Kvm) -> Result<HostManifest, HostError> {
     let cpuinfo = fs::read_to_string(PROC_CPUINFO).unwrap_or_default();
-    let flavour = detect_flavour();
+    let flavour = flavour::detect(kvm, &kvm_device_path(), Path::new("/"));
     let nested = cpuinfo_is_nested(&cpuinfo);
     let capabilities = capabilities(kvm);
     let mut warnings = Vec::new();
@@ -370,7 +284,7 @@ pub fn manifest(kvm: &Kvm) -> Result<HostManifest, HostError> {
             "the host runs under a hypervisor: every exit also pays for the outer one".to_owned(),
         );
     }
-    if flavour == KvmFlavour::Pvm {
+    if flavour.declared == KvmFlavour::Pvm {
         warnings.push(
             "/dev/kvm is served by kvm_pvm: exits are PVM's, not VMX/SVM's, and per-reason \
              counters may differ"
@@ -382,16 +296,26 @@ pub fn manifest(kvm: &Kvm) -> Result<HostManifest, HostError> {
     }
 
     let irqchip_modes = irqchip_modes(&capabilities);
-    Ok(HostManifest {
+    let (module_params, module_params_unavailable) =
+        modules::module_params_in(Path::new(SYS_MODULE));
+    let apicv = [IrqchipMode::InKernel, IrqchipMode::Userspace]
+        .into_iter()
+        .filter(|m| irqchip_modes.iter().any(|n| n == m.name()))
+        .map(|m| modules::apicv_in_effect(flavour.declared, m, &module_params))
+        .collect();
+    let mut m = HostManifest {
         cpu_model: cpuinfo_field(&cpuinfo, "model name")
             .unwrap_or("unknown")
             .to_owned(),
         host_cpus: std::thread::available_parallelism()
             .map_or(1, |n| u32::try_from(n.get()).unwrap_or(u32::MAX)),
         kernel_release: kernel_release(),
-        kvm_flavour: flavour.name().to_owned(),
+        kvm_flavour: flavour.declared,
+        flavour,
         nested,
-        module_params: module_params_in(Path::new(SYS_MODULE)),
+        module_params,
+        module_params_unavailable,
+        apicv,
         tsc_khz,
         kvm_api_version: kvm.get_api_version(),
         capabilities,
@@ -399,75 +323,11 @@ pub fn manifest(kvm: &Kvm) -> Result<HostManifest, HostError> {
         recommended_vcpus: u32::try_from(kvm.get_nr_vcpus()).unwrap_or(u32::MAX),
         irqchip_modes,
         vcpu_pinning: false,
-        pinned_cpus: Vec::new(),
         warnings,
-    })
-}
-
-/// Appends `key: value` lines with values aligned after the longest key.
-fn push_aligned<'a>(
-    out: &mut String,
-    indent: &str,
-    rows: impl IntoIterator<Item = (&'a str, String)>,
-) {
-    let rows: Vec<_> = rows.into_iter().collect();
-    let width = rows.iter().map(|(k, _)| k.len() + 1).max().unwrap_or(0);
-    for (key, value) in rows {
-        let _ = writeln!(out, "{indent}{:<width$} {value}", format!("{key}:"));
-    }
-}
-
-/// The human-readable block `irqbench host` prints.
-pub fn format_manifest(m: &HostManifest) -> String {
-    let list = |v: &[String]| {
-        if v.is_empty() {
-            "-".to_owned()
-        } else {
-            v.join(", ")
-        }
+        ..Default::default()
     };
-    let mut out = String::new();
-    push_aligned(
-        &mut out,
-        "",
-        [
-            ("cpu model", m.cpu_model.clone()),
-            ("host cpus", m.host_cpus.to_string()),
-            ("kernel", m.kernel_release.clone()),
-            ("kvm flavour", m.kvm_flavour.clone()),
-            ("nested", m.nested.to_string()),
-            ("tsc khz", m.tsc_khz.to_string()),
-            ("kvm api version", m.kvm_api_version.to_string()),
-            ("max vcpus", m.max_vcpus.to_string()),
-            ("recommended vcpus", m.recommended_vcpus.to_string()),
-            ("irqchip modes", list(&m.irqchip_modes)),
-            ("vcpu pinning", m.vcpu_pinning.to_string()),
-        ],
-    );
-    out.push_str("capabilities:\n");
-    push_aligned(
-        &mut out,
-        "  ",
-        m.capabilities
-            .iter()
-            .map(|(k, v)| (k.as_str(), v.to_string())),
-    );
-    out.push_str("module params:\n");
-    if m.module_params.is_empty() {
-        out.push_str("  -\n");
-    }
-    push_aligned(
-        &mut out,
-        "  ",
-        m.module_params.iter().map(|(k, v)| (k.as_str(), v.clone())),
-    );
-    if !m.warnings.is_empty() {
-        out.push_str("warnings:\n");
-        for w in &m.warnings {
-            let _ = writeln!(out, "  - {w}");
-        }
-    }
-    out
+    manifest::add_host_facts(&mut m, Path::new("/"));
+    Ok(m)
 }
 
 /// For tests: the real /dev/kvm, or `None` after printing why the test is skipped. With
@@ -505,59 +365,24 @@ mod tests {
     use super::*;
 
     #[test]
-    fn flavour_matches_sys_module() {
-        let sys = Path::new(SYS_MODULE);
-        let expected = if sys.join("kvm_pvm").exists() {
-            KvmFlavour::Pvm
-        } else if sys.join("kvm_intel").exists() {
-            KvmFlavour::Vmx
-        } else if sys.join("kvm_amd").exists() {
-            KvmFlavour::Svm
-        } else {
-            // Left to the /proc/modules fallback, which the next test covers.
-            return;
-        };
-        assert_eq!(detect_flavour(), expected);
-    }
-
-    #[test]
-    fn flavour_precedence_and_fallback() {
-        let dir = TempDir::new().unwrap();
-        let sys = dir.as_path().join("module");
-        let proc_modules = dir.as_path().join("modules");
-        fs::create_dir_all(sys.join("kvm")).unwrap();
-        assert_eq!(detect_flavour_in(&sys, &proc_modules), KvmFlavour::Unknown);
-
-        fs::write(
-            &proc_modules,
-            "kvm_amd 155648 0 - Live 0x0\nkvm 1 1 kvm_amd, Live 0x0\n",
-        )
-        .unwrap();
-        assert_eq!(detect_flavour_in(&sys, &proc_modules), KvmFlavour::Svm);
-
-        fs::create_dir(sys.join("kvm_intel")).unwrap();
-        assert_eq!(detect_flavour_in(&sys, &proc_modules), KvmFlavour::Vmx);
-        fs::create_dir(sys.join("kvm_pvm")).unwrap();
-        assert_eq!(detect_flavour_in(&sys, &proc_modules), KvmFlavour::Pvm);
-        assert_eq!(KvmFlavour::Pvm.to_string(), "pvm");
-    }
-
-    #[test]
-    fn module_params_are_read_and_unknown_ones_skipped() {
-        let dir = TempDir::new().unwrap();
-        let root = dir.as_path();
-        fs::create_dir_all(root.join("kvm/parameters")).unwrap();
-        fs::write(root.join("kvm/parameters/halt_poll_ns"), "200000\n").unwrap();
-        fs::write(root.join("kvm/parameters/ignore_msrs"), "N\n").unwrap();
-        fs::create_dir_all(root.join("kvm_pvm/parameters")).unwrap();
-        fs::write(root.join("kvm_pvm/parameters/stats"), "Y\n").unwrap();
-        let params = module_params_in(root);
-        let expected: BTreeMap<String, String> =
-            [("kvm.halt_poll_ns", "200000"), ("kvm_pvm.stats", "Y")]
-                .into_iter()
-                .map(|(k, v)| (k.to_owned(), v.to_owned()))
-                .collect();
-        assert_eq!(params, expected);
+    fn the_declared_flavour_of_this_host_names_its_evidence() {
+        let Some(kvm) = test_kvm() else { return };
+        let record = flavour::detect(&kvm, &kvm_device_path(), Path::new("/"));
+        // A host that serves /dev/kvm has a vendor module, and the record says how it knows.
+        assert_ne!(record.declared, KvmFlavour::Unknown, "{record:?}");
+        assert!(!record.declared_by.is_empty());
+        assert!(
+            record
+                .modules
+                .iter()
+                .any(|m| m.starts_with(record.declared.module().unwrap())),
+            "{record:?}"
+        );
+        assert!(
+            matches!(&record.device, Readable::Value(d) if d.contains("10:232")),
+            "{:?}",
+            record.device
+        );
     }
 
     #[test]
@@ -630,7 +455,17 @@ mod tests {
         assert!(m.tsc_khz > 0);
         assert!(m.recommended_vcpus >= 1);
         assert!(m.max_vcpus >= m.recommended_vcpus);
-        assert_eq!(m.kvm_flavour, detect_flavour().name());
+        assert_eq!(m.kvm_flavour, m.flavour.declared);
+        assert!(m.kernel_cmdline.value().is_some(), "{:?}", m.kernel_cmdline);
+        assert!(m.load_average.value().is_some(), "{:?}", m.load_average);
+        assert!(m.module_params.contains_key("kvm.min_timer_period_us"));
+        assert!(
+            m.apicv
+                .iter()
+                .any(|a| a.irqchip == "userspace" && a.in_effect == Readable::Value(false)),
+            "{:?}",
+            m.apicv
+        );
         assert_eq!(m.kvm_api_version, 12);
         assert!(m.capabilities.contains_key("KVM_CAP_BINARY_STATS_FD"));
         let text = format_manifest(&m);

@@ -16,7 +16,7 @@ use std::time::Instant;
 use kvm_ioctls::Kvm;
 
 use crate::cpu;
-use crate::host::{self, KvmFlavour};
+use crate::host::{self, validate, KvmFlavour};
 use crate::machine::image::GuestImage;
 use crate::machine::{IrqchipMode, MachineConfig, MachineError};
 use crate::measure::pinning::Pinning;
@@ -38,7 +38,7 @@ pub mod session;
 pub mod shadow;
 
 pub use attribution::classify_symbol;
-use group::GroupRun;
+use group::{GroupOutcome, GroupRun};
 
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
@@ -77,6 +77,11 @@ pub enum RunError {
     Boot(#[source] MachineError),
     #[error("the plan does not fit this host: {0}")]
     Resources(String),
+    #[error(
+        "the host failed validation, so its numbers would mislead (`irqbench validate` explains \
+         each check; `run --force` measures anyway):\n{0}"
+    )]
+    ValidationFailed(String),
 }
 
 /// The plan's rows, grouped by `group` in order of first appearance (a group holds at most
@@ -112,13 +117,14 @@ fn record_pinning(host: &mut HostManifest, pinning: Option<&Pinning>) {
     let failed_before = host.warnings.iter().any(|w| w.starts_with(PIN_FAILED));
     if p.complete() && !failed_before {
         host.vcpu_pinning = true;
-        if p.cpus.len() > host.pinned_cpus.len() {
-            host.pinned_cpus = p.cpus.iter().flatten().map(|&c| c as u32).collect();
+        if p.cpus.len() > host.pinning.cpus.len() {
+            let cpus = p.cpus.iter().flatten().map(|&c| c as u32).collect();
+            host.pinning = host::manifest::pinning_in(std::path::Path::new("/"), true, cpus);
         }
         return;
     }
     host.vcpu_pinning = false;
-    host.pinned_cpus.clear();
+    host.pinning = host::manifest::pinning_in(std::path::Path::new("/"), false, Vec::new());
     for e in &p.errors {
         let w = format!("{PIN_FAILED}: {e}; the vCPU threads run where the scheduler puts them");
         if !host.warnings.contains(&w) {
@@ -135,7 +141,7 @@ const PIN_FAILED: &str = "run.pin: pinning failed";
 /// would lengthen, more than the host allows).
 fn start_report(kvm: &Kvm, plan: &Plan) -> Result<RunReport, RunError> {
     let mut manifest = host::manifest(kvm).map_err(RunError::Host)?;
-    let pvm = host::detect_flavour() == KvmFlavour::Pvm;
+    let pvm = manifest.kvm_flavour == KvmFlavour::Pvm;
     let vendor = cpu::host_vendor();
     let insn = preflight::hypercall(plan.hypercall, pvm, &vendor)?;
     let min_period = host::params::kvm_param("kvm", "min_timer_period_us");
@@ -172,7 +178,7 @@ fn start_report(kvm: &Kvm, plan: &Plan) -> Result<RunReport, RunError> {
         cycles_source: cpu::cycles_source(
             &vendor,
             cpu::PmuFacts {
-                flavour: &manifest.kvm_flavour,
+                flavour: manifest.kvm_flavour,
                 leaf_0xa: cpu::supported_leaf_0xa(kvm),
                 enable_pmu: host::params::kvm_param("kvm", "enable_pmu")
                     .ok()
@@ -183,6 +189,34 @@ fn start_report(kvm: &Kvm, plan: &Plan) -> Result<RunReport, RunError> {
         host: manifest,
         ..Default::default()
     })
+}
+
+/// Adds a group's outcome to the report; true when the user stopped the run during it.
+fn absorb(report: &mut RunReport, outcome: GroupOutcome, group: &str) -> bool {
+    report.results.extend(outcome.results);
+    report.comparisons.extend(outcome.comparisons);
+    report.differences.extend(outcome.differences);
+    if !outcome.vm_stats.is_empty() {
+        report
+            .vm_stats_by_group
+            .insert(group.to_string(), outcome.vm_stats);
+    }
+    report.warnings.extend(outcome.warnings);
+    if outcome.host_rules_off {
+        report.disturbance.not_used.push(format!(
+            "{} and {} for group {group}: its vCPU and interrupt-load threads outnumber the host \
+             CPUs, so they preempt each other in every block (part of what it measures); only {} \
+             applied",
+            disturbance::SOURCE_OFF_CPU,
+            disturbance::SOURCE_SWITCHES,
+            disturbance::SOURCE_OUTLIER
+        ));
+    }
+    if outcome.interrupted {
+        report.partial = true;
+        report.partial_reason = Some(format!("stopped by signal during {group}"));
+    }
+    outcome.interrupted
 }
 
 /// Runs the whole plan. Never panics on guest input; a failing phase becomes a
@@ -196,6 +230,15 @@ pub fn run_plan(
 ) -> Result<RunReport, RunError> {
     let started = Instant::now();
     let mut report = start_report(kvm, plan)?;
+    validate_host(kvm, image, &mut report.host, options.validation)?;
+    // The validation may have found PVM behind an ambiguous declaration.
+    let flavour = report.host.kvm_flavour;
+    if plan.hypercall.uses_hypercall_insn() && flavour == KvmFlavour::Pvm {
+        return Err(RunError::HypercallRefused {
+            transport: plan.hypercall.name(),
+            flavour: flavour.name(),
+        });
+    }
     let tsc_khz = report.host.tsc_khz.max(1);
     let mut session: Option<Session> = None;
     let groups = groups(&plan.phases);
@@ -252,30 +295,7 @@ pub fn run_plan(
         };
         match run.run(&mut |step| progress(i, total, &first.group, step)) {
             Ok(outcome) => {
-                report.results.extend(outcome.results);
-                report.comparisons.extend(outcome.comparisons);
-                report.differences.extend(outcome.differences);
-                if !outcome.vm_stats.is_empty() {
-                    report
-                        .vm_stats_by_group
-                        .insert(first.group.clone(), outcome.vm_stats);
-                }
-                report.warnings.extend(outcome.warnings);
-                if outcome.host_rules_off {
-                    report.disturbance.not_used.push(format!(
-                        "{} and {} for group {}: its vCPU and interrupt-load threads outnumber \
-                         the host CPUs, so they preempt each other in every block (part of what \
-                         it measures); only {} applied",
-                        disturbance::SOURCE_OFF_CPU,
-                        disturbance::SOURCE_SWITCHES,
-                        first.group,
-                        disturbance::SOURCE_OUTLIER
-                    ));
-                }
-                if outcome.interrupted {
-                    report.partial = true;
-                    report.partial_reason =
-                        Some(format!("stopped by signal during {}", first.group));
+                if absorb(&mut report, outcome, &first.group) {
                     break;
                 }
             }
@@ -292,6 +312,29 @@ pub fn run_plan(
     }
     report.wall_seconds = started.elapsed().as_secs_f64();
     Ok(report)
+}
+
+/// The quick validation of `irqbench validate`'s suite, recorded in the manifest; a FAIL ends
+/// the run before anything is measured unless it is forced.
+fn validate_host(
+    kvm: &Kvm,
+    image: &Arc<GuestImage>,
+    manifest: &mut HostManifest,
+    policy: validate::Policy,
+) -> Result<(), RunError> {
+    let validate::Policy::Quick { force } = policy else {
+        return Ok(());
+    };
+    let v = validate::run(kvm, image, manifest, validate::Scope::Quick);
+    let refused = refusal(&v, force);
+    manifest.validation = Some(v);
+    refused.map_or(Ok(()), Err)
+}
+
+/// A validation with a FAIL refuses the run, unless it is forced.
+fn refusal(v: &validate::Validation, force: bool) -> Option<RunError> {
+    (v.verdict == validate::Verdict::Fail && !force)
+        .then(|| RunError::ValidationFailed(validate::problem_lines(v).join("\n")))
 }
 
 #[cfg(test)]
@@ -596,6 +639,32 @@ mod tests {
     }
 
     #[test]
+    fn a_failed_validation_refuses_the_run_unless_forced() {
+        use validate::{Check, Validation, Verdict};
+        let check = |verdict| Check {
+            id: "tsc.rate".into(),
+            verdict,
+            expected: "2600000 kHz".into(),
+            measured: "2613000 kHz".into(),
+            note: "off".into(),
+        };
+        let mut v = Validation {
+            verdict: Verdict::Fail,
+            checks: vec![check(Verdict::Fail), check(Verdict::Warn)],
+            ..Default::default()
+        };
+        let err = refusal(&v, false).expect("refused").to_string();
+        assert!(
+            err.contains("validation FAIL tsc.rate") && err.contains("--force"),
+            "{err}"
+        );
+        assert!(err.contains("validation WARN tsc.rate"), "{err}");
+        assert!(refusal(&v, true).is_none());
+        v.verdict = Verdict::Warn;
+        assert!(refusal(&v, false).is_none());
+    }
+
+    #[test]
     fn the_manifest_says_pinned_only_when_every_vcpu_was() {
         let mut host = HostManifest::default();
         let ok = Pinning {
@@ -604,13 +673,14 @@ mod tests {
         };
         record_pinning(&mut host, Some(&ok));
         assert!(host.vcpu_pinning);
-        assert_eq!(host.pinned_cpus, [1, 1]);
+        assert_eq!(host.pinning.cpus, [1, 1]);
+        assert!(host.pinning.pinned);
         let failed = Pinning {
             cpus: vec![Some(1), None],
             errors: vec!["vCPU 1: pinning to CPU 5: Invalid argument".into()],
         };
         record_pinning(&mut host, Some(&failed));
-        assert!(!host.vcpu_pinning && host.pinned_cpus.is_empty());
+        assert!(!host.vcpu_pinning && !host.pinning.pinned && host.pinning.cpus.is_empty());
         assert!(
             host.warnings
                 .iter()
@@ -657,7 +727,7 @@ mod tests {
         .expect("run thread");
         assert!(report.failures.is_empty(), "{:?}", report.failures);
         assert!(report.host.vcpu_pinning, "{:?}", report.host.warnings);
-        assert_eq!(report.host.pinned_cpus, [last as u32]);
+        assert_eq!(report.host.pinning.cpus, [last as u32]);
     }
 
     #[test]

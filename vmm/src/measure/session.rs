@@ -48,12 +48,15 @@ pub enum PhaseError {
 pub struct RunOptions {
     /// Set from a signal handler: stop between (or inside) phases and return what was measured.
     pub stop: Arc<AtomicBool>,
+    /// Whether the run validates the host first (the CLI does; tests and benches skip it).
+    pub validation: crate::host::validate::Policy,
 }
 
 impl Default for RunOptions {
     fn default() -> Self {
         RunOptions {
             stop: Arc::new(AtomicBool::new(false)),
+            validation: crate::host::validate::Policy::Skip,
         }
     }
 }

@@ -297,8 +297,8 @@ fn host_differences(a: &RunReport, b: &RunReport) -> Vec<String> {
         ("cpu_model", ha.cpu_model.clone(), hb.cpu_model.clone()),
         (
             "kvm_flavour",
-            ha.kvm_flavour.clone(),
-            hb.kvm_flavour.clone(),
+            ha.kvm_flavour.to_string(),
+            hb.kvm_flavour.to_string(),
         ),
         (
             "kernel_release",

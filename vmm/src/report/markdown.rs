@@ -80,10 +80,10 @@ fn header(out: &mut String, report: &RunReport) {
         ("irqchip", irqchip_text(report)),
         (
             "vCPU pinning",
-            match (h.vcpu_pinning, h.pinned_cpus.is_empty()) {
+            match (h.vcpu_pinning, h.pinning.cpus.is_empty()) {
                 (false, _) => "no".into(),
                 (true, true) => "yes".into(),
-                (true, false) => format!("vCPU i on CPU {:?}[i]", h.pinned_cpus),
+                (true, false) => format!("vCPU i on CPU {:?}[i]", h.pinning.cpus),
             },
         ),
         ("module parameters", md_map(&h.module_params)),
@@ -96,6 +96,11 @@ fn header(out: &mut String, report: &RunReport) {
     }
     for w in &h.warnings {
         let _ = writeln!(out, "- **warning:** {w}");
+    }
+    if let Some(v) = &h.validation {
+        for (head, why) in crate::host::validate::problems(v) {
+            let _ = writeln!(out, "- **{head}** — {why}");
+        }
     }
 }
 

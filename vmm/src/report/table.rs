@@ -154,8 +154,8 @@ pub fn host_header(report: &RunReport) -> String {
         let _ = writeln!(out, "{host}");
         let _ = writeln!(out, "{run}");
     }
-    if h.vcpu_pinning && !h.pinned_cpus.is_empty() {
-        let cpus: Vec<String> = h.pinned_cpus.iter().map(u32::to_string).collect();
+    if h.vcpu_pinning && !h.pinning.cpus.is_empty() {
+        let cpus: Vec<String> = h.pinning.cpus.iter().map(u32::to_string).collect();
         push_words(
             &mut out,
             &format!(
@@ -169,6 +169,11 @@ pub fn host_header(report: &RunReport) -> String {
     }
     for w in &h.warnings {
         let _ = writeln!(out, "warning: {w}");
+    }
+    if let Some(v) = &h.validation {
+        for line in crate::host::validate::problem_lines(v) {
+            let _ = writeln!(out, "{line}");
+        }
     }
     if report.partial {
         let reason = report.partial_reason.as_deref().unwrap_or("reason unknown");

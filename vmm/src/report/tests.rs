@@ -187,8 +187,13 @@ fn host() -> HostManifest {
         recommended_vcpus: 2,
         irqchip_modes: vec!["userspace".into()],
         vcpu_pinning: true,
-        pinned_cpus: vec![0, 1],
+        pinning: crate::host::manifest::Pinning {
+            pinned: true,
+            cpus: vec![0, 1],
+            ..Default::default()
+        },
         warnings: vec!["host has 2 CPUs: 4-vCPU phases are oversubscribed".into()],
+        ..Default::default()
     }
 }
 
@@ -669,6 +674,9 @@ fn compare_reads_a_v1_file_and_says_it_has_no_ci() {
         (20_000, 0, [0.0, 0.0])
     );
     assert!(old.comparisons.is_empty() && old.description.is_empty());
+    // The flavour string of old files reads into the typed flavour; newer fields default.
+    assert_eq!(old.host.kvm_flavour, crate::host::KvmFlavour::Pvm);
+    assert!(old.host.kernel_cmdline.value().is_none() && old.host.validation.is_none());
 
     let new = sample_report();
     let c = compare(&old, &new);
@@ -923,4 +931,43 @@ fn the_tsc_rate_why_not_core_cycles_and_derived_ns_are_printed() {
         );
         assert!(text.contains("cycles = 2174 [2154, 2194] ns"), "{text}");
     }
+}
+
+#[test]
+fn validation_problems_are_printed_above_the_table_and_kept_in_the_json() {
+    use crate::host::validate::{Check, Scope, Validation, Verdict};
+    let mut report = sample_report();
+    let check = |id: &str, verdict| Check {
+        id: id.into(),
+        verdict,
+        expected: "ticks within 10%".into(),
+        measured: "62%".into(),
+        note: "PVM merges ticks".into(),
+    };
+    report.host.validation = Some(Validation {
+        scope: Scope::Quick,
+        flavour: crate::host::KvmFlavour::Pvm,
+        verdict: Verdict::Warn,
+        seconds: 0.05,
+        checks: vec![
+            check("tsc.rate", Verdict::Pass),
+            check("noise.load", Verdict::Warn),
+        ],
+    });
+    let table = render_table(&report);
+    let header = table.split("\n\n").next().unwrap_or_default();
+    assert!(
+        header.contains(
+            "validation WARN noise.load: measured 62%; expected ticks within 10%\n  why: PVM"
+        ),
+        "{table}"
+    );
+    assert!(
+        !table.contains("tsc.rate"),
+        "PASS lines are not printed: {table}"
+    );
+    assert!(render_markdown(&report).contains("validation WARN noise.load"));
+    let json = serde_json::to_value(&report).unwrap();
+    assert_eq!(json["host"]["validation"]["checks"][1]["id"], "noise.load");
+    assert_eq!(json["host"]["kvm_flavour"], "pvm");
 }

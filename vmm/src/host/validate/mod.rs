@@ -1,0 +1,515 @@
+//! `irqbench validate`: does this host behave as its KVM flavour should, so that numbers
+//! measured on it mean what the reports say?
+//!
+//! Each check boots real guests (or reads the host's files), then a pure judge
+//! ([`judge`]) compares the measurement with what the flavour's KVM does by its documentation
+//! and source (docs/VALIDATE.md has the table with citations) and gives PASS, WARN or FAIL
+//! with the expected and measured values in words. [`Scope::Full`] is the whole suite
+//! (`irqbench validate`, a few seconds); [`Scope::Quick`] the subset `irqbench run` does first
+//! (under 100 ms), recorded as `host.validation`.
+
+use std::fmt::Write as _;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use kvm_ioctls::Kvm;
+use serde::{Deserialize, Serialize};
+
+use crate::host::flavour::{self, KvmFlavour};
+use crate::host::manifest::Readable;
+use crate::machine::image::GuestImage;
+use crate::machine::IrqchipMode;
+use crate::measure::session::Session;
+use crate::results::HostManifest;
+
+pub mod judge;
+pub mod measure;
+pub mod noise;
+pub mod obs;
+
+pub use judge::Verdict;
+use judge::{Expectations, Judged};
+
+/// Which checks run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Scope {
+    /// `run`'s subset: flavour, doorbells, TSC, CPUID and cli exits, noise from files.
+    #[default]
+    Quick,
+    /// `irqbench validate`: every check.
+    Full,
+}
+
+/// What a benchmark run does about validation before it measures.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Policy {
+    /// No validation (library callers: tests, benchmarks).
+    #[default]
+    Skip,
+    /// The quick checks, recorded as `host.validation`; a FAIL stops the run unless `force`.
+    Quick { force: bool },
+}
+
+/// One check's result.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Check {
+    /// `group.name`, e.g. `tsc.rate`.
+    pub id: String,
+    pub verdict: Verdict,
+    pub expected: String,
+    pub measured: String,
+    /// Why a WARN or FAIL, or what a PASS on PVM means.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub note: String,
+}
+
+/// A validation of this host: every check and the worst verdict.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Validation {
+    pub scope: Scope,
+    /// The declared flavour the expectations were taken from.
+    pub flavour: KvmFlavour,
+    pub verdict: Verdict,
+    pub seconds: f64,
+    pub checks: Vec<Check>,
+}
+
+impl Validation {
+    pub fn count(&self, v: Verdict) -> usize {
+        self.checks.iter().filter(|c| c.verdict == v).count()
+    }
+}
+
+/// The knobs of one scope.
+#[derive(Clone, Copy, Debug)]
+struct Sizes {
+    vcpus: u32,
+    doorbells: u64,
+    insns: &'static [&'static str],
+    insn_iterations: u64,
+    insn_rounds: u32,
+    /// Full: the long idle phase of the guest-rdtsc rate; quick: the span of the KVM reading.
+    tsc_long: Duration,
+    /// Long idle phases of the guest-rdtsc rate (one more short one is run).
+    tsc_repeats: usize,
+}
+
+const QUICK: Sizes = Sizes {
+    vcpus: 1,
+    doorbells: 16,
+    insns: &["empty", "cli", "cpuid"],
+    insn_iterations: 64,
+    insn_rounds: 2,
+    tsc_long: Duration::from_millis(40),
+    tsc_repeats: 0,
+};
+
+const FULL: Sizes = Sizes {
+    vcpus: 2,
+    doorbells: 64,
+    insns: &[
+        "empty",
+        "cli",
+        "sti",
+        "popf-set-if",
+        "popf-same-if",
+        "cpuid",
+        "hlt-exit",
+    ],
+    insn_iterations: 128,
+    insn_rounds: 4,
+    tsc_long: Duration::from_millis(120),
+    tsc_repeats: 2,
+};
+
+/// Interrupt loads of the full suite: rates every flavour can deliver, phases long enough to
+/// count them.
+const INJECT_HZ: f64 = 1000.0;
+const PV_EVENT_HZ: f64 = 2000.0;
+const LOAD_PHASE: Duration = Duration::from_millis(120);
+/// Barrier-aligned blocks for the vCPUs' TSC comparison.
+const SKEW_ROUNDS: u32 = 64;
+const LAPIC_PERIOD_US: f64 = 1000.0;
+const LAPIC_PHASE: Duration = Duration::from_millis(200);
+/// The order checks are reported in (measured in the order sessions allow).
+const GROUPS: [&str; 7] = [
+    "flavour",
+    "accounting.",
+    "tsc.",
+    "exits.",
+    "irq.",
+    "attribution.",
+    "noise.",
+];
+/// Steal time is sampled over at least this long.
+const STEAL_WINDOW: Duration = Duration::from_secs(1);
+
+/// Collects checks: a measurement judged, or a failure to measure.
+struct Suite<'a> {
+    e: Expectations,
+    checks: &'a mut Vec<Check>,
+}
+
+impl Suite<'_> {
+    fn push(&mut self, id: &str, j: Judged) {
+        self.checks.push(Check {
+            id: id.to_owned(),
+            verdict: j.verdict,
+            expected: j.expected,
+            measured: j.measured,
+            note: j.note,
+        });
+    }
+
+    fn judge<M>(
+        &mut self,
+        id: &str,
+        m: &Result<M, String>,
+        judge: impl FnOnce(&Expectations, &M) -> Judged,
+    ) {
+        let j = match m {
+            Ok(m) => judge(&self.e, m),
+            Err(why) => Judged {
+                verdict: Verdict::Fail,
+                expected: "a measurement".into(),
+                measured: "none".into(),
+                note: format!("could not measure: {why}"),
+            },
+        };
+        self.push(id, j);
+    }
+}
+
+/// Runs the checks of `scope` on this host and records the flavour's behaviour in `m`.
+pub fn run(kvm: &Kvm, image: &Arc<GuestImage>, m: &mut HostManifest, scope: Scope) -> Validation {
+    let started = Instant::now();
+    let root = Path::new("/");
+    let stat_start = noise::sample_in(root);
+    let e = Expectations::new(
+        m.kvm_flavour,
+        m.module_params
+            .get("kvm_pvm.pvm_emul_batch")
+            .map(String::as_str),
+    );
+    let mut checks = Vec::new();
+    let mut suite = Suite {
+        e,
+        checks: &mut checks,
+    };
+    let sizes = match scope {
+        Scope::Quick => QUICK,
+        Scope::Full => FULL,
+    };
+    userspace_checks(kvm, image, m, &mut suite, scope, sizes);
+    if scope == Scope::Full {
+        lapic_checks(kvm, image, m, &mut suite);
+    }
+    suite.push(
+        "tsc.invariant",
+        judge::tsc_invariant(&e, noise::host_tsc_invariant()),
+    );
+    if scope == Scope::Full {
+        let left = STEAL_WINDOW.saturating_sub(started.elapsed());
+        std::thread::sleep(left);
+    }
+    noise_checks(root, m, &mut suite, scope, stat_start);
+    checks.sort_by_key(|c| GROUPS.iter().position(|g| c.id.starts_with(g)));
+    let verdict = checks.iter().map(|c| c.verdict).max().unwrap_or_default();
+    Validation {
+        scope,
+        flavour: m.kvm_flavour,
+        verdict,
+        seconds: started.elapsed().as_secs_f64(),
+        checks,
+    }
+}
+
+/// Records the behaviour in `m`; where it decides an ambiguous flavour, the manifest and the
+/// expectations of the checks still to come take the behaviour's.
+fn adopt(m: &mut HostManifest, suite: &mut Suite<'_>, b: flavour::Behaviour) {
+    let effective = m.flavour.record(b);
+    if effective != m.kvm_flavour {
+        m.warnings.push(format!(
+            "declared {} but CPL0 code behaves as {effective}'s: reported as {effective}",
+            m.kvm_flavour
+        ));
+        m.kvm_flavour = effective;
+        suite.e.flavour = effective;
+    }
+}
+
+/// Records in `m` what a CPL0 `cli` does to `insn_emulation` (for `irqbench host`, which
+/// runs no other check).
+pub fn probe_flavour(kvm: &Kvm, image: &Arc<GuestImage>, m: &mut HostManifest) {
+    let measured = measure::boot(kvm, image, 1, IrqchipMode::Userspace).and_then(|mut s| {
+        let r = measure::insn_rounds(&mut s, &["empty", "cli"], QUICK.insn_iterations, 1);
+        s.shutdown();
+        r?.nets
+            .first()
+            .map(|cli| flavour::classify(cli.insn_emulation))
+            .ok_or_else(|| "no cli block".to_owned())
+    });
+    match measured {
+        Ok(b) => {
+            let effective = m.flavour.record(b);
+            m.kvm_flavour = effective;
+        }
+        Err(why) => m.flavour.behaviour = Readable::Unavailable(why),
+    }
+}
+
+/// The checks on one userspace-irqchip guest (`sizes.vcpus` vCPUs, at most the host's CPUs).
+fn userspace_checks(
+    kvm: &Kvm,
+    image: &Arc<GuestImage>,
+    m: &mut HostManifest,
+    suite: &mut Suite<'_>,
+    scope: Scope,
+    sizes: Sizes,
+) {
+    // The quick check reads a vCPU's TSC through KVM across the other quick checks.
+    let probe = measure::TscProbe::start(kvm);
+    let vcpus = sizes.vcpus.min(m.host_cpus.max(1));
+    let mut s = match measure::boot(kvm, image, vcpus, IrqchipMode::Userspace) {
+        Ok(s) => s,
+        Err(why) => {
+            m.flavour.behaviour = Readable::Unavailable(why.clone());
+            for id in ["flavour", "accounting.doorbells", "tsc.rate", "exits.cpuid"] {
+                suite.judge::<()>(id, &Err(why.clone()), |_, _| Judged::default());
+            }
+            return;
+        }
+    };
+    suite.judge(
+        "accounting.doorbells",
+        &measure::doorbells(&mut s, sizes.doorbells),
+        judge::doorbells,
+    );
+    insn_checks(kvm, &mut s, m, suite, sizes);
+    let reported = m
+        .capabilities
+        .get("KVM_CAP_GET_TSC_KHZ")
+        .is_some_and(|&c| c > 0);
+    let rate = match (scope, probe) {
+        (Scope::Full, _) => measure::tsc_rate(
+            &mut s,
+            m.tsc_khz,
+            reported,
+            sizes.tsc_long,
+            sizes.tsc_repeats,
+        ),
+        (Scope::Quick, Ok(p)) => p.finish(m.tsc_khz, reported, sizes.tsc_long),
+        (Scope::Quick, Err(why)) => Err(why),
+    };
+    suite.judge("tsc.rate", &rate, judge::tsc_rate);
+    if scope == Scope::Full {
+        load_checks(&mut s, suite);
+    }
+    s.shutdown();
+}
+
+/// Instruction probes: the flavour's behaviour, exits of CPUID and the flag instructions,
+/// HLT, and (with 2 vCPUs) TSC skew.
+fn insn_checks(
+    kvm: &Kvm,
+    s: &mut Session,
+    m: &mut HostManifest,
+    suite: &mut Suite<'_>,
+    sizes: Sizes,
+) {
+    let rounds = measure::insn_rounds(s, sizes.insns, sizes.insn_iterations, sizes.insn_rounds);
+    let by_name = |name: &str| -> Result<judge::InsnNet, String> {
+        let r = rounds.as_ref().map_err(Clone::clone)?;
+        r.nets
+            .iter()
+            .find(|n| n.name == name)
+            .cloned()
+            .ok_or(format!("no {name} block"))
+    };
+    let behaviour = by_name("cli").map(|n| flavour::classify(n.insn_emulation));
+    let obs = behaviour.clone().map(|b| judge::FlavourObs {
+        declared: m.flavour.declared,
+        ambiguous: m.flavour.ambiguous,
+        behaviour: b,
+    });
+    match behaviour {
+        Ok(b) => adopt(m, suite, b),
+        Err(why) => m.flavour.behaviour = Readable::Unavailable(why),
+    }
+    suite.judge("flavour", &obs, judge::flavour);
+    suite.judge("exits.cpuid", &by_name("cpuid"), judge::cpuid_exits);
+    let flags: Result<Vec<_>, String> = ["cli", "sti", "popf-set-if", "popf-same-if"]
+        .iter()
+        .filter(|n| sizes.insns.contains(n))
+        .map(|n| by_name(n))
+        .collect();
+    suite.judge("exits.flag-insns", &flags, |e, f| {
+        judge::flag_insn_exits(e, f)
+    });
+    let Ok(r) = &rounds else { return };
+    if let Some(hlt) = &r.hlt {
+        suite.push("exits.hlt", judge::hlt_exits(&suite.e, hlt));
+    }
+    if sizes.vcpus > 1 {
+        let skew = vcpu_tsc_skew(kvm, s, m.tsc_khz);
+        suite.judge("tsc.vcpus", &skew, judge::tsc_vcpus);
+    }
+}
+
+/// The vCPUs' TSCs compared in the guest, after a shared barrier; where the host is too busy
+/// for that (or has one CPU), through KVM.
+fn vcpu_tsc_skew(kvm: &Kvm, s: &mut Session, khz: u64) -> Result<judge::TscSkew, String> {
+    let guest = if s.vcpus > 1 {
+        measure::tsc_skew(s, SKEW_ROUNDS, khz)?
+    } else {
+        judge::TscSkew::default()
+    };
+    if guest.skews_cycles.len() >= judge::TSC_SKEW_MIN_BLOCKS {
+        return Ok(guest);
+    }
+    let mut kvm_side = measure::tsc_offsets(kvm, khz, SKEW_ROUNDS as usize)?;
+    kvm_side.method = format!(
+        "{} (the guest's barrier blocks: {} of {} preempted)",
+        kvm_side.method,
+        guest.preempted,
+        guest.preempted + guest.skews_cycles.len()
+    );
+    Ok(kvm_side)
+}
+
+/// Interrupt loads on the userspace-irqchip guest: inject (window exits) and pv-event
+/// (hypercall accounting and exit-site attribution).
+fn load_checks(s: &mut Session, suite: &mut Suite<'_>) {
+    let inj = measure::inject(s, INJECT_HZ, LOAD_PHASE);
+    suite.judge("exits.irq-window", &inj, judge::irq_window);
+    suite.judge("irq.inject", &inj, judge::inject);
+    let pv = measure::pv_event(s, PV_EVENT_HZ, LOAD_PHASE);
+    let (calls, sites) = match pv {
+        Ok((c, site)) => (Ok(c), Ok(site)),
+        Err(why) => (Err(why.clone()), Err(why)),
+    };
+    suite.judge("accounting.hypercalls", &calls, judge::hypercalls);
+    suite.judge("attribution.exit-site", &sites, judge::exit_site);
+}
+
+/// The LAPIC timer at 1 and 2 vCPUs, no faster than `kvm.min_timer_period_us` allows.
+fn lapic_checks(kvm: &Kvm, image: &Arc<GuestImage>, m: &HostManifest, suite: &mut Suite<'_>) {
+    let min_period = m
+        .module_params
+        .get("kvm.min_timer_period_us")
+        .and_then(|p| p.parse::<f64>().ok())
+        .unwrap_or(0.0);
+    let period = LAPIC_PERIOD_US.max(min_period);
+    for vcpus in [1u32, 2] {
+        let id = format!("irq.lapic-timer-{vcpus}v");
+        let obs = if m
+            .capabilities
+            .get("KVM_CAP_IRQCHIP")
+            .is_some_and(|&c| c > 0)
+        {
+            measure::lapic(kvm, image, vcpus, period, LAPIC_PHASE, m.tsc_khz)
+        } else {
+            Err("no KVM_CAP_IRQCHIP: no in-kernel LAPIC".into())
+        };
+        suite.judge(&id, &obs, judge::lapic_timer);
+    }
+}
+
+/// Load, steal (full suite), frequency scaling and SMT siblings.
+fn noise_checks(
+    root: &Path,
+    m: &HostManifest,
+    suite: &mut Suite<'_>,
+    scope: Scope,
+    stat_start: Result<noise::StatSample, String>,
+) {
+    let load1 = m.load_average.clone().map(|l| l[0]);
+    suite.push("noise.load", noise::load(load1, m.host_cpus));
+    let stat_end = noise::sample_in(root);
+    if scope == Scope::Full {
+        let steal = match (&stat_start, &stat_end) {
+            (Ok(a), Ok(b)) => Ok(noise::steal_between(a, b)),
+            (Err(why), _) | (_, Err(why)) => Err(why.clone()),
+        };
+        suite.push("noise.steal", noise::steal(steal));
+    }
+    suite.push("noise.cpufreq", noise::cpufreq(&m.cpufreq));
+    let smt = match (&stat_start, &stat_end) {
+        (Ok(a), Ok(b)) => noise::smt_obs(root, m.smt.clone(), &noise::allowed_cpus(), a, b),
+        _ => judge::SmtObs {
+            smt: m.smt.clone(),
+            busiest_sibling: None,
+        },
+    };
+    suite.push("noise.smt", noise::smt(&smt));
+}
+
+/// The whole validation as text: one block per check, then the summary.
+pub fn render(v: &Validation) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "irqbench validate ({} suite, KVM {}): {} checks in {:.1} s",
+        match v.scope {
+            Scope::Quick => "quick",
+            Scope::Full => "full",
+        },
+        v.flavour,
+        v.checks.len(),
+        v.seconds
+    );
+    for c in &v.checks {
+        let _ = writeln!(out, "\n{}  {}", c.verdict.name(), c.id);
+        let _ = writeln!(out, "      expected: {}", c.expected);
+        let _ = writeln!(out, "      measured: {}", c.measured);
+        if !c.note.is_empty() {
+            let _ = writeln!(out, "      why:      {}", c.note);
+        }
+    }
+    let _ = writeln!(
+        out,
+        "\n{}: {} PASS, {} WARN, {} FAIL",
+        v.verdict.name(),
+        v.count(Verdict::Pass),
+        v.count(Verdict::Warn),
+        v.count(Verdict::Fail)
+    );
+    out
+}
+
+/// Per WARN or FAIL: the headline (verdict, check, measured, expected) and why.
+pub fn problems(v: &Validation) -> Vec<(String, &str)> {
+    v.checks
+        .iter()
+        .filter(|c| c.verdict != Verdict::Pass)
+        .map(|c| {
+            let head = format!(
+                "validation {} {}: measured {}; expected {}",
+                c.verdict.name(),
+                c.id,
+                c.measured,
+                c.expected
+            );
+            (head, c.note.as_str())
+        })
+        .collect()
+}
+
+/// The problems for the top of a run's report: each headline, with its why indented below.
+pub fn problem_lines(v: &Validation) -> Vec<String> {
+    problems(v)
+        .into_iter()
+        .map(|(head, why)| {
+            if why.is_empty() {
+                head
+            } else {
+                format!("{head}\n  why: {why}")
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests;
