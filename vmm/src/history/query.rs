@@ -204,34 +204,34 @@ impl Store {
                 })
                 .map_err(self.err())
         };
+        // Each filter given: its flag, and the values the history holds for it.
+        let filters = [
+            (
+                &f.config,
+                "--config",
+                "configs",
+                "SELECT DISTINCT config_name FROM runs ORDER BY 1",
+            ),
+            (
+                &f.strategy,
+                "--strategy",
+                "strategies",
+                "SELECT DISTINCT strategy FROM results ORDER BY 1",
+            ),
+            (
+                &f.host,
+                "--host",
+                "hosts",
+                "SELECT DISTINCT hostname || ' (' || host_label || ')' FROM runs ORDER BY 1",
+            ),
+        ];
         let mut what = Vec::new();
         let mut known = Vec::new();
-        if let Some(c) = &f.config {
-            what.push(format!("--config {c}"));
-            known.push(format!(
-                "configs {}",
-                list(&distinct(
-                    "SELECT DISTINCT config_name FROM runs ORDER BY 1"
-                )?)
-            ));
-        }
-        if let Some(s) = &f.strategy {
-            what.push(format!("--strategy {s}"));
-            known.push(format!(
-                "strategies {}",
-                list(&distinct(
-                    "SELECT DISTINCT strategy FROM results ORDER BY 1"
-                )?)
-            ));
-        }
-        if let Some(h) = &f.host {
-            what.push(format!("--host {h}"));
-            known.push(format!(
-                "hosts {}",
-                list(&distinct(
-                    "SELECT DISTINCT hostname || ' (' || host_label || ')' FROM runs ORDER BY 1"
-                )?)
-            ));
+        for (value, flag, label, sql) in filters {
+            if let Some(v) = value {
+                what.push(format!("{flag} {v}"));
+                known.push(format!("{label} {}", list(&distinct(sql)?)));
+            }
         }
         Ok(HistoryError::NoMatch {
             what: what.join(" "),
