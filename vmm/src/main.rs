@@ -337,7 +337,7 @@ impl Outputs {
 }
 
 /// Every output path is checked up front (a typo must not cost a whole run): kind, folder,
-/// duplicates, and overlap with the config or guest this run reads.
+/// duplicates, and overlap with the config or guest this run reads or the history database.
 fn check_outputs(args: &RunArgs) -> Result<Outputs, OutputError> {
     let target = |what: &str, p: &Option<PathBuf>| p.as_deref().map(|p| OutputTarget::new(what, p));
     let json = target("--json", &args.json).transpose()?;
@@ -359,6 +359,7 @@ fn check_outputs(args: &RunArgs) -> Result<Outputs, OutputError> {
         inputs.push(("guest image", g));
     }
     output::check_distinct(&outputs.all(), &inputs)?;
+    cli_history::not_over_history(&outputs.all(), args.save.db.as_deref())?;
     Ok(outputs)
 }
 

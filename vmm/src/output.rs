@@ -70,7 +70,7 @@ pub enum OutputError {
         other: String,
         path: PathBuf,
     },
-    #[error("{what} {path} is the {input} this run reads: it would be replaced")]
+    #[error("{what} {path} is the {input} irqbench reads: it would be replaced")]
     IsInput {
         what: String,
         path: PathBuf,
@@ -215,6 +215,32 @@ pub fn check_distinct(
                     what: t.what.clone(),
                     path: PathBuf::from(t.describe()),
                     input: (*input).to_owned(),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Refuses an output that would replace one of `files` (what, path): files this command keeps
+/// using, such as the history database, whether or not they exist yet. Paths are compared by
+/// their canonical folder and file name, so another spelling of one file is caught too.
+pub fn check_not_over(
+    targets: &[&OutputTarget],
+    files: &[(&str, &Path)],
+) -> Result<(), OutputError> {
+    for t in targets {
+        for (what, path) in files {
+            let identity = path.file_name().and_then(|name| {
+                fs::canonicalize(folder_of(path))
+                    .ok()
+                    .map(|dir| dir.join(name))
+            });
+            if identity.is_some_and(|i| i == t.identity) {
+                return Err(OutputError::IsInput {
+                    what: t.what.clone(),
+                    path: PathBuf::from(t.describe()),
+                    input: (*what).to_owned(),
                 });
             }
         }

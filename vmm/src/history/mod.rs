@@ -191,6 +191,22 @@ pub struct DbLocation {
 }
 
 impl DbLocation {
+    /// The database and the files SQLite keeps beside it, each with what it is (for messages):
+    /// an output written over any of them would destroy the history.
+    pub fn files(&self) -> Vec<(&'static str, PathBuf)> {
+        let beside = |suffix: &str| {
+            let mut name = self.path.clone().into_os_string();
+            name.push(suffix);
+            PathBuf::from(name)
+        };
+        vec![
+            ("history database", self.path.clone()),
+            ("history database's write-ahead log", beside("-wal")),
+            ("history database's shared-memory file", beside("-shm")),
+            ("history database's journal", beside("-journal")),
+        ]
+    }
+
     /// `--db` if given, else the default from the environment.
     pub fn resolve(db: Option<&Path>) -> Result<DbLocation, HistoryError> {
         match db {
