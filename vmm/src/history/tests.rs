@@ -1,6 +1,7 @@
 //! Store tests on synthetic runs in temporary folders: no KVM, never the real data folder.
 
 use std::fs;
+use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 
 use super::*;
@@ -381,6 +382,35 @@ fn links_fifos_and_folders_at_the_path_are_refused() {
         Store::open_existing(&loc(&dir.path().join("absent.sqlite"))),
         Err(HistoryError::Missing { .. })
     ));
+}
+
+/// A FIFO, link or folder beside the database (`-wal`, `-shm`, `-journal`) is refused by its
+/// kind before SQLite sees it: SQLite would open a FIFO there read-write and then unlink it.
+#[test]
+fn fifos_links_and_folders_beside_the_database_are_refused_and_left_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let real = db(&dir);
+    Store::open(&loc(&real)).unwrap();
+    let wal = dir.path().join("history.sqlite-wal");
+    let c = std::ffi::CString::new(wal.to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo reads the NUL-terminated path, which outlives the call.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let err = Store::open(&loc(&real)).unwrap_err();
+    assert!(
+        matches!(&err, HistoryError::NotRegular { path, kind: "FIFO" } if *path == wal),
+        "{err}"
+    );
+    assert!(Store::open_existing(&loc(&real)).is_err());
+    assert!(fs::symlink_metadata(&wal).unwrap().file_type().is_fifo());
+    fs::remove_file(&wal).unwrap();
+    let shm = dir.path().join("history.sqlite-shm");
+    std::os::unix::fs::symlink(dir.path().join("elsewhere"), &shm).unwrap();
+    let err = Store::open(&loc(&real)).unwrap_err();
+    assert!(err.to_string().contains("symbolic link"), "{err}");
+    fs::remove_file(&shm).unwrap();
+    fs::create_dir(dir.path().join("history.sqlite-journal")).unwrap();
+    let err = Store::open(&loc(&real)).unwrap_err();
+    assert!(err.to_string().contains("directory"), "{err}");
 }
 
 #[test]
