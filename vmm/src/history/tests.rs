@@ -491,6 +491,30 @@ fn check_fails_on_a_slower_run_and_passes_on_the_same_one() {
     assert!(!o.passed() && o.missing.len() == 1);
 }
 
+/// `history` over a run with very many rows (an import of a 250 MB results file holds 400k):
+/// the rows are grouped in linear time, where a search per point took hours.
+#[test]
+fn trends_of_runs_with_many_rows_are_grouped_in_linear_time() {
+    let points: Vec<TrendPoint> = (0..200_000)
+        .map(|i| TrendPoint {
+            run_id: 1 + (i % 2),
+            started_unix: 0,
+            name: format!("quick/native-popf/n0/none/{}v", i / 2),
+            kind: "strategy".into(),
+            strategy: "native-popf".into(),
+            median: 1.0,
+            ci95: None,
+        })
+        .collect();
+    let started = Instant::now();
+    let grouped = trend::trends(&points);
+    let took = started.elapsed();
+    assert_eq!(grouped.len(), 100_000);
+    assert!(grouped.iter().all(|t| t.points.len() == 2));
+    assert_eq!(grouped[7].name, "quick/native-popf/n0/none/7v");
+    assert!(took < Duration::from_secs(5), "took {took:?}");
+}
+
 #[test]
 fn history_text_json_and_svg_carry_the_intervals() {
     let dir = tempfile::tempdir().unwrap();
