@@ -168,7 +168,10 @@ decides, and the output says so. Changes below
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return clap_exit(&e),
+    };
     match cli.command {
         Command::Run(args) => cmd_run(args),
         Command::Host { json } => cmd_host(json),
@@ -191,6 +194,27 @@ fn main() -> ExitCode {
             clap_complete::generate(shell, &mut Cli::command(), "irqbench", &mut script);
             emit_bytes(&script)
         }
+    }
+}
+
+/// What clap has to say instead of a command: `--help` and `--version` go to stdout through
+/// [`emit`] (clap's own printing ignores a closed pipe or a full disk and exits 0), usage errors
+/// to stderr with clap's status.
+fn clap_exit(e: &clap::Error) -> ExitCode {
+    let code = u8::try_from(e.exit_code()).unwrap_or(2);
+    if e.use_stderr() {
+        // As `warn`: a closed stderr leaves nothing to report to.
+        let _ = e.print();
+        return ExitCode::from(code);
+    }
+    let text = if std::io::stdout().is_terminal() {
+        e.render().ansi().to_string()
+    } else {
+        e.render().to_string()
+    };
+    match emit(&text) {
+        ExitCode::SUCCESS => ExitCode::from(code),
+        failed => failed,
     }
 }
 

@@ -533,6 +533,34 @@ fn a_full_stdout_is_an_error() {
     }
 }
 
+/// `--help` and `--version` are clap's, printed like every other stdout: 141 on a closed pipe,
+/// 1 with a message on a full disk (clap's own printing said nothing and exited 0).
+#[test]
+fn help_and_version_check_their_stdout_too() {
+    for args in [vec!["--help"], vec!["--version"], vec!["run", "--help"]] {
+        let out = irqbench()
+            .args(&args)
+            .stdout(closed_pipe())
+            .output()
+            .expect("spawn");
+        assert_eq!(out.status.code(), Some(141), "{args:?}");
+        assert!(out.stderr.is_empty(), "{args:?}: {}", text(&out.stderr));
+        let full = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .expect("/dev/full");
+        let out = irqbench().args(&args).stdout(full).output().expect("spawn");
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        assert!(text(&out.stderr).contains("stdout"), "{args:?}");
+        let out = run(&args);
+        assert!(out.status.success() && !out.stdout.is_empty(), "{args:?}");
+    }
+    // Usage errors still go to stderr with 2.
+    let out = run(&["run", "--no-such-flag"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("--no-such-flag"));
+}
+
 #[test]
 fn min_change_must_be_a_finite_percentage() {
     for bad in ["--min-change=nan", "--min-change=-5", "--min-change=inf"] {
