@@ -168,6 +168,7 @@ decides, and the output says so. Changes below
 }
 
 fn main() -> ExitCode {
+    ignore_file_size_signal();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => return clap_exit(&e),
@@ -194,6 +195,16 @@ fn main() -> ExitCode {
             clap_complete::generate(shell, &mut Cli::command(), "irqbench", &mut script);
             emit_bytes(&script)
         }
+    }
+}
+
+/// A file-size limit (`ulimit -f`) must be a write error irqbench reports (EFBIG), as a full
+/// disk is, not SIGXFSZ killing the run before its table is printed and its results saved.
+fn ignore_file_size_signal() {
+    // SAFETY: sets one signal's disposition to SIG_IGN before any other thread exists; no
+    // handler runs, so nothing async-signal-unsafe can happen.
+    unsafe {
+        libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
     }
 }
 

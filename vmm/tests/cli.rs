@@ -561,6 +561,35 @@ fn help_and_version_check_their_stdout_too() {
     assert!(text(&out.stderr).contains("--no-such-flag"));
 }
 
+/// Under a file-size limit (`ulimit -f`) a write that passes it is an error with a message
+/// (EFBIG), not SIGXFSZ killing irqbench before it can report, save or print anything else.
+#[test]
+fn a_file_size_limit_is_a_write_error_not_a_kill() {
+    use std::os::unix::process::CommandExt;
+    let dir = tmp();
+    let file = std::fs::File::create(dir.path().join("out.txt")).expect("create");
+    let mut cmd = irqbench();
+    cmd.args(["completions", "bash"]).stdout(file);
+    // SAFETY: setrlimit is async-signal-safe and touches only the child about to exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            let limit = libc::rlimit {
+                rlim_cur: 512,
+                rlim_max: 512,
+            };
+            if libc::setrlimit(libc::RLIMIT_FSIZE, &limit) == 0 {
+                Ok(())
+            } else {
+                Err(std::io::Error::last_os_error())
+            }
+        });
+    }
+    let out = cmd.output().expect("spawn");
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{:?}: {err}", out.status);
+    assert!(err.contains("stdout") && err.contains("too large"), "{err}");
+}
+
 #[test]
 fn min_change_must_be_a_finite_percentage() {
     for bad in ["--min-change=nan", "--min-change=-5", "--min-change=inf"] {
