@@ -180,6 +180,9 @@ pub(crate) fn cmd_history(args: HistoryArgs) -> ExitCode {
             .and_then(|t| not_over_history(&[&t], Some(&loc.path)).map(|()| t))
     });
     let svg = match svg {
+        Some(Ok(t)) if t.is_stdout() && args.json => {
+            return fail(2, "--json and --svg - both name stdout: give --svg a file")
+        }
         Some(Ok(t)) => Some(t),
         Some(Err(e)) => return fail(2, chain(&e)),
         None => None,
@@ -209,6 +212,11 @@ pub(crate) fn cmd_history(args: HistoryArgs) -> ExitCode {
             .map_err(|why| format!("{why} (nothing matched, or no run has result rows)"));
         if let Err(code) = super::write_one(target, chart, false) {
             return code;
+        }
+        // `--svg -` is the whole stdout, as `run --json -` is: a table after it would make
+        // `history --svg - > trend.svg` no SVG.
+        if target.is_stdout() {
+            return ExitCode::SUCCESS;
         }
     }
     if args.json {

@@ -361,6 +361,29 @@ fn outputs_never_replace_the_history_database() {
     assert!(!wal.exists() && !other.exists());
 }
 
+/// `history --svg -` puts the chart alone on stdout, so `> trend.svg` is an SVG; with --json,
+/// which also wants stdout, it is refused.
+#[test]
+fn history_svg_to_stdout_is_the_whole_stdout() {
+    let data = tempfile::tempdir().expect("tmp");
+    let dir = tempfile::tempdir().expect("tmp");
+    let json = results_file(dir.path(), "r.json", 1_700_000_000, 14_000.0);
+    assert!(run(data.path(), &["import", path_str(&json)])
+        .status
+        .success());
+    let out = run(data.path(), &["history", "--svg", "-"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let svg = text(&out.stdout);
+    assert!(svg.trim_end().ends_with("</svg>"), "{svg}");
+    assert!(
+        !svg.contains("trend per result"),
+        "the table follows the chart"
+    );
+    let out = run(data.path(), &["history", "--json", "--svg", "-"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("stdout"));
+}
+
 fn tiny_config(dir: &Path, body_ops: u32) -> PathBuf {
     let path = dir.join(format!("tiny-{body_ops}.toml"));
     std::fs::write(
