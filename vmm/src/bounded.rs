@@ -1,6 +1,9 @@
 //! Bounded reads of user-named files: a config, a guest ELF, a results JSON. A path may name
 //! `/dev/zero`, a FIFO or a terminal; none of them may make irqbench read without end or wait
-//! forever. Regular files are read up to a limit the error names; anything else is refused.
+//! forever. Regular files are read up to a limit the error names; anything else is refused
+//! without being opened: irqbench runs as root, and opening a device node can act by itself (a
+//! watchdog starts counting down, a tape rewinds), so the path is looked at through an `O_PATH`
+//! handle, which reaches no driver, and only a regular file is then opened for reading.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -74,23 +77,15 @@ pub fn read_bounded(
         path: path.to_path_buf(),
         source,
     };
-    // O_NONBLOCK: opening a FIFO with no writer must not block before we can look at it.
-    let file = {
-        use std::os::unix::fs::OpenOptionsExt;
-        std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NONBLOCK)
-            .open(path)
-            .map_err(open_err)?
-    };
-    let meta = file.metadata().map_err(open_err)?;
-    if !meta.is_file() {
-        return Err(BoundedReadError::NotRegular {
+    let file = open_regular(path).map_err(|e| match e {
+        Refused::NotRegular(kind) => BoundedReadError::NotRegular {
             what,
             path: path.to_path_buf(),
-            kind: file_kind(&meta),
-        });
-    }
+            kind,
+        },
+        Refused::Io(source) => open_err(source),
+    })?;
+    let meta = file.metadata().map_err(open_err)?;
     if meta.len() > limit {
         return Err(BoundedReadError::TooLarge {
             what,
@@ -112,6 +107,45 @@ pub fn read_bounded(
         });
     }
     Ok(bytes)
+}
+
+enum Refused {
+    /// The kind of file found instead, for [`BoundedReadError::NotRegular`].
+    NotRegular(&'static str),
+    Io(std::io::Error),
+}
+
+/// Opens `path` (symlinks followed) for reading only if it is a regular file. The kind is read
+/// from an `O_PATH` handle, whose open reaches no device driver and never blocks on a FIFO; the
+/// file is then reopened for reading through that very handle (`/proc/self/fd`), so a path
+/// swapped for a device in between is not opened either. Without /proc the path is opened
+/// again (`O_NONBLOCK`) and must still be the file that was looked at.
+fn open_regular(path: &Path) -> Result<std::fs::File, Refused> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    let handle = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_PATH)
+        .open(path)
+        .map_err(Refused::Io)?;
+    let meta = handle.metadata().map_err(Refused::Io)?;
+    if !meta.is_file() {
+        return Err(Refused::NotRegular(file_kind(&meta)));
+    }
+    let via_proc = format!("/proc/self/fd/{}", handle.as_raw_fd());
+    let file = match std::fs::File::open(via_proc) {
+        Ok(f) => f,
+        Err(_) => std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(path)
+            .map_err(Refused::Io)?,
+    };
+    let opened = file.metadata().map_err(Refused::Io)?;
+    if !opened.is_file() || (opened.dev(), opened.ino()) != (meta.dev(), meta.ino()) {
+        return Err(Refused::NotRegular(file_kind(&opened)));
+    }
+    Ok(file)
 }
 
 /// [`read_bounded`] for UTF-8 text.
@@ -144,6 +178,37 @@ mod tests {
         assert!(err.to_string().contains("FIFO"), "{err}");
         let err = read_bounded(dir.path(), 1024, "results JSON").unwrap_err();
         assert!(err.to_string().contains("directory"), "{err}");
+    }
+
+    /// A socket cannot be opened at all: refused by its kind, not with the open's ENXIO. The
+    /// same path (a look that opens nothing) keeps device nodes closed.
+    #[test]
+    fn a_socket_is_refused_by_its_kind_without_being_opened() {
+        let dir = tempfile::tempdir().unwrap();
+        let sock = dir.path().join("config.sock");
+        let _listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+        let err = read_bounded(&sock, 1024, "config").unwrap_err();
+        assert!(
+            matches!(err, BoundedReadError::NotRegular { kind: "socket", .. }),
+            "{err}"
+        );
+        let link = dir.path().join("link.toml");
+        std::os::unix::fs::symlink(&sock, &link).unwrap();
+        let err = read_bounded(&link, 1024, "config").unwrap_err();
+        assert!(err.to_string().contains("socket"), "{err}");
+    }
+
+    #[test]
+    fn a_symlink_to_a_regular_file_is_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("c.toml");
+        std::fs::write(&file, "name = \"x\"\n").unwrap();
+        let link = dir.path().join("link.toml");
+        std::os::unix::fs::symlink(&file, &link).unwrap();
+        assert_eq!(
+            read_bounded(&link, 1024, "config").unwrap(),
+            b"name = \"x\"\n"
+        );
     }
 
     #[test]

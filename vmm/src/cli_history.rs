@@ -9,7 +9,7 @@ use std::sync::Arc;
 use irqbench::history::{
     self, DbLocation, HistoryError, Origin, RunFilter, RunMeta, RunRef, Saved, Store,
 };
-use irqbench::output::OutputTarget;
+use irqbench::output::{OutputError, OutputTarget};
 use irqbench::report;
 use irqbench::results::RunReport;
 
@@ -38,6 +38,21 @@ pub(crate) struct DbArg {
 
 fn location(db: Option<&Path>) -> Result<DbLocation, ExitCode> {
     DbLocation::resolve(db).map_err(|e| fail(2, chain(&e)))
+}
+
+/// Refuses outputs that would replace the history database (`--db`, or the default one) or a
+/// file SQLite keeps beside it: `run --json ~/.local/share/irqbench/history.sqlite` would
+/// otherwise destroy every saved run. Without a location there is nothing to protect.
+pub(crate) fn not_over_history(
+    targets: &[&OutputTarget],
+    db: Option<&Path>,
+) -> Result<(), OutputError> {
+    let Ok(loc) = DbLocation::resolve(db) else {
+        return Ok(());
+    };
+    let files = loc.files();
+    let files: Vec<(&str, &Path)> = files.iter().map(|(w, p)| (*w, p.as_path())).collect();
+    irqbench::output::check_not_over(targets, &files)
 }
 
 fn history_fail(e: &HistoryError) -> ExitCode {
@@ -156,14 +171,21 @@ pub(crate) struct HistoryArgs {
 }
 
 pub(crate) fn cmd_history(args: HistoryArgs) -> ExitCode {
-    let svg = match args.svg.as_deref().map(|p| OutputTarget::new("--svg", p)) {
-        Some(Ok(t)) => Some(t),
-        Some(Err(e)) => return fail(2, chain(&e)),
-        None => None,
-    };
     let loc = match location(args.db.db.as_deref()) {
         Ok(l) => l,
         Err(code) => return code,
+    };
+    let svg = args.svg.as_deref().map(|p| {
+        OutputTarget::new("--svg", p)
+            .and_then(|t| not_over_history(&[&t], Some(&loc.path)).map(|()| t))
+    });
+    let svg = match svg {
+        Some(Ok(t)) if t.is_stdout() && args.json => {
+            return fail(2, "--json and --svg - both name stdout: give --svg a file")
+        }
+        Some(Ok(t)) => Some(t),
+        Some(Err(e)) => return fail(2, chain(&e)),
+        None => None,
     };
     let filter = RunFilter {
         config: args.config,
@@ -190,6 +212,11 @@ pub(crate) fn cmd_history(args: HistoryArgs) -> ExitCode {
             .map_err(|why| format!("{why} (nothing matched, or no run has result rows)"));
         if let Err(code) = super::write_one(target, chart, false) {
             return code;
+        }
+        // `--svg -` is the whole stdout, as `run --json -` is: a table after it would make
+        // `history --svg - > trend.svg` no SVG.
+        if target.is_stdout() {
+            return ExitCode::SUCCESS;
         }
     }
     if args.json {
@@ -497,6 +524,7 @@ fn json_target(path: Option<&Path>, args: &CheckArgs) -> Result<Option<OutputTar
         inputs.push(("guest image", g));
     }
     irqbench::output::check_distinct(&[&target], &inputs).map_err(|e| fail(2, chain(&e)))?;
+    not_over_history(&[&target], args.save.db.as_deref()).map_err(|e| fail(2, chain(&e)))?;
     Ok(Some(target))
 }
 

@@ -178,7 +178,11 @@ decides, and the output says so. Changes below
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    ignore_file_size_signal();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return clap_exit(&e),
+    };
     match cli.command {
         Command::Run(args) => cmd_run(args),
         Command::Host { json } => cmd_host(json),
@@ -202,6 +206,37 @@ fn main() -> ExitCode {
             clap_complete::generate(shell, &mut Cli::command(), "irqbench", &mut script);
             emit_bytes(&script)
         }
+    }
+}
+
+/// A file-size limit (`ulimit -f`) must be a write error irqbench reports (EFBIG), as a full
+/// disk is, not SIGXFSZ killing the run before its table is printed and its results saved.
+fn ignore_file_size_signal() {
+    // SAFETY: sets one signal's disposition to SIG_IGN before any other thread exists; no
+    // handler runs, so nothing async-signal-unsafe can happen.
+    unsafe {
+        libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+    }
+}
+
+/// What clap has to say instead of a command: `--help` and `--version` go to stdout through
+/// [`emit`] (clap's own printing ignores a closed pipe or a full disk and exits 0), usage errors
+/// to stderr with clap's status.
+fn clap_exit(e: &clap::Error) -> ExitCode {
+    let code = u8::try_from(e.exit_code()).unwrap_or(2);
+    if e.use_stderr() {
+        // As `warn`: a closed stderr leaves nothing to report to.
+        let _ = e.print();
+        return ExitCode::from(code);
+    }
+    let text = if std::io::stdout().is_terminal() {
+        e.render().ansi().to_string()
+    } else {
+        e.render().to_string()
+    };
+    match emit(&text) {
+        ExitCode::SUCCESS => ExitCode::from(code),
+        failed => failed,
     }
 }
 
@@ -352,7 +387,7 @@ impl Outputs {
 }
 
 /// Every output path is checked up front (a typo must not cost a whole run): kind, folder,
-/// duplicates, and overlap with the config or guest this run reads.
+/// duplicates, and overlap with the config or guest this run reads or the history database.
 fn check_outputs(args: &RunArgs) -> Result<Outputs, OutputError> {
     let target = |what: &str, p: &Option<PathBuf>| p.as_deref().map(|p| OutputTarget::new(what, p));
     let json = target("--json", &args.json).transpose()?;
@@ -374,6 +409,7 @@ fn check_outputs(args: &RunArgs) -> Result<Outputs, OutputError> {
         inputs.push(("guest image", g));
     }
     output::check_distinct(&outputs.all(), &inputs)?;
+    cli_history::not_over_history(&outputs.all(), args.save.db.as_deref())?;
     Ok(outputs)
 }
 

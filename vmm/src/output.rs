@@ -70,7 +70,7 @@ pub enum OutputError {
         other: String,
         path: PathBuf,
     },
-    #[error("{what} {path} is the {input} this run reads: it would be replaced")]
+    #[error("{what} {path} is the {input} irqbench reads: it would be replaced")]
     IsInput {
         what: String,
         path: PathBuf,
@@ -136,8 +136,10 @@ impl OutputTarget {
                 what: what.clone(),
                 path: path.to_owned(),
             })?;
-        let canonical = check_folder(&what, path, folder_of(path))?;
+        // The kind first: a device or link is refused as such, before anything is created in
+        // its folder (for `/dev/full` that would be a probe file in /dev).
         check_not_special(&what, path)?;
+        let canonical = check_folder(&what, path, folder_of(path))?;
         Ok(OutputTarget {
             what,
             dest: Destination::File(path.to_owned()),
@@ -220,6 +222,32 @@ pub fn check_distinct(
     Ok(())
 }
 
+/// Refuses an output that would replace one of `files` (what, path): files this command keeps
+/// using, such as the history database, whether or not they exist yet. Paths are compared by
+/// their canonical folder and file name, so another spelling of one file is caught too.
+pub fn check_not_over(
+    targets: &[&OutputTarget],
+    files: &[(&str, &Path)],
+) -> Result<(), OutputError> {
+    for t in targets {
+        for (what, path) in files {
+            let identity = path.file_name().and_then(|name| {
+                fs::canonicalize(folder_of(path))
+                    .ok()
+                    .map(|dir| dir.join(name))
+            });
+            if identity.is_some_and(|i| i == t.identity) {
+                return Err(OutputError::IsInput {
+                    what: t.what.clone(),
+                    path: PathBuf::from(t.describe()),
+                    input: (*what).to_owned(),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Writes all of `bytes` to stdout and flushes, so a full disk or closed pipe is seen here and
 /// not lost in a buffer at exit.
 pub fn print_stdout(bytes: &[u8]) -> io::Result<()> {
@@ -244,7 +272,9 @@ fn check_not_special(what: &str, path: &Path) -> Result<(), OutputError> {
             path: path.to_owned(),
             kind: crate::bounded::file_kind(&meta),
         }),
+        // Nothing there, or no such folder: the folder check names that.
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => Ok(()),
         Err(source) => Err(OutputError::Inspect {
             what: what.to_owned(),
             path: path.to_owned(),
@@ -398,6 +428,24 @@ mod tests {
             .is_symlink());
         assert!(fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo());
         assert_eq!(fs::read_to_string(&target).unwrap(), "keep");
+    }
+
+    /// In a folder where no file can be created (/proc/self/fd), a link is still refused as a
+    /// link: the kind is checked before the folder is probed, so `--json /dev/full` creates
+    /// nothing in /dev and a user who cannot write there is told what the path is.
+    #[test]
+    fn the_kind_is_refused_before_the_folder_is_probed() {
+        let err = OutputTarget::new("--json", Path::new("/proc/self/fd/0")).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                OutputError::NotRegular {
+                    kind: "symbolic link",
+                    ..
+                }
+            ),
+            "{err}"
+        );
     }
 
     #[test]

@@ -621,6 +621,63 @@ fn a_full_stdout_is_an_error() {
     }
 }
 
+/// `--help` and `--version` are clap's, printed like every other stdout: 141 on a closed pipe,
+/// 1 with a message on a full disk (clap's own printing said nothing and exited 0).
+#[test]
+fn help_and_version_check_their_stdout_too() {
+    for args in [vec!["--help"], vec!["--version"], vec!["run", "--help"]] {
+        let out = irqbench()
+            .args(&args)
+            .stdout(closed_pipe())
+            .output()
+            .expect("spawn");
+        assert_eq!(out.status.code(), Some(141), "{args:?}");
+        assert!(out.stderr.is_empty(), "{args:?}: {}", text(&out.stderr));
+        let full = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .expect("/dev/full");
+        let out = irqbench().args(&args).stdout(full).output().expect("spawn");
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        assert!(text(&out.stderr).contains("stdout"), "{args:?}");
+        let out = run(&args);
+        assert!(out.status.success() && !out.stdout.is_empty(), "{args:?}");
+    }
+    // Usage errors still go to stderr with 2.
+    let out = run(&["run", "--no-such-flag"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("--no-such-flag"));
+}
+
+/// Under a file-size limit (`ulimit -f`) a write that passes it is an error with a message
+/// (EFBIG), not SIGXFSZ killing irqbench before it can report, save or print anything else.
+#[test]
+fn a_file_size_limit_is_a_write_error_not_a_kill() {
+    use std::os::unix::process::CommandExt;
+    let dir = tmp();
+    let file = std::fs::File::create(dir.path().join("out.txt")).expect("create");
+    let mut cmd = irqbench();
+    cmd.args(["completions", "bash"]).stdout(file);
+    // SAFETY: setrlimit is async-signal-safe and touches only the child about to exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            let limit = libc::rlimit {
+                rlim_cur: 512,
+                rlim_max: 512,
+            };
+            if libc::setrlimit(libc::RLIMIT_FSIZE, &limit) == 0 {
+                Ok(())
+            } else {
+                Err(std::io::Error::last_os_error())
+            }
+        });
+    }
+    let out = cmd.output().expect("spawn");
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{:?}: {err}", out.status);
+    assert!(err.contains("stdout") && err.contains("too large"), "{err}");
+}
+
 #[test]
 fn min_change_must_be_a_finite_percentage() {
     for bad in ["--min-change=nan", "--min-change=-5", "--min-change=inf"] {

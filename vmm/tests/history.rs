@@ -317,6 +317,73 @@ fn a_database_path_that_is_not_ours_is_refused_and_untouched() {
     assert!(!db_path(data.path()).exists(), "the default was not used");
 }
 
+/// No output may be written over the history database (the default one or --db), under any
+/// spelling, nor over the files SQLite keeps beside it: each is refused with 2 before anything
+/// runs, and the saved runs stay.
+#[test]
+fn outputs_never_replace_the_history_database() {
+    let data = tempfile::tempdir().expect("tmp");
+    let dir = tempfile::tempdir().expect("tmp");
+    let json = results_file(dir.path(), "r.json", 1_700_000_000, 14_000.0);
+    let out = run(data.path(), &["import", path_str(&json)]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = run(data.path(), &["baseline", "save", "B"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let db = db_path(data.path());
+    let respelled = data.path().join("irqbench/./history.sqlite");
+    let wal = data.path().join("irqbench/history.sqlite-wal");
+    let other = dir.path().join("other.sqlite");
+    let cases: Vec<Vec<&str>> = vec![
+        vec!["run", "quick", "-q", "--json", path_str(&db)],
+        vec!["run", "quick", "-q", "--csv", path_str(&respelled)],
+        vec!["run", "quick", "-q", "--markdown", path_str(&wal)],
+        vec![
+            "run",
+            "quick",
+            "-q",
+            "--db",
+            path_str(&other),
+            "--json",
+            path_str(&other),
+        ],
+        vec!["history", "--svg", path_str(&db)],
+        vec!["check", "quick", "--baseline", "B", "--json", path_str(&db)],
+    ];
+    for args in cases {
+        let started = Instant::now();
+        let out = run(data.path(), &args);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains("history database"), "{args:?}: {err}");
+        assert!(started.elapsed() < Duration::from_secs(5), "{args:?} ran");
+    }
+    assert_eq!(store(data.path()).run_count().expect("runs"), 1);
+    assert!(!wal.exists() && !other.exists());
+}
+
+/// `history --svg -` puts the chart alone on stdout, so `> trend.svg` is an SVG; with --json,
+/// which also wants stdout, it is refused.
+#[test]
+fn history_svg_to_stdout_is_the_whole_stdout() {
+    let data = tempfile::tempdir().expect("tmp");
+    let dir = tempfile::tempdir().expect("tmp");
+    let json = results_file(dir.path(), "r.json", 1_700_000_000, 14_000.0);
+    assert!(run(data.path(), &["import", path_str(&json)])
+        .status
+        .success());
+    let out = run(data.path(), &["history", "--svg", "-"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let svg = text(&out.stdout);
+    assert!(svg.trim_end().ends_with("</svg>"), "{svg}");
+    assert!(
+        !svg.contains("trend per result"),
+        "the table follows the chart"
+    );
+    let out = run(data.path(), &["history", "--json", "--svg", "-"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("stdout"));
+}
+
 fn tiny_config(dir: &Path, body_ops: u32) -> PathBuf {
     let path = dir.join(format!("tiny-{body_ops}.toml"));
     std::fs::write(

@@ -191,6 +191,18 @@ pub struct DbLocation {
 }
 
 impl DbLocation {
+    /// The database and the files SQLite keeps beside it, each with what it is (for messages):
+    /// an output written over any of them would destroy the history.
+    pub fn files(&self) -> Vec<(&'static str, PathBuf)> {
+        let [wal, shm, journal] = SIDE_FILES.map(|suffix| beside(&self.path, suffix));
+        vec![
+            ("history database", self.path.clone()),
+            ("history database's write-ahead log", wal),
+            ("history database's shared-memory file", shm),
+            ("history database's journal", journal),
+        ]
+    }
+
     /// `--db` if given, else the default from the environment.
     pub fn resolve(db: Option<&Path>) -> Result<DbLocation, HistoryError> {
         match db {
@@ -225,6 +237,35 @@ pub fn default_path(
     Ok(data.join("irqbench").join(DB_FILE))
 }
 
+/// The files SQLite keeps beside the database: `<path>-wal`, `-shm`, `-journal`.
+const SIDE_FILES: [&str; 3] = ["-wal", "-shm", "-journal"];
+
+fn beside(path: &Path, suffix: &str) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(suffix);
+    PathBuf::from(name)
+}
+
+/// SQLite opens the files beside the database read-write and deletes them when it is done: a
+/// FIFO or device node there would be opened, written and unlinked, a link or folder fails
+/// with an error that names none of them. Only nothing or a regular file is accepted.
+fn inspect_side_files(path: &Path) -> Result<(), HistoryError> {
+    for suffix in SIDE_FILES {
+        let side = beside(path, suffix);
+        match fs::symlink_metadata(&side) {
+            Ok(meta) if !meta.file_type().is_file() => {
+                return Err(HistoryError::NotRegular {
+                    kind: crate::bounded::file_kind(&meta),
+                    path: side,
+                })
+            }
+            // A regular file, nothing, or nothing to look at (SQLite's own error names that).
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 /// What is at the database path before SQLite sees it.
 #[derive(Debug, PartialEq, Eq)]
 enum FileState {
@@ -237,6 +278,7 @@ enum FileState {
 /// header without another application's id. Opened with O_NOFOLLOW and O_NONBLOCK: a FIFO
 /// never blocks and a link is never followed.
 fn inspect(path: &Path) -> Result<FileState, HistoryError> {
+    inspect_side_files(path)?;
     let meta = match fs::symlink_metadata(path) {
         Ok(m) => m,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(FileState::Missing),

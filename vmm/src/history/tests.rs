@@ -1,6 +1,7 @@
 //! Store tests on synthetic runs in temporary folders: no KVM, never the real data folder.
 
 use std::fs;
+use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 
 use super::*;
@@ -383,6 +384,35 @@ fn links_fifos_and_folders_at_the_path_are_refused() {
     ));
 }
 
+/// A FIFO, link or folder beside the database (`-wal`, `-shm`, `-journal`) is refused by its
+/// kind before SQLite sees it: SQLite would open a FIFO there read-write and then unlink it.
+#[test]
+fn fifos_links_and_folders_beside_the_database_are_refused_and_left_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let real = db(&dir);
+    Store::open(&loc(&real)).unwrap();
+    let wal = dir.path().join("history.sqlite-wal");
+    let c = std::ffi::CString::new(wal.to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo reads the NUL-terminated path, which outlives the call.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let err = Store::open(&loc(&real)).unwrap_err();
+    assert!(
+        matches!(&err, HistoryError::NotRegular { path, kind: "FIFO" } if *path == wal),
+        "{err}"
+    );
+    assert!(Store::open_existing(&loc(&real)).is_err());
+    assert!(fs::symlink_metadata(&wal).unwrap().file_type().is_fifo());
+    fs::remove_file(&wal).unwrap();
+    let shm = dir.path().join("history.sqlite-shm");
+    std::os::unix::fs::symlink(dir.path().join("elsewhere"), &shm).unwrap();
+    let err = Store::open(&loc(&real)).unwrap_err();
+    assert!(err.to_string().contains("symbolic link"), "{err}");
+    fs::remove_file(&shm).unwrap();
+    fs::create_dir(dir.path().join("history.sqlite-journal")).unwrap();
+    let err = Store::open(&loc(&real)).unwrap_err();
+    assert!(err.to_string().contains("directory"), "{err}");
+}
+
 #[test]
 fn baselines_name_runs_and_refuse_ambiguous_names() {
     let dir = tempfile::tempdir().unwrap();
@@ -459,6 +489,30 @@ fn check_fails_on_a_slower_run_and_passes_on_the_same_one() {
     fewer.results.pop();
     let o = check(&base, &fewer, "B", 1, DEFAULT_MAX_REGRESSION_PCT);
     assert!(!o.passed() && o.missing.len() == 1);
+}
+
+/// `history` over a run with very many rows (an import of a 250 MB results file holds 400k):
+/// the rows are grouped in linear time, where a search per point took hours.
+#[test]
+fn trends_of_runs_with_many_rows_are_grouped_in_linear_time() {
+    let points: Vec<TrendPoint> = (0..200_000)
+        .map(|i| TrendPoint {
+            run_id: 1 + (i % 2),
+            started_unix: 0,
+            name: format!("quick/native-popf/n0/none/{}v", i / 2),
+            kind: "strategy".into(),
+            strategy: "native-popf".into(),
+            median: 1.0,
+            ci95: None,
+        })
+        .collect();
+    let started = Instant::now();
+    let grouped = trend::trends(&points);
+    let took = started.elapsed();
+    assert_eq!(grouped.len(), 100_000);
+    assert!(grouped.iter().all(|t| t.points.len() == 2));
+    assert_eq!(grouped[7].name, "quick/native-popf/n0/none/7v");
+    assert!(took < Duration::from_secs(5), "took {took:?}");
 }
 
 #[test]

@@ -26,22 +26,27 @@ pub struct Trend<'a> {
     pub points: Vec<&'a TrendPoint>,
 }
 
-/// Points grouped by result name, names in order of first appearance.
+/// Points grouped by result name, names in order of first appearance. Linear in the points:
+/// an imported run may hold hundreds of thousands of rows.
 pub fn trends(points: &[TrendPoint]) -> Vec<Trend<'_>> {
     let mut out: Vec<Trend> = Vec::new();
+    let mut index: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
     for p in points {
-        match out.iter_mut().find(|t| t.name == p.name) {
-            Some(t) => t.points.push(p),
-            None => out.push(Trend {
-                name: &p.name,
-                strategy: &p.strategy,
-                unit: if p.kind == "insn" {
-                    "cycles/insn"
-                } else {
-                    "cycles/op"
-                },
-                points: vec![p],
-            }),
+        match index.get(p.name.as_str()) {
+            Some(&i) => out[i].points.push(p),
+            None => {
+                index.insert(&p.name, out.len());
+                out.push(Trend {
+                    name: &p.name,
+                    strategy: &p.strategy,
+                    unit: if p.kind == "insn" {
+                        "cycles/insn"
+                    } else {
+                        "cycles/op"
+                    },
+                    points: vec![p],
+                })
+            }
         }
     }
     out
