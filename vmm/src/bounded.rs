@@ -12,8 +12,11 @@ use std::path::{Path, PathBuf};
 pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
 /// Largest guest ELF irqbench reads (the guest must fit below 4 MiB of guest memory anyway).
 pub const MAX_GUEST_BYTES: u64 = 16 << 20;
-/// Largest results JSON irqbench reads.
+/// Largest results JSON irqbench reads (a long run of many groups writes tens of MiB).
 pub const MAX_RESULTS_BYTES: u64 = 256 << 20;
+/// Memory a results JSON takes while read, compared and stored, per byte of the file (the text,
+/// the parsed report and the rows stored; measured: a 246 MiB import peaked at 2.3 GB).
+pub const RESULTS_MEMORY_PER_BYTE: u64 = 12;
 
 #[derive(Debug, thiserror::Error)]
 pub enum BoundedReadError {
@@ -42,6 +45,18 @@ pub enum BoundedReadError {
     },
     #[error("{what} {path} is not UTF-8 text")]
     NotUtf8 { what: &'static str, path: PathBuf },
+    #[error(
+        "{what} {path} is {size} bytes; reading it takes about {need} bytes of memory, but \
+         {headroom} bytes are left ({why}): free memory or raise the limit"
+    )]
+    TooLittleMemory {
+        what: &'static str,
+        path: PathBuf,
+        size: u64,
+        need: u64,
+        headroom: u64,
+        why: &'static str,
+    },
 }
 
 /// What kind of file `meta` describes, for messages.
@@ -148,6 +163,67 @@ fn open_regular(path: &Path) -> Result<std::fs::File, Refused> {
     Ok(file)
 }
 
+/// The memory this process may still take: the smaller of what its address-space limit
+/// (`ulimit -v`) leaves and the host's MemAvailable, with which one it is; `None` when neither
+/// can be read. An allocation that fails aborts a Rust process, so a large read is refused
+/// up front instead.
+pub fn memory_headroom() -> Option<(u64, &'static str)> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one rlimit into the struct we own.
+    let as_limit = (unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut limit) } == 0
+        && limit.rlim_cur != libc::RLIM_INFINITY)
+        .then(|| {
+            let used = std::fs::read_to_string("/proc/self/statm")
+                .ok()
+                .and_then(|t| t.split_whitespace().next()?.parse::<u64>().ok())
+                .map_or(0, |pages| pages * 4096);
+            (
+                limit.rlim_cur.saturating_sub(used),
+                "the address-space limit, ulimit -v",
+            )
+        });
+    let available = std::fs::read_to_string("/proc/meminfo").ok().and_then(|t| {
+        let line = t.lines().find(|l| l.starts_with("MemAvailable:"))?;
+        let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+        Some((kib * 1024, "MemAvailable in /proc/meminfo"))
+    });
+    match (as_limit, available) {
+        (Some(a), Some(b)) => Some(if a.0 <= b.0 { a } else { b }),
+        (a, b) => a.or(b),
+    }
+}
+
+/// [`read_text_bounded`] for a file that will be parsed into about `per_byte` times its size:
+/// refused with [`BoundedReadError::TooLittleMemory`] when that would not fit.
+pub fn read_text_to_parse(
+    path: &Path,
+    limit: u64,
+    what: &'static str,
+    per_byte: u64,
+) -> Result<String, BoundedReadError> {
+    if let Ok(meta) = std::fs::metadata(path) {
+        let need = meta.len().saturating_mul(per_byte);
+        if meta.is_file() && meta.len() <= limit {
+            if let Some((headroom, why)) = memory_headroom() {
+                if need > headroom {
+                    return Err(BoundedReadError::TooLittleMemory {
+                        what,
+                        path: path.to_path_buf(),
+                        size: meta.len(),
+                        need,
+                        headroom,
+                        why,
+                    });
+                }
+            }
+        }
+    }
+    read_text_bounded(path, limit, what)
+}
+
 /// [`read_bounded`] for UTF-8 text.
 pub fn read_text_bounded(
     path: &Path,
@@ -164,6 +240,33 @@ pub fn read_text_bounded(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_file_too_large_for_the_memory_left_is_refused_before_it_is_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.json");
+        std::fs::write(&path, vec![b' '; 1 << 20]).unwrap();
+        let (headroom, _) = memory_headroom().expect("this host has /proc/meminfo");
+        // Needs more than is left: refused, naming the size and the limit.
+        let per_byte = headroom / (1 << 20) + 1;
+        let err = read_text_to_parse(&path, 2 << 20, "results JSON", per_byte).unwrap_err();
+        let text = err.to_string();
+        assert!(
+            matches!(err, BoundedReadError::TooLittleMemory { size, .. } if size == 1 << 20),
+            "{text}"
+        );
+        assert!(
+            text.contains("1048576 bytes") && text.contains("left"),
+            "{text}"
+        );
+        // Fits: read.
+        assert_eq!(
+            read_text_to_parse(&path, 2 << 20, "results JSON", 1)
+                .unwrap()
+                .len(),
+            1 << 20
+        );
+    }
 
     #[test]
     fn devices_and_fifos_are_refused_at_once() {
