@@ -73,8 +73,8 @@ impl Saver {
         if args.no_save {
             return Ok(None);
         }
-        let opened =
-            DbLocation::resolve(args.db.as_deref()).and_then(|loc| Store::open(&loc).map(|_| loc));
+        let opened = DbLocation::resolve(args.db.as_deref())
+            .and_then(|loc| Store::open(&loc)?.check_writable().map(|()| loc));
         match opened {
             Ok(loc) => Ok(Some(Saver { loc })),
             Err(e) if args.db.is_some() => Err(fail(2, chain(&e))),

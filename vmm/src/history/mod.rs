@@ -381,6 +381,15 @@ impl Store {
         Store::connect(path)
     }
 
+    /// Whether a run could be saved here: takes the write lock and lets it go at once, so a
+    /// read-only file or folder is found before the run instead of at its end.
+    pub fn check_writable(&self) -> Result<(), HistoryError> {
+        let err = db_error(&self.path);
+        self.conn
+            .execute_batch("BEGIN IMMEDIATE; ROLLBACK;")
+            .map_err(&err)
+    }
+
     /// Opens the history only if it exists: reading commands never create one.
     pub fn open_existing(loc: &DbLocation) -> Result<Store, HistoryError> {
         match inspect(&loc.path)? {
