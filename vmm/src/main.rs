@@ -599,7 +599,15 @@ fn measure(
     if let Some(b) = &bar {
         b.finish_and_clear();
     }
-    result.map_err(|e| fail(1, chain(&e)))
+    result.map_err(|e| match e {
+        // The config asks for what this host cannot give: fixed in the config, like any bad
+        // config (exit 2), and named by its file.
+        measure::RunError::HypercallRefused { .. } | measure::RunError::HypercallVendor { .. } => {
+            fail(2, format!("{}: {}", plan.source, chain(&e)))
+        }
+        measure::RunError::TimerPeriod { .. } => fail(2, chain(&e)),
+        _ => fail(1, chain(&e)),
+    })
 }
 
 /// Every format rendered in memory, then written through [`OutputTarget`]; a failure is
