@@ -32,7 +32,8 @@ pub(crate) struct SaveArgs {
 pub(crate) struct DbArg {
     /// The history database (default: $XDG_DATA_HOME/irqbench/history.sqlite, or
     /// ~/.local/share/irqbench/history.sqlite).
-    #[arg(long, value_name = "PATH")]
+    // Global: `baseline save NAME --db X` as well as `baseline --db X save NAME`.
+    #[arg(long, value_name = "PATH", global = true)]
     pub db: Option<PathBuf>,
 }
 

@@ -119,6 +119,15 @@ fn import_history_baselines_and_compare_by_id_and_name() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     let list = text(&run(data.path(), &["baseline", "list"]).stdout);
     assert!(list.contains("B") && list.contains("quick"), "{list}");
+    // --db goes before or after the action, as with every other command.
+    let db = db_path(data.path());
+    let out = run(
+        data.path(),
+        &["baseline", "save", "C", "2", "--db", path_str(&db)],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let list = text(&run(data.path(), &["baseline", "--db", path_str(&db), "list"]).stdout);
+    assert!(list.contains("C "), "{list}");
 
     let out = run(data.path(), &["history", "--strategy", "native-popf"]);
     let hist = text(&out.stdout);

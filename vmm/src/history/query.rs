@@ -389,10 +389,13 @@ impl Store {
         run: Option<i64>,
     ) -> Result<(i64, Option<i64>), HistoryError> {
         if let Some(why) = baseline_name_problem(name) {
-            return Err(HistoryError::BadBaselineName {
-                name: name.to_owned(),
-                why,
-            });
+            // A name of any length is refused; the message shows only its start.
+            let shown: String = if name.chars().count() > 64 {
+                name.chars().take(60).chain("…".chars()).collect()
+            } else {
+                name.to_owned()
+            };
+            return Err(HistoryError::BadBaselineName { name: shown, why });
         }
         let id = match run {
             Some(id) => self.resolve(&RunRef::Run(id))?,

@@ -444,6 +444,12 @@ fn baselines_name_runs_and_refuse_ambiguous_names() {
         let err = store.save_baseline(bad, None).unwrap_err();
         assert!(matches!(err, HistoryError::BadBaselineName { .. }), "{bad}");
     }
+    // A name of 10k characters is refused without being echoed in full.
+    let err = store
+        .save_baseline(&"n".repeat(10_000), None)
+        .unwrap_err()
+        .to_string();
+    assert!(err.len() < 400 && err.contains("…"), "{} bytes", err.len());
     assert_eq!(store.baselines().unwrap().len(), 1);
     assert_eq!(store.remove_baseline("main").unwrap(), first);
     let err = store.remove_baseline("main").unwrap_err();
