@@ -125,14 +125,12 @@ pub fn open_kvm() -> Result<Kvm, HostError> {
         Some(p) if p.is_empty() => Err(HostError::EmptyDeviceVar),
         Some(p) => {
             let path = PathBuf::from(p);
-            check_kvm_device(&path)
-                .and_then(|()| open_kvm_at(&path))
-                .map_err(|e| HostError::DeviceVar {
-                    path,
-                    source: Box::new(e),
-                })
+            open_checked_kvm_device(&path).map_err(|e| HostError::DeviceVar {
+                path,
+                source: Box::new(e),
+            })
         }
-        None => open_kvm_at(Path::new(KVM_PATH)),
+        None => open_kvm_at(Path::new(KVM_PATH), Path::new(KVM_PATH)),
     }
 }
 
@@ -141,10 +139,15 @@ pub fn open_kvm() -> Result<Kvm, HostError> {
 /// rewinds), and a FIFO or file is no KVM anyway. A missing path is left to the open, whose
 /// error explains it.
 fn check_kvm_device(path: &Path) -> Result<(), HostError> {
-    use std::os::unix::fs::{FileTypeExt, MetadataExt};
     let Ok(meta) = fs::metadata(path) else {
         return Ok(());
     };
+    check_kvm_metadata(path, &meta)
+}
+
+/// [`check_kvm_device`] on metadata already read.
+fn check_kvm_metadata(path: &Path, meta: &fs::Metadata) -> Result<(), HostError> {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
     let rdev = meta.rdev();
     let number = (libc::major(rdev), libc::minor(rdev));
     if meta.file_type().is_char_device() && number == KVM_DEVICE_NUMBER {
@@ -153,7 +156,7 @@ fn check_kvm_device(path: &Path) -> Result<(), HostError> {
     let kind = if meta.file_type().is_char_device() {
         format!("character device {}:{}", number.0, number.1)
     } else {
-        crate::bounded::file_kind(&meta).to_owned()
+        crate::bounded::file_kind(meta).to_owned()
     };
     Err(HostError::NotKvmDevice {
         path: path.to_owned(),
@@ -161,8 +164,40 @@ fn check_kvm_device(path: &Path) -> Result<(), HostError> {
     })
 }
 
-fn open_kvm_at(path: &Path) -> Result<Kvm, HostError> {
-    let cpath = CString::new(path.as_os_str().as_bytes()).map_err(|e| HostError::OpenKvm {
+/// Opens the node at `path` only if it is KVM's device, with no window between the check and
+/// the open: the node is looked at through an `O_PATH` handle (which reaches no driver) and
+/// then opened through that very handle (`/proc/self/fd`), so a path swapped for another
+/// device in between is not opened. A missing path goes to the plain open, whose error says so.
+fn open_checked_kvm_device(path: &Path) -> Result<Kvm, HostError> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::OpenOptionsExt;
+    let Ok(handle) = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_PATH)
+        .open(path)
+    else {
+        return open_kvm_at(path, path);
+    };
+    check_kvm_metadata(
+        path,
+        &handle.metadata().map_err(|source| HostError::OpenKvm {
+            path: path.to_owned(),
+            source,
+        })?,
+    )?;
+    let via_proc = PathBuf::from(format!("/proc/self/fd/{}", handle.as_raw_fd()));
+    if via_proc.exists() {
+        open_kvm_at(&via_proc, path)
+    } else {
+        // No /proc: the path itself, checked once more right before.
+        check_kvm_device(path)?;
+        open_kvm_at(path, path)
+    }
+}
+
+fn open_kvm_at(open: &Path, shown: &Path) -> Result<Kvm, HostError> {
+    let path = shown;
+    let cpath = CString::new(open.as_os_str().as_bytes()).map_err(|e| HostError::OpenKvm {
         path: path.to_owned(),
         source: io::Error::new(io::ErrorKind::InvalidInput, e),
     })?;
@@ -397,7 +432,9 @@ mod tests {
 
     #[test]
     fn missing_device_is_explained() {
-        let err = open_kvm_at(Path::new("/nonexistent/kvm")).err().unwrap();
+        let err = open_kvm_at(Path::new("/nonexistent/kvm"), Path::new("/nonexistent/kvm"))
+            .err()
+            .unwrap();
         assert!(matches!(err, HostError::KvmMissing { .. }));
         assert_eq!(
             err.to_string(),
