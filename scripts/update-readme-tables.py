@@ -14,7 +14,7 @@ BIN = "target/release/irqbench"
 
 
 def run(config):
-    out = subprocess.run([BIN, "run", config], capture_output=True, text=True)
+    out = subprocess.run([BIN, "run", config, "--no-save"], capture_output=True, text=True)
     if out.returncode != 0:
         sys.exit(f"irqbench run {config} failed ({out.returncode}):\n{out.stderr}")
     return out.stdout
