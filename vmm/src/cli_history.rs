@@ -494,6 +494,9 @@ pub(crate) struct CheckArgs {
     /// No progress messages on stderr.
     #[arg(long, short)]
     quiet: bool,
+    /// Measure and judge even when the quick host validation FAILs (as `run --force`).
+    #[arg(long)]
+    force: bool,
     #[command(flatten)]
     save: SaveArgs,
 }
@@ -554,7 +557,7 @@ pub(crate) fn cmd_check(args: CheckArgs) -> ExitCode {
         &image,
         &signals,
         args.quiet,
-        false,
+        args.force,
     ) else {
         return ExitCode::from(2);
     };
