@@ -12,13 +12,14 @@ use irqbench::machine::image::GuestImage;
 use irqbench::measure;
 use irqbench::measure::session::RunOptions;
 use irqbench::output::{self, OutputError, OutputTarget};
-use irqbench::plan::{InsnId, Plan, StrategyId};
+use irqbench::plan::Plan;
 use irqbench::report::{self, OutputDir};
 use irqbench::results::RunReport;
-use irqbench::{decode, history, host};
+use irqbench::{history, host};
 
 mod cli_history;
 
+mod cli_inspect;
 mod cli_validate;
 
 /// The configs shipped in configs/, runnable by name (`irqbench run strategies`).
@@ -185,9 +186,11 @@ fn main() -> ExitCode {
     };
     match cli.command {
         Command::Run(args) => cmd_run(args),
-        Command::Host { json } => cmd_host(json),
+        Command::Host { json } => cli_inspect::cmd_host(json),
         Command::Validate(args) => cli_validate::cmd_validate(&args),
-        Command::Disasm { strategies, guest } => cmd_disasm(&strategies, guest.as_deref()),
+        Command::Disasm { strategies, guest } => {
+            cli_inspect::cmd_disasm(&strategies, guest.as_deref())
+        }
         Command::Compare {
             old,
             new,
@@ -199,7 +202,7 @@ fn main() -> ExitCode {
         Command::Baseline(args) => cli_history::cmd_baseline(args),
         Command::Check(args) => cli_history::cmd_check(args),
         Command::Import(args) => cli_history::cmd_import(args),
-        Command::List => emit(&list_text()),
+        Command::List => emit(&cli_inspect::list_text()),
         Command::Completions { shell } => {
             // Generated into memory: clap_complete panics when its writer fails.
             let mut script = Vec::new();
@@ -676,121 +679,6 @@ fn write_one(
 /// Pretty JSON with a trailing newline.
 fn render_json(report: &RunReport) -> Result<String, String> {
     report::to_json(report).map_err(|e| e.to_string())
-}
-
-fn cmd_host(json: bool) -> ExitCode {
-    let kvm = match host::open_kvm() {
-        Ok(k) => k,
-        Err(e) => return fail(1, chain(&e)),
-    };
-    let manifest = host::manifest(&kvm).map(|mut m| {
-        // The declared flavour is confirmed by a guest's behaviour (a few milliseconds).
-        if let Ok(image) = GuestImage::embedded() {
-            host::validate::probe_flavour(&kvm, &Arc::new(image), &mut m);
-        }
-        m
-    });
-    match manifest {
-        Ok(m) if json => match serde_json::to_string_pretty(&m) {
-            Ok(text) => emit(&format!("{text}\n")),
-            Err(e) => fail(1, format!("cannot encode the host manifest: {e}")),
-        },
-        Ok(m) => emit(&format!("{}\n", host::format_manifest(&m))),
-        Err(e) => fail(1, chain(&e)),
-    }
-}
-
-fn cmd_disasm(names: &[String], guest: Option<&Path>) -> ExitCode {
-    let image = match load_image(guest) {
-        Ok(i) => i,
-        Err(code) => return code,
-    };
-    let mut strategies = Vec::new();
-    if names.is_empty() {
-        strategies.extend(StrategyId::all());
-    }
-    for n in names {
-        match StrategyId::from_name(n) {
-            Some(s) => strategies.push(s),
-            None => {
-                let valid: Vec<&str> = StrategyId::all().map(StrategyId::name).collect();
-                return fail(
-                    2,
-                    format!("unknown strategy `{n}`; valid: {}", valid.join(", ")),
-                );
-            }
-        }
-    }
-    let mut out = String::new();
-    for s in strategies {
-        disasm_strategy(&mut out, &image, s);
-    }
-    emit(&out)
-}
-
-fn disasm_strategy(out: &mut String, image: &GuestImage, s: StrategyId) {
-    use std::fmt::Write as _;
-    let _ = writeln!(out, "{} — {}", s.name(), s.describe());
-    let mut functions = vec![s.symbol()];
-    functions.extend(s.calls().iter().map(|t| t.to_string()));
-    for f in functions {
-        let Some((addr, code)) = image.function_code(&f) else {
-            let _ = writeln!(out, "  <{f}>: not found in {}", image.source);
-            continue;
-        };
-        let _ = writeln!(out, "  <{f}>:");
-        for insn in decode::decode_all(code, addr) {
-            // Site labels of this function only (the previous one's `_end` shares an address).
-            let label = image
-                .symbols
-                .iter()
-                .find(|sym| sym.addr == insn.addr && sym.name != f && sym.name.starts_with(&f))
-                .map(|sym| format!("  <{}>", sym.name))
-                .unwrap_or_default();
-            let _ = writeln!(
-                out,
-                "    {:#x}: {:<24} {}{label}",
-                insn.addr,
-                decode::hex(&insn.bytes),
-                insn.text
-            );
-        }
-    }
-    out.push('\n');
-}
-
-fn list_text() -> String {
-    use std::fmt::Write as _;
-    let mut out = String::from("strategies (bench kind \"strategy\" or \"lock\"):\n");
-    for s in StrategyId::all() {
-        let _ = writeln!(out, "  {:<16} {}", s.name(), s.describe());
-    }
-    out.push_str("\ninstruction probes (bench kind \"insn\"):\n");
-    for i in InsnId::all() {
-        let _ = writeln!(
-            out,
-            "  {:<16} {} (x{} per iteration)",
-            i.name(),
-            i.describe(),
-            i.unroll()
-        );
-    }
-    out.push_str("\ninterrupt sources (bench key irq = [{ source = ... }]):\n");
-    for s in irqbench_abi::irq::SOURCES {
-        let _ = writeln!(out, "  {:<16} {}", s.name, s.describe);
-    }
-    out.push_str("\nshipped configs (irqbench run NAME, or configs/NAME.toml):\n");
-    for (name, text) in BUILTIN_CONFIGS {
-        // Every shipped config opens with "# <name> — <the question it answers>".
-        let question = text
-            .lines()
-            .next()
-            .and_then(|l| l.split_once(" — "))
-            .map(|(_, q)| q.trim())
-            .unwrap_or("");
-        let _ = writeln!(out, "  {name:<22} {question}");
-    }
-    out
 }
 
 #[cfg(test)]

@@ -1,0 +1,127 @@
+//! The commands that look at the host and the guest rather than measure: `host`, `disasm` and
+//! `list`.
+
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use irqbench::machine::image::GuestImage;
+use irqbench::plan::{InsnId, StrategyId};
+use irqbench::{decode, host};
+
+use super::{chain, emit, fail, load_image};
+
+pub(crate) fn cmd_host(json: bool) -> ExitCode {
+    let kvm = match host::open_kvm() {
+        Ok(k) => k,
+        Err(e) => return fail(1, chain(&e)),
+    };
+    let manifest = host::manifest(&kvm).map(|mut m| {
+        // The declared flavour is confirmed by a guest's behaviour (a few milliseconds).
+        if let Ok(image) = GuestImage::embedded() {
+            host::validate::probe_flavour(&kvm, &Arc::new(image), &mut m);
+        }
+        m
+    });
+    match manifest {
+        Ok(m) if json => match serde_json::to_string_pretty(&m) {
+            Ok(text) => emit(&format!("{text}\n")),
+            Err(e) => fail(1, format!("cannot encode the host manifest: {e}")),
+        },
+        Ok(m) => emit(&format!("{}\n", host::format_manifest(&m))),
+        Err(e) => fail(1, chain(&e)),
+    }
+}
+
+pub(crate) fn cmd_disasm(names: &[String], guest: Option<&Path>) -> ExitCode {
+    let image = match load_image(guest) {
+        Ok(i) => i,
+        Err(code) => return code,
+    };
+    let mut strategies = Vec::new();
+    if names.is_empty() {
+        strategies.extend(StrategyId::all());
+    }
+    for n in names {
+        match StrategyId::from_name(n) {
+            Some(s) => strategies.push(s),
+            None => {
+                let valid: Vec<&str> = StrategyId::all().map(StrategyId::name).collect();
+                return fail(
+                    2,
+                    format!("unknown strategy `{n}`; valid: {}", valid.join(", ")),
+                );
+            }
+        }
+    }
+    let mut out = String::new();
+    for s in strategies {
+        disasm_strategy(&mut out, &image, s);
+    }
+    emit(&out)
+}
+
+fn disasm_strategy(out: &mut String, image: &GuestImage, s: StrategyId) {
+    use std::fmt::Write as _;
+    let _ = writeln!(out, "{} — {}", s.name(), s.describe());
+    let mut functions = vec![s.symbol()];
+    functions.extend(s.calls().iter().map(|t| t.to_string()));
+    for f in functions {
+        let Some((addr, code)) = image.function_code(&f) else {
+            let _ = writeln!(out, "  <{f}>: not found in {}", image.source);
+            continue;
+        };
+        let _ = writeln!(out, "  <{f}>:");
+        for insn in decode::decode_all(code, addr) {
+            // Site labels of this function only (the previous one's `_end` shares an address).
+            let label = image
+                .symbols
+                .iter()
+                .find(|sym| sym.addr == insn.addr && sym.name != f && sym.name.starts_with(&f))
+                .map(|sym| format!("  <{}>", sym.name))
+                .unwrap_or_default();
+            let _ = writeln!(
+                out,
+                "    {:#x}: {:<24} {}{label}",
+                insn.addr,
+                decode::hex(&insn.bytes),
+                insn.text
+            );
+        }
+    }
+    out.push('\n');
+}
+
+pub(crate) fn list_text() -> String {
+    use std::fmt::Write as _;
+    let mut out = String::from("strategies (bench kind \"strategy\" or \"lock\"):\n");
+    for s in StrategyId::all() {
+        let _ = writeln!(out, "  {:<16} {}", s.name(), s.describe());
+    }
+    out.push_str("\ninstruction probes (bench kind \"insn\"):\n");
+    for i in InsnId::all() {
+        let _ = writeln!(
+            out,
+            "  {:<16} {} (x{} per iteration)",
+            i.name(),
+            i.describe(),
+            i.unroll()
+        );
+    }
+    out.push_str("\ninterrupt sources (bench key irq = [{ source = ... }]):\n");
+    for s in irqbench_abi::irq::SOURCES {
+        let _ = writeln!(out, "  {:<16} {}", s.name, s.describe);
+    }
+    out.push_str("\nshipped configs (irqbench run NAME, or configs/NAME.toml):\n");
+    for (name, text) in super::BUILTIN_CONFIGS {
+        // Every shipped config opens with "# <name> — <the question it answers>".
+        let question = text
+            .lines()
+            .next()
+            .and_then(|l| l.split_once(" — "))
+            .map(|(_, q)| q.trim())
+            .unwrap_or("");
+        let _ = writeln!(out, "  {name:<22} {question}");
+    }
+    out
+}
