@@ -56,6 +56,15 @@ const HEADER_LEN: usize = 100;
 #[derive(Debug, thiserror::Error)]
 pub enum HistoryError {
     #[error(
+        "cannot store this run: {field} = {value} is beyond what the history keeps (at most \
+         {max}); the results file is damaged or was not written by irqbench"
+    )]
+    OutOfRange {
+        field: &'static str,
+        value: u64,
+        max: i64,
+    },
+    #[error(
         "no folder for the history database: neither XDG_DATA_HOME nor HOME is an absolute \
          path (name a file with --db, or pass --no-save)"
     )]

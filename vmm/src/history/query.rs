@@ -145,7 +145,7 @@ fn list(items: &[String]) -> String {
 }
 
 impl Store {
-    /// Runs matching `f`, oldest first (the most recent `f.last` of them).
+    /// Runs matching `f`, oldest first by start time (the `f.last` that started last).
     pub fn runs(&self, f: &RunFilter) -> Result<Vec<RunRow>, HistoryError> {
         let mut stmt = self
             .conn
@@ -161,7 +161,7 @@ impl Store {
                                               WHERE x.run_id = r.id AND x.strategy = ?2))
                    AND (?3 IS NULL OR instr(lower(r.hostname), lower(?3)) > 0
                                    OR instr(lower(r.host_label), lower(?3)) > 0)
-                 ORDER BY r.id DESC LIMIT ?4",
+                 ORDER BY r.started_unix DESC, r.id DESC LIMIT ?4",
             )
             .map_err(self.err())?;
         let rows = stmt
@@ -279,12 +279,15 @@ impl Store {
         Ok(points)
     }
 
-    /// The id of the most recent run.
+    /// The id of the run that started last (an import of an older file is not "latest").
     pub fn latest(&self) -> Result<i64, HistoryError> {
         self.conn
-            .query_row("SELECT max(id) FROM runs", [], |r| {
-                r.get::<_, Option<i64>>(0)
-            })
+            .query_row(
+                "SELECT max(id) FROM (SELECT id FROM runs
+                     ORDER BY started_unix DESC, id DESC LIMIT 1)",
+                [],
+                |r| r.get::<_, Option<i64>>(0),
+            )
             .map_err(self.err())?
             .ok_or_else(|| HistoryError::NoRuns {
                 path: self.path.clone(),

@@ -123,6 +123,10 @@ impl Store {
     /// not stored twice.
     pub fn save(&self, report: &RunReport, meta: &RunMeta) -> Result<Saved, HistoryError> {
         let err = self.err();
+        check_fits("started_unix", report.started_unix)?;
+        for r in &report.results {
+            check_fits("results[].ops", r.ops)?;
+        }
         let json =
             serde_json::to_string(report).map_err(|source| HistoryError::Encode { source })?;
         let report_sha = sha256_hex(json.as_bytes());
@@ -271,4 +275,16 @@ fn insert_result(
         r.disturbed_fraction,
     ])?;
     Ok(())
+}
+
+/// SQLite integers are i64: a larger u64 (only a damaged or hand-made file carries one) is
+/// refused instead of wrapping into a negative time or count.
+fn check_fits(field: &'static str, value: u64) -> Result<(), HistoryError> {
+    i64::try_from(value)
+        .map(|_| ())
+        .map_err(|_| HistoryError::OutOfRange {
+            field,
+            value,
+            max: i64::MAX,
+        })
 }

@@ -567,3 +567,58 @@ fn history_text_json_and_svg_carry_the_intervals() {
         .unwrap();
     assert!(why.to_string().contains("native-popf"), "{why}");
 }
+
+#[test]
+fn runs_are_ordered_by_when_they_started_not_when_they_were_stored() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&loc(&db(&dir))).unwrap();
+    // Today's run first, then an import of one a year older.
+    let today = store
+        .save(&report(1_790_000_000, 14_750.0), &meta())
+        .unwrap()
+        .id();
+    let old = store
+        .save(&report(1_758_000_000, 14_700.0), &meta())
+        .unwrap()
+        .id();
+    let ids: Vec<i64> = store
+        .runs(&RunFilter {
+            last: 10,
+            ..RunFilter::default()
+        })
+        .unwrap()
+        .iter()
+        .map(|r| r.id)
+        .collect();
+    assert_eq!(ids, vec![old, today], "oldest first by start time");
+    assert_eq!(store.latest().unwrap(), today);
+    let last = store
+        .runs(&RunFilter {
+            last: 1,
+            ..RunFilter::default()
+        })
+        .unwrap();
+    assert_eq!(last[0].id, today);
+}
+
+#[test]
+fn a_time_or_count_beyond_sqlite_integers_is_refused_not_wrapped() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&loc(&db(&dir))).unwrap();
+    let err = store.save(&report(u64::MAX, 1.0), &meta()).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            HistoryError::OutOfRange {
+                field: "started_unix",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    let mut r = report(1_790_000_000, 1.0);
+    r.results[0].ops = u64::MAX;
+    let err = store.save(&r, &meta()).unwrap_err().to_string();
+    assert!(err.contains("results[].ops"), "{err}");
+    assert_eq!(store.run_count().unwrap(), 0);
+}
