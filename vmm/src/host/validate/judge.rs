@@ -486,12 +486,17 @@ pub fn hlt_exits(_: &Expectations, m: &HltObs) -> Judged {
     }
 }
 
+/// On PVM, ticks and injections merge within one emulation batch (~1 ms), so a load delivers
+/// less than it offers; this host takes about half of the injections and nearly all ticks at
+/// 1 kHz. Below this share of what it could deliver, even PVM has lost interrupts: FAIL.
+pub const PVM_MIN_FRACTION: f64 = 0.2;
+
 /// Interrupts a load check needs to be able to deliver to say anything.
 pub const MIN_DELIVERABLE: f64 = 20.0;
 
 fn share_text(s: &Share) -> String {
     format!(
-        "took {:.0} of {:.0} offered, {:.0} of them while it waited for a CPU: {:.0}% of the \
+        "took {:.0} of {:.0} offered ({:.0} offered while it waited for a CPU): {:.0}% of the \
          other {:.0}",
         s.taken,
         s.offered,
@@ -550,7 +555,7 @@ pub fn lapic_timer(e: &Expectations, m: &LapicObs) -> Judged {
     if low >= 1.0 - LAPIC_TOLERANCE {
         return judged(Verdict::Pass, expected, measured, "");
     }
-    if e.flavour == KvmFlavour::Pvm {
+    if e.flavour == KvmFlavour::Pvm && low >= PVM_MIN_FRACTION {
         return judged(
             Verdict::Warn,
             expected,
@@ -593,7 +598,7 @@ pub fn inject(e: &Expectations, m: &InjectObs) -> Judged {
     if m.share.taken / m.share.deliverable() >= INJECT_MIN_FRACTION {
         return judged(Verdict::Pass, expected, measured, "");
     }
-    if e.flavour == KvmFlavour::Pvm {
+    if e.flavour == KvmFlavour::Pvm && m.share.taken / m.share.deliverable() >= PVM_MIN_FRACTION {
         return judged(
             Verdict::Warn,
             expected,

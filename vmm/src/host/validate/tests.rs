@@ -298,6 +298,11 @@ fn window_hlt_and_injection_failures() {
         verdict_of(&inject(&e(KvmFlavour::Pvm), &inj(200, 40, 30))),
         Verdict::Warn
     );
+    // … but not without limit: below PVM_MIN_FRACTION of what could arrive, PVM fails too.
+    assert_eq!(
+        verdict_of(&inject(&e(KvmFlavour::Pvm), &inj(200, 10, 30))),
+        Verdict::Fail
+    );
     // A shortfall while the vCPU threads waited for a CPU is the busy host's, not the
     // flavour's: that time is counted apart.
     let busy = InjectObs {
@@ -359,6 +364,11 @@ fn lapic_timer_shortfalls_fail_on_vmx_svm_and_warn_on_pvm() {
     let j = lapic_timer(&e(KvmFlavour::Pvm), &obs(&[120, 80]));
     assert_eq!(verdict_of(&j), Verdict::Warn);
     assert!(j.note.contains("emulation batches"), "{j:?}");
+    // One tick in ten is a lost load even on PVM.
+    assert_eq!(
+        verdict_of(&lapic_timer(&e(KvmFlavour::Pvm), &obs(&[120, 20]))),
+        Verdict::Fail
+    );
     // Ticks lost while a vCPU thread waited for a CPU do not count against the flavour …
     let preempted = LapicObs {
         per_vcpu: vec![share(130.0, 60.0)],
