@@ -16,16 +16,8 @@ use crate::results::{
 
 /// Differences the instruction suite derives: (what it measures, minuend, subtrahend).
 const INSN_DIFFERENCES: [(&str, &str, &str); 2] = [
-    (
-        "push; popf that sets IF",
-        "popf-set-if",
-        "cli",
-    ),
-    (
-        "push; popf that clears IF",
-        "popf-clear-if",
-        "sti",
-    ),
+    ("push; popf that sets IF", "popf-set-if", "cli"),
+    ("push; popf that clears IF", "popf-clear-if", "sti"),
 ];
 
 pub(super) fn build(
