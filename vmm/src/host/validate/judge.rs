@@ -42,6 +42,21 @@ pub struct Judged {
     pub note: String,
 }
 
+/// PASS when `ok`, else `otherwise` with `why`.
+pub(super) fn pass_or(
+    ok: bool,
+    otherwise: Verdict,
+    expected: String,
+    measured: String,
+    why: &str,
+) -> Judged {
+    if ok {
+        judged(Verdict::Pass, expected, measured, "")
+    } else {
+        judged(otherwise, expected, measured, why)
+    }
+}
+
 pub(super) fn judged(verdict: Verdict, expected: String, measured: String, note: &str) -> Judged {
     Judged {
         verdict,

@@ -7,7 +7,9 @@ use std::fs;
 use std::path::Path;
 use std::time::Instant;
 
-use super::judge::{judged, Judged, Verdict, LOAD_PER_CPU_MAX, SIBLING_BUSY_MAX, STEAL_MAX};
+use super::judge::{
+    judged, pass_or, Judged, Verdict, LOAD_PER_CPU_MAX, SIBLING_BUSY_MAX, STEAL_MAX,
+};
 use super::obs::{SmtObs, StealObs};
 use crate::host::manifest::{parse_cpu_list, CpuFreq, Readable, Smt};
 
@@ -198,17 +200,14 @@ pub fn load(load1: Readable<f64>, cpus: u32) -> Judged {
         );
     };
     let measured = format!("{l:.2} ({:.2} per CPU)", l / f64::from(cpus.max(1)));
-    if l / f64::from(cpus.max(1)) <= LOAD_PER_CPU_MAX {
-        judged(Verdict::Pass, expected, measured, "")
-    } else {
-        judged(
-            Verdict::Warn,
-            expected,
-            measured,
-            "other work competes for the CPUs: preempted blocks are left out (the `disturbed` \
-             column), but rounds get fewer and drift larger",
-        )
-    }
+    pass_or(
+        l / f64::from(cpus.max(1)) <= LOAD_PER_CPU_MAX,
+        Verdict::Warn,
+        expected,
+        measured,
+        "other work competes for the CPUs: preempted blocks are left out (the `disturbed` \
+         column), but rounds get fewer and drift larger",
+    )
 }
 
 pub fn steal(m: Result<StealObs, String>) -> Judged {
@@ -226,17 +225,14 @@ pub fn steal(m: Result<StealObs, String>) -> Judged {
     };
     let f = m.steal_ticks as f64 / m.total_ticks.max(1) as f64;
     let measured = format!("{:.2}% over {:.1} s", f * 100.0, m.seconds);
-    if f <= STEAL_MAX {
-        judged(Verdict::Pass, expected, measured, "")
-    } else {
-        judged(
-            Verdict::Warn,
-            expected,
-            measured,
-            "the outer hypervisor takes this host's CPUs away: the TSC keeps counting meanwhile, \
-             which the block-time outlier rule catches only when it is long",
-        )
-    }
+    pass_or(
+        f <= STEAL_MAX,
+        Verdict::Warn,
+        expected,
+        measured,
+        "the outer hypervisor takes this host's CPUs away: the TSC keeps counting meanwhile, \
+         which the block-time outlier rule catches only when it is long",
+    )
 }
 
 pub fn cpufreq(m: &Readable<CpuFreq>) -> Judged {
@@ -260,16 +256,13 @@ pub fn cpufreq(m: &Readable<CpuFreq>) -> Judged {
         governors.join("+"),
         boost.map_or("unknown", |b| if b { "on" } else { "off" })
     );
-    if governors == ["performance"] && boost == Some(false) {
-        judged(Verdict::Pass, expected, measured, "")
-    } else {
-        judged(
-            Verdict::Warn,
-            expected,
-            measured,
-            "the core clock follows load and temperature: costs in TSC cycles move with it",
-        )
-    }
+    pass_or(
+        governors == ["performance"] && boost == Some(false),
+        Verdict::Warn,
+        expected,
+        measured,
+        "the core clock follows load and temperature: costs in TSC cycles move with it",
+    )
 }
 
 pub fn smt(m: &SmtObs) -> Judged {
