@@ -356,18 +356,21 @@ impl Store {
             .map_err(self.err())
     }
 
-    /// The run a baseline names.
-    pub fn baseline_run(&self, name: &str) -> Result<i64, HistoryError> {
-        let id: Option<i64> = self
-            .conn
+    /// The run baseline `name` names, if it exists.
+    fn baseline_of(&self, name: &str) -> Result<Option<i64>, HistoryError> {
+        self.conn
             .query_row(
                 "SELECT run_id FROM baselines WHERE name = ?1",
                 [name],
                 |r| r.get(0),
             )
             .optional()
-            .map_err(self.err())?;
-        match id {
+            .map_err(self.err())
+    }
+
+    /// The run a baseline names.
+    pub fn baseline_run(&self, name: &str) -> Result<i64, HistoryError> {
+        match self.baseline_of(name)? {
             Some(id) => Ok(id),
             None => {
                 let names: Vec<String> = self.baselines()?.into_iter().map(|b| b.name).collect();
@@ -404,15 +407,7 @@ impl Store {
             Some(id) => self.resolve(&RunRef::Run(id))?,
             None => self.latest()?,
         };
-        let before: Option<i64> = self
-            .conn
-            .query_row(
-                "SELECT run_id FROM baselines WHERE name = ?1",
-                [name],
-                |r| r.get(0),
-            )
-            .optional()
-            .map_err(self.err())?;
+        let before = self.baseline_of(name)?;
         self.conn
             .execute(
                 "INSERT INTO baselines (name, run_id, saved_utc) VALUES (?1, ?2, ?3)
