@@ -5,21 +5,11 @@ use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 
 use super::*;
+use crate::report::tests::rounds;
 use crate::results::{
     ComparedMetric, HostManifest, Interval, PairedComparison, PhaseResult, ResultKind, RunReport,
-    Summary, SCHEMA,
+    SCHEMA,
 };
-
-/// `n` per-round samples spread evenly over median ± spread, scrambled.
-fn rounds(median: f64, spread: f64, n: usize) -> Summary {
-    let samples: Vec<f64> = (0..n)
-        .map(|i| {
-            let k = (i * 7) % n;
-            median + spread * (2.0 * k as f64 / (n - 1) as f64 - 1.0)
-        })
-        .collect();
-    Summary::from_samples(&samples)
-}
 
 fn row(strategy: &str, cycles: f64, spread: f64) -> PhaseResult {
     PhaseResult {

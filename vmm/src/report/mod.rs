@@ -17,7 +17,7 @@ mod svg;
 pub(crate) mod table;
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 use std::io;
 use std::path::PathBuf;

@@ -31,8 +31,9 @@ fn scratch_dir(test: &str) -> PathBuf {
 }
 
 /// `n` per-round samples spread evenly over median ± spread, in a scrambled order (rounds are
-/// not sorted), so `Summary::from_samples` computes a real order-statistics CI.
-fn rounds(median: f64, spread: f64, n: usize) -> Summary {
+/// not sorted), so `Summary::from_samples` computes a real order-statistics CI. The history's
+/// tests use it too.
+pub(crate) fn rounds(median: f64, spread: f64, n: usize) -> Summary {
     let samples: Vec<f64> = (0..n)
         .map(|i| {
             let k = (i * 7) % n;
