@@ -185,17 +185,14 @@ pub fn doorbells(_: &Expectations, m: &DoorbellObs) -> Judged {
         && m.vcpus.iter().all(|v| {
             v.seen == m.rung && v.other_exits == 0 && v.exits_stat.is_none_or(|s| s >= m.rung)
         });
-    if ok {
-        judged(Verdict::Pass, expected, measured, "")
-    } else {
-        judged(
-            Verdict::Fail,
-            expected,
-            measured,
-            "a doorbell was lost or invented: block boundaries, and so every per-block stat, \
-             would be misplaced",
-        )
-    }
+    pass_or(
+        ok,
+        Verdict::Fail,
+        expected,
+        measured,
+        "a doorbell was lost or invented: block boundaries, and so every per-block stat, \
+         would be misplaced",
+    )
 }
 
 pub fn hypercalls(_: &Expectations, m: &HypercallObs) -> Judged {
@@ -332,16 +329,13 @@ pub fn tsc_vcpus(_: &Expectations, m: &TscSkew) -> Judged {
         abs_us.len(),
         m.preempted
     );
-    if q <= TSC_SKEW_MAX_US {
-        judged(Verdict::Pass, expected, measured, "")
-    } else {
-        judged(
-            Verdict::Fail,
-            expected,
-            measured,
-            "the vCPUs' TSCs disagree: cycles of blocks on different vCPUs are not comparable",
-        )
-    }
+    pass_or(
+        q <= TSC_SKEW_MAX_US,
+        Verdict::Fail,
+        expected,
+        measured,
+        "the vCPUs' TSCs disagree: cycles of blocks on different vCPUs are not comparable",
+    )
 }
 
 /// Exits per unit that counting alone explains: a block and its empty partner may each see a
@@ -489,16 +483,13 @@ pub fn hlt_exits(_: &Expectations, m: &HltObs) -> Judged {
         m.executed, m.executed
     );
     let measured = format!("{} exits", m.exits);
-    if m.exits == m.executed && m.executed > 0 {
-        judged(Verdict::Pass, expected, measured, "")
-    } else {
-        judged(
-            Verdict::Fail,
-            expected,
-            measured,
-            "HLT did not reach userspace once per instruction: the hlt-exit probe is wrong",
-        )
-    }
+    pass_or(
+        m.exits == m.executed && m.executed > 0,
+        Verdict::Fail,
+        expected,
+        measured,
+        "HLT did not reach userspace once per instruction: the hlt-exit probe is wrong",
+    )
 }
 
 /// On PVM, ticks and injections merge within one emulation batch (~1 ms), so a load delivers
