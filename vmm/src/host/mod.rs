@@ -87,12 +87,6 @@ pub enum HostError {
     CreateVcpu(#[source] kvm_ioctls::Error),
 }
 
-/// The declared flavour of the host's KVM from its files alone (no fd to ask): see
-/// [`flavour::declare`]. [`manifest`] asks the opened device too.
-pub fn detect_flavour() -> KvmFlavour {
-    flavour::declare_in(Path::new("/")).0
-}
-
 /// The value of the first `key : value` line of /proc/cpuinfo-formatted `text` named `key`.
 pub(crate) fn cpuinfo_field<'a>(text: &'a str, key: &str) -> Option<&'a str> {
     text.lines().find_map(|line| {
@@ -104,10 +98,6 @@ pub(crate) fn cpuinfo_field<'a>(text: &'a str, key: &str) -> Option<&'a str> {
 fn cpuinfo_is_nested(text: &str) -> bool {
     cpuinfo_field(text, "flags")
         .is_some_and(|flags| flags.split_whitespace().any(|f| f == "hypervisor"))
-}
-
-pub fn host_is_nested() -> bool {
-    cpuinfo_is_nested(&fs::read_to_string(PROC_CPUINFO).unwrap_or_default())
 }
 
 /// The KVM device node [`open_kvm`] opens: `IRQBENCH_KVM_DEVICE`, or `/dev/kvm`.
@@ -210,11 +200,6 @@ fn open_kvm_at(open: &Path, shown: &Path) -> Result<Kvm, HostError> {
             _ => HostError::OpenKvm { path, source },
         }
     })
-}
-
-/// `None` if `/dev/kvm` can be opened, else why not (tests print it and skip).
-pub fn kvm_available() -> Option<String> {
-    open_kvm().err().map(|e| e.to_string())
 }
 
 /// Names a `KVM_CAP_*` constant by its own identifier.
