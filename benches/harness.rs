@@ -17,13 +17,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, SamplingMode};
+use irqbench::config::plan::{HypercallTransport, IrqSource, PhasePlan, Plan, Workload};
 use irqbench::host;
 use irqbench::kvm::stats::StatsFd;
 use irqbench::machine::image::GuestImage;
 use irqbench::machine::{IrqchipMode, Machine, MachineConfig};
 use irqbench::measure::descriptor::diagnostic as descriptor_for;
 use irqbench::measure::session::{Dispatch, Session};
-use irqbench::plan::{HypercallTransport, IrqSource, PhasePlan, Plan, Workload};
 use kvm_ioctls::Kvm;
 
 /// PING doorbells per dispatch in `doorbell_round_trip`.

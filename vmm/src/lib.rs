@@ -9,21 +9,17 @@
 //! → [`output`] (files replaced only where a regular file or nothing is, and stdout);
 //! every run is also kept in [`history`] (SQLite: trends, baselines, the `check` gate).
 
-pub mod bounded;
 pub mod config;
-pub mod cpu;
-pub mod decode;
+pub mod files;
 pub mod history;
 pub mod host;
 pub mod kvm;
 pub mod machine;
 pub mod measure;
-pub mod output;
-pub mod plan;
-pub mod protocol;
 pub mod report;
 pub mod results;
-pub mod stats;
+pub mod statistics;
+pub mod validate;
 pub mod vcpu;
 
 /// An error and every `#[source]` below it, joined by `separator` (our errors never repeat

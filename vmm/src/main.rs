@@ -7,20 +7,17 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use clap::{CommandFactory, Parser, Subcommand};
+use irqbench::config::plan::Plan;
 use irqbench::config::{self, Limits};
+use irqbench::files::write::{self, OutputError, OutputTarget};
 use irqbench::machine::image::GuestImage;
 use irqbench::measure;
 use irqbench::measure::session::RunOptions;
-use irqbench::output::{self, OutputError, OutputTarget};
-use irqbench::plan::Plan;
 use irqbench::report::{self, OutputDir};
 use irqbench::results::RunReport;
-use irqbench::{history, host};
+use irqbench::{history, host, validate};
 
-mod cli_history;
-
-mod cli_inspect;
-mod cli_validate;
+mod cli;
 
 /// The configs shipped in configs/, runnable by name (`irqbench run strategies`).
 const BUILTIN_CONFIGS: [(&str, &str); 6] = [
@@ -113,8 +110,8 @@ interrupted by SIGINT or SIGTERM, 129 by SIGHUP (partial results are still writt
         json: bool,
     },
     /// Check that this host behaves as its KVM flavour should: PASS, WARN or FAIL per check.
-    #[command(after_help = cli_validate::AFTER_HELP)]
-    Validate(cli_validate::ValidateArgs),
+    #[command(after_help = cli::validate::AFTER_HELP)]
+    Validate(cli::validate::ValidateArgs),
     /// Show the exact instructions of each strategy, decoded from the guest ELF.
     #[command(after_help = "Examples:
   irqbench disasm                 # every strategy
@@ -146,7 +143,7 @@ decides, and the output says so. Changes below
         old: String,
         new: String,
         #[command(flatten)]
-        db: cli_history::DbArg,
+        db: cli::history::DbArg,
         /// Markdown table instead of aligned text.
         #[arg(long)]
         markdown: bool,
@@ -161,13 +158,13 @@ decides, and the output says so. Changes below
         min_change: f64,
     },
     /// The saved runs, and each result row's median and CI across them.
-    History(cli_history::HistoryArgs),
+    History(cli::history::HistoryArgs),
     /// Name a saved run as a baseline, list or remove baselines.
-    Baseline(cli_history::BaselineArgs),
+    Baseline(cli::history::BaselineArgs),
     /// Run a config and compare it with a baseline: exit 1 on a regression beyond noise.
-    Check(cli_history::CheckArgs),
+    Check(cli::history::CheckArgs),
     /// Load results JSON files (irqbench-results/1 or /2) into the history database.
-    Import(cli_history::ImportArgs),
+    Import(cli::history::ImportArgs),
     /// List strategies, instruction probes, interrupt sources and shipped configs.
     #[command(after_help = "Example:\n  irqbench list")]
     List,
@@ -186,10 +183,10 @@ fn main() -> ExitCode {
     };
     match cli.command {
         Command::Run(args) => cmd_run(args),
-        Command::Host { json } => cli_inspect::cmd_host(json),
-        Command::Validate(args) => cli_validate::cmd_validate(&args),
+        Command::Host { json } => cli::inspect::cmd_host(json),
+        Command::Validate(args) => cli::validate::cmd_validate(&args),
         Command::Disasm { strategies, guest } => {
-            cli_inspect::cmd_disasm(&strategies, guest.as_deref())
+            cli::inspect::cmd_disasm(&strategies, guest.as_deref())
         }
         Command::Compare {
             old,
@@ -197,12 +194,12 @@ fn main() -> ExitCode {
             db,
             markdown,
             min_change,
-        } => cli_history::cmd_compare(&old, &new, db.db.as_deref(), markdown, min_change),
-        Command::History(args) => cli_history::cmd_history(args),
-        Command::Baseline(args) => cli_history::cmd_baseline(args),
-        Command::Check(args) => cli_history::cmd_check(args),
-        Command::Import(args) => cli_history::cmd_import(args),
-        Command::List => emit(&cli_inspect::list_text()),
+        } => cli::history::cmd_compare(&old, &new, db.db.as_deref(), markdown, min_change),
+        Command::History(args) => cli::history::cmd_history(args),
+        Command::Baseline(args) => cli::history::cmd_baseline(args),
+        Command::Check(args) => cli::history::cmd_check(args),
+        Command::Import(args) => cli::history::cmd_import(args),
+        Command::List => emit(&cli::inspect::list_text()),
         Command::Completions { shell } => {
             // Generated into memory: clap_complete panics when its writer fails.
             let mut script = Vec::new();
@@ -277,7 +274,7 @@ fn emit(text: &str) -> ExitCode {
 }
 
 fn emit_bytes(bytes: &[u8]) -> ExitCode {
-    match output::print_stdout(bytes) {
+    match write::print_stdout(bytes) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => stdout_status(&e),
     }
@@ -287,7 +284,7 @@ fn emit_bytes(bytes: &[u8]) -> ExitCode {
 /// error worth a message); any other failure (`> /dev/full`) is reported, status 1.
 fn stdout_status(e: &std::io::Error) -> ExitCode {
     if e.kind() == std::io::ErrorKind::BrokenPipe {
-        ExitCode::from(output::BROKEN_PIPE_STATUS)
+        ExitCode::from(write::BROKEN_PIPE_STATUS)
     } else {
         fail(1, format!("cannot write to stdout: {e}"))
     }
@@ -329,7 +326,7 @@ struct RunArgs {
     #[arg(long, short)]
     quiet: bool,
     #[command(flatten)]
-    save: cli_history::SaveArgs,
+    save: cli::history::SaveArgs,
     /// Measure and report even when the quick host validation FAILs (its lines stay above
     /// the table and in the JSON's host.validation).
     #[arg(long)]
@@ -359,9 +356,12 @@ fn load_plan(config: Option<&str>, limits: &Limits) -> Result<(Plan, String), Ex
         ));
     }
     // Bounded: `irqbench run /dev/zero` or a FIFO must not read without end or block.
-    let text =
-        irqbench::bounded::read_text_bounded(path, irqbench::bounded::MAX_CONFIG_BYTES, "config")
-            .map_err(|e| fail(2, chain(&e)))?;
+    let text = irqbench::files::read::read_text_bounded(
+        path,
+        irqbench::files::read::MAX_CONFIG_BYTES,
+        "config",
+    )
+    .map_err(|e| fail(2, chain(&e)))?;
     config::load_str(&text, &path.display().to_string(), limits)
         .map(|plan| (plan, text))
         .map_err(|e| fail(2, chain(&e)))
@@ -411,8 +411,8 @@ fn check_outputs(args: &RunArgs) -> Result<Outputs, OutputError> {
     if let Some(g) = &args.guest {
         inputs.push(("guest image", g));
     }
-    output::check_distinct(&outputs.all(), &inputs)?;
-    cli_history::not_over_history(&outputs.all(), args.save.db.as_deref())?;
+    write::check_distinct(&outputs.all(), &inputs)?;
+    cli::history::not_over_history(&outputs.all(), args.save.db.as_deref())?;
     Ok(outputs)
 }
 
@@ -513,7 +513,7 @@ fn cmd_run(args: RunArgs) -> ExitCode {
         Err(e) => return fail(2, chain(&e)),
     };
     // The history database is checked with the outputs: a bad --db must not cost a run.
-    let saver = match cli_history::Saver::prepare(&args.save) {
+    let saver = match cli::history::Saver::prepare(&args.save) {
         Ok(s) => s,
         Err(code) => return code,
     };
@@ -538,7 +538,7 @@ fn cmd_run(args: RunArgs) -> ExitCode {
         status = code;
     }
     if let Some(s) = &saver {
-        let meta = cli_history::run_meta(history::Origin::Run, &p.config_text, &p.image);
+        let meta = cli::history::run_meta(history::Origin::Run, &p.config_text, &p.image);
         s.save(&report, &meta, args.quiet);
     }
     for f in &report.failures {
@@ -553,7 +553,7 @@ fn cmd_run(args: RunArgs) -> ExitCode {
     // The table last: a closed stdout must not cost the files or the messages above.
     if !args.quiet && !outputs.uses_stdout() {
         if let Err(e) =
-            output::print_stdout(format!("{}\n", report::render_table(&report)).as_bytes())
+            write::print_stdout(format!("{}\n", report::render_table(&report)).as_bytes())
         {
             let code = stdout_status(&e);
             if status == ExitCode::SUCCESS {
@@ -575,7 +575,6 @@ fn measure(
 ) -> Result<RunReport, ExitCode> {
     let options = RunOptions {
         stop: signals.stop.clone(),
-        validation: host::validate::Policy::Quick { force },
     };
     let bar = progress_bar(quiet, plan.phases.len());
     let started = std::time::Instant::now();
@@ -598,19 +597,35 @@ fn measure(
             b.set_message(format!("{name}: {step}"));
         }
     };
-    let result = measure::run_plan(kvm, plan, image, &options, &mut progress);
+    // The pipeline's stages: the report's manifest and preflight, the host validation, then
+    // the measurement; the library's `run_plan` is the same without the validation.
+    let result = measure::start_report(kvm, plan)
+        .map_err(Stage::Measure)
+        .and_then(|mut report| {
+            validate::before_run(kvm, image, &mut report.host, force).map_err(Stage::Validate)?;
+            measure::run_prepared(kvm, plan, image, report, &options, &mut progress)
+                .map_err(Stage::Measure)
+        });
     if let Some(b) = &bar {
         b.finish_and_clear();
     }
     result.map_err(|e| match e {
+        Stage::Validate(e) => fail(1, chain(&e)),
         // The config asks for what this host cannot give: fixed in the config, like any bad
         // config (exit 2), and named by its file.
-        measure::RunError::HypercallRefused { .. } | measure::RunError::HypercallVendor { .. } => {
-            fail(2, format!("{}: {}", plan.source, chain(&e)))
-        }
-        measure::RunError::TimerPeriod { .. } => fail(2, chain(&e)),
-        _ => fail(1, chain(&e)),
+        Stage::Measure(
+            e @ (measure::RunError::HypercallRefused { .. }
+            | measure::RunError::HypercallVendor { .. }),
+        ) => fail(2, format!("{}: {}", plan.source, chain(&e))),
+        Stage::Measure(e @ measure::RunError::TimerPeriod { .. }) => fail(2, chain(&e)),
+        Stage::Measure(e) => fail(1, chain(&e)),
     })
+}
+
+/// Where the run pipeline stopped.
+enum Stage {
+    Validate(validate::Refusal),
+    Measure(measure::RunError),
 }
 
 /// Every format rendered in memory, then written through [`OutputTarget`]; a failure is
@@ -671,7 +686,7 @@ fn write_one(
             }
             Ok(())
         }
-        Err(e) if e.is_broken_pipe() => Err(ExitCode::from(output::BROKEN_PIPE_STATUS)),
+        Err(e) if e.is_broken_pipe() => Err(ExitCode::from(write::BROKEN_PIPE_STATUS)),
         Err(e) => Err(fail(1, chain(&e))),
     }
 }

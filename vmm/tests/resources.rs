@@ -3,10 +3,10 @@
 
 use std::sync::Arc;
 
+use irqbench::config::plan::{Plan, StrategyId, Workload};
 use irqbench::machine::image::GuestImage;
 use irqbench::measure::run_plan;
 use irqbench::measure::session::RunOptions;
-use irqbench::plan::{Plan, StrategyId, Workload};
 
 fn count(dir: &str) -> usize {
     std::fs::read_dir(dir).map(|d| d.count()).unwrap_or(0)

@@ -6,9 +6,9 @@ use toml::Spanned;
 
 use super::raw::{RawBench, RawIrq, SpannedList};
 use super::schema;
-use super::validate::{int_range_of, Checked, Ctx, RunValues};
+use super::values::{int_range_of, Checked, Ctx, RunValues};
 use super::{defaults, MAX_PHASES};
-use crate::plan::{InsnId, IrqSource, PhasePlan, StrategyId, Workload};
+use crate::config::plan::{InsnId, IrqSource, PhasePlan, StrategyId, Workload};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Kind {

@@ -19,11 +19,12 @@
 //! each `[[bench]]` into rows and groups.
 
 mod expand;
+pub mod plan;
 mod raw;
 mod schema;
 mod spans;
 mod translate;
-mod validate;
+mod values;
 
 #[cfg(test)]
 mod tests;
@@ -34,8 +35,8 @@ use std::path::Path;
 use irqbench_abi as abi;
 use toml::de::DeTable;
 
-use crate::bounded::{self, BoundedReadError};
-use crate::plan::Plan;
+use crate::config::plan::Plan;
+use crate::files::read::{self, BoundedReadError};
 
 /// The name of the built-in config ([`DEFAULT_CONFIG_TOML`]).
 pub const DEFAULT_CONFIG_NAME: &str = "quick";
@@ -54,7 +55,7 @@ pub const MAX_PHASES: usize = 10_000;
 const _: () = assert!(MIN_MEMORY_MIB as u64 * 1024 * 1024 >= abi::MIN_MEM_BYTES);
 
 /// Defaults of the optional keys that are not measurement knobs (those are in
-/// [`crate::plan::defaults`]).
+/// [`crate::config::plan::defaults`]).
 pub mod defaults {
     pub const MEMORY_MIB: u32 = 32;
     pub const VCPUS: u32 = 1;
@@ -162,13 +163,13 @@ fn did_you_mean(suggestion: &Option<&str>) -> String {
 /// Reads and validates the config at `path`; [`Plan::source`] is `path` as given. The read is
 /// bounded: `/dev/zero`, a FIFO or a huge file is refused before anything waits or fills memory.
 pub fn load_file(path: &Path, limits: &Limits) -> Result<Plan, ConfigError> {
-    let text = bounded::read_text_bounded(path, bounded::MAX_CONFIG_BYTES, "config")?;
+    let text = read::read_text_bounded(path, read::MAX_CONFIG_BYTES, "config")?;
     load_str(&text, &path.display().to_string(), limits)
 }
 
 /// Validates a config held in memory; `source` names it in errors and in [`Plan::source`].
 pub fn load_str(text: &str, source: &str, limits: &Limits) -> Result<Plan, ConfigError> {
-    load_with(text, source, limits, crate::plan::MAX_GROUP_VARIANTS)
+    load_with(text, source, limits, plan::MAX_GROUP_VARIANTS)
 }
 
 /// [`load_str`] with the group-size limit as a parameter, so tests can reach it with the
@@ -190,7 +191,7 @@ fn load_with(
     }
     let raw: raw::RawConfig =
         toml::from_str(text).map_err(|e| translate::serde_error(src, &e, tree.get_ref()))?;
-    let ctx = validate::Ctx {
+    let ctx = values::Ctx {
         src,
         limits: *limits,
         max_group,

@@ -5,8 +5,7 @@
 use irqbench_abi as abi;
 
 use super::defaults;
-use super::validate::fmt_int;
-use crate::plan::defaults as plan_defaults;
+use crate::config::plan::defaults as plan_defaults;
 
 /// What values a key accepts, in a form both the checks and the docs read.
 #[derive(Clone, Copy, Debug)]
@@ -340,6 +339,25 @@ pub(super) fn markdown() -> String {
             r.key,
             substitute(r.instead)
         ));
+    }
+    out
+}
+
+/// `1000000000` → `1_000_000_000` (as a TOML integer may be written).
+pub(super) fn fmt_int(v: i64) -> String {
+    let digits = v.unsigned_abs().to_string();
+    if digits.len() <= 4 {
+        return v.to_string();
+    }
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push('_');
+        }
+        out.push(c);
+    }
+    if v < 0 {
+        out.insert(0, '-');
     }
     out
 }

@@ -1,10 +1,11 @@
 use std::path::Path;
 
 use super::schema;
+use super::schema::fmt_int;
 use super::spans::{key_norm, Source};
-use super::validate::{closest, fmt_int};
+use super::values::closest;
 use super::*;
-use crate::plan::{HypercallTransport, InsnId, IrqSource, StrategyId, Workload};
+use crate::config::plan::{HypercallTransport, InsnId, IrqSource, StrategyId, Workload};
 use irqbench_abi as abi;
 
 const CONFIG_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../configs");
@@ -874,7 +875,7 @@ fn default_config_parses() {
 
 #[test]
 fn defaults_applied() {
-    use crate::plan::defaults as plan_defaults;
+    use crate::config::plan::defaults as plan_defaults;
     let plan = ok("name = \"min\"\n[[bench]]\nname = \"b\"\n");
     assert_eq!(plan.description, "");
     assert_eq!(plan.source, FILE);
@@ -975,7 +976,7 @@ fn group_size_is_limited() {
         "kind = \"insn\"\ninsns = {:?}",
         irqbench_abi::insn::NAMES
     )));
-    assert!(irqbench_abi::insn::NAMES.len() <= crate::plan::MAX_GROUP_VARIANTS);
+    assert!(irqbench_abi::insn::NAMES.len() <= plan::MAX_GROUP_VARIANTS);
 }
 
 // ---- removed keys and the new keys' ranges ---------------------------------------------------
@@ -1197,7 +1198,7 @@ fn devices_fifos_and_huge_files_are_refused_at_once() {
 
     let huge = dir.path().join("huge.toml");
     let file = std::fs::File::create(&huge).expect("create");
-    file.set_len(bounded::MAX_CONFIG_BYTES + 1)
+    file.set_len(read::MAX_CONFIG_BYTES + 1)
         .expect("sparse file");
     let msg = load_file(&huge, &limits()).unwrap_err().to_string();
     assert!(

@@ -11,7 +11,7 @@ use toml::Spanned;
 
 use super::schema;
 use super::spans::{find_path, normalize, render_path, table_at, table_prefix, Seg, Source};
-use super::validate::closest;
+use super::values::closest;
 use super::ConfigError;
 
 /// A TOML syntax error.

@@ -264,7 +264,7 @@ fn inspect_side_files(path: &Path) -> Result<(), HistoryError> {
         match fs::symlink_metadata(&side) {
             Ok(meta) if !meta.file_type().is_file() => {
                 return Err(HistoryError::NotRegular {
-                    kind: crate::bounded::file_kind(&meta),
+                    kind: crate::files::read::file_kind(&meta),
                     path: side,
                 })
             }
@@ -300,7 +300,7 @@ fn inspect(path: &Path) -> Result<FileState, HistoryError> {
     };
     let not_regular = |meta: &fs::Metadata| HistoryError::NotRegular {
         path: path.to_owned(),
-        kind: crate::bounded::file_kind(meta),
+        kind: crate::files::read::file_kind(meta),
     };
     if !meta.file_type().is_file() {
         return Err(not_regular(&meta));

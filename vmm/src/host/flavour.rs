@@ -17,87 +17,8 @@ use std::fs;
 use std::path::Path;
 
 use kvm_ioctls::Kvm;
-use serde::{Deserialize, Serialize};
 
-use super::manifest::Readable;
-
-/// Which vendor module serves the KVM device.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum KvmFlavour {
-    /// `kvm_intel`: Intel VT-x.
-    Vmx,
-    /// `kvm_amd`: AMD-V.
-    Svm,
-    /// `kvm_pvm`: paravirtualized guests on hosts without (usable) VMX/SVM; guest CPL0 code is
-    /// emulated.
-    Pvm,
-    /// No vendor module could be identified (or a name this irqbench does not know, read from
-    /// a results file).
-    #[default]
-    #[serde(other)]
-    Unknown,
-}
-
-impl KvmFlavour {
-    pub const ALL: [KvmFlavour; 4] = [
-        KvmFlavour::Vmx,
-        KvmFlavour::Svm,
-        KvmFlavour::Pvm,
-        KvmFlavour::Unknown,
-    ];
-
-    pub fn name(&self) -> &'static str {
-        match self {
-            KvmFlavour::Vmx => "vmx",
-            KvmFlavour::Svm => "svm",
-            KvmFlavour::Pvm => "pvm",
-            KvmFlavour::Unknown => "unknown",
-        }
-    }
-
-    /// The vendor module that provides this flavour.
-    pub fn module(&self) -> Option<&'static str> {
-        match self {
-            KvmFlavour::Vmx => Some("kvm_intel"),
-            KvmFlavour::Svm => Some("kvm_amd"),
-            KvmFlavour::Pvm => Some("kvm_pvm"),
-            KvmFlavour::Unknown => None,
-        }
-    }
-
-    /// Whether this flavour runs guest CPL0 code on the CPU (`Some(true)`: VMX, SVM) or
-    /// emulates it (`Some(false)`: PVM).
-    pub fn runs_cpl0_natively(&self) -> Option<bool> {
-        match self {
-            KvmFlavour::Vmx | KvmFlavour::Svm => Some(true),
-            KvmFlavour::Pvm => Some(false),
-            KvmFlavour::Unknown => None,
-        }
-    }
-}
-
-impl fmt::Display for KvmFlavour {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-/// Names as written in manifests (`"pvm"`); anything else is `Unknown`.
-impl From<&str> for KvmFlavour {
-    fn from(name: &str) -> KvmFlavour {
-        KvmFlavour::ALL
-            .into_iter()
-            .find(|f| f.name().eq_ignore_ascii_case(name.trim()))
-            .unwrap_or(KvmFlavour::Unknown)
-    }
-}
-
-impl From<String> for KvmFlavour {
-    fn from(name: String) -> KvmFlavour {
-        KvmFlavour::from(name.as_str())
-    }
-}
+use crate::results::{FlavourRecord, KvmFlavour, Readable};
 
 /// The vendor modules, each with the CPU vendors it can run on (`vendor_id` in /proc/cpuinfo).
 const VENDOR_MODULES: [(&str, KvmFlavour, &[&str]); 3] = [
@@ -334,31 +255,6 @@ pub fn detect(kvm: &Kvm, path: &Path, root: &Path) -> FlavourRecord {
     }
 }
 
-/// What a CPL0 `cli` does to the `insn_emulation` stat, measured in a guest.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct Behaviour {
-    /// Net `insn_emulation` per `cli` (cli block − empty block, per instruction).
-    pub insn_emulation_per_cli: f64,
-    /// CPL0 code is emulated (PVM), not run by the CPU (VMX, SVM).
-    pub emulates_cpl0: bool,
-}
-
-/// Half an emulation per `cli` or more: the host emulates guest kernel code (PVM counts one
-/// per emulated instruction; VMX and SVM none, as `cli` does not exit).
-pub fn classify(insn_emulation_per_cli: f64) -> Behaviour {
-    Behaviour {
-        insn_emulation_per_cli,
-        emulates_cpl0: insn_emulation_per_cli >= 0.5,
-    }
-}
-
-/// Whether the behaviour matches the declared flavour (`None` for `Unknown`).
-pub fn agrees(declared: KvmFlavour, b: &Behaviour) -> Option<bool> {
-    declared
-        .runs_cpl0_natively()
-        .map(|native| native != b.emulates_cpl0)
-}
-
 /// Whether the declaration chose between kvm_pvm and a hardware module that are both present
 /// without the device saying which serves it: then the behaviour decides.
 fn is_ambiguous(d: &Declaration) -> bool {
@@ -367,85 +263,12 @@ fn is_ambiguous(d: &Declaration) -> bool {
     pvm && hardware && d.pvm_signature != Some(true)
 }
 
-/// The flavour a behaviour points to among the vendor modules present (`modules` as recorded,
-/// `kvm_pvm (built-in)`): emulation is PVM's; native execution the hardware module's.
-pub fn behavioural(modules: &[String], declared: KvmFlavour, b: &Behaviour) -> KvmFlavour {
-    let present = |f: KvmFlavour| {
-        f.module()
-            .is_some_and(|name| modules.iter().any(|m| m.split(' ').next() == Some(name)))
-    };
-    if b.emulates_cpl0 {
-        return if present(KvmFlavour::Pvm) {
-            KvmFlavour::Pvm
-        } else {
-            KvmFlavour::Unknown
-        };
-    }
-    if declared.runs_cpl0_natively() == Some(true) {
-        return declared;
-    }
-    match (present(KvmFlavour::Vmx), present(KvmFlavour::Svm)) {
-        (true, false) => KvmFlavour::Vmx,
-        (false, true) => KvmFlavour::Svm,
-        _ => KvmFlavour::Unknown,
-    }
-}
-
-/// The manifest's record of the flavour: declared, how, and the behaviour seen.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct FlavourRecord {
-    pub declared: KvmFlavour,
-    /// The evidence that decided `declared`.
-    pub declared_by: String,
-    /// kvm_pvm and a hardware module are both present and the device did not say which
-    /// serves it: the behaviour decides the flavour the run reports.
-    #[serde(default)]
-    pub ambiguous: bool,
-    /// The flavour the behaviour points to (`None` until probed).
-    #[serde(default)]
-    pub behavioural: Option<KvmFlavour>,
-    /// Vendor modules present, with their state (`kvm_pvm (built-in)`).
-    pub modules: Vec<String>,
-    /// The device node opened and its number.
-    pub device: Readable<String>,
-    /// Measured by booting a guest (`irqbench host`, `validate`, `run`'s quick checks).
-    pub behaviour: Readable<Behaviour>,
-}
-
-impl FlavourRecord {
-    /// Records a measured behaviour; returns the flavour the run should report: the declared
-    /// one, or where the declaration was ambiguous and the behaviour disagrees, the behaviour's.
-    pub fn record(&mut self, b: Behaviour) -> KvmFlavour {
-        let beh = behavioural(&self.modules, self.declared, &b);
-        self.behavioural = Some(beh);
-        self.behaviour = Readable::Value(b);
-        if self.ambiguous && beh != KvmFlavour::Unknown {
-            beh
-        } else {
-            self.declared
-        }
-    }
-}
-
-impl Default for FlavourRecord {
-    fn default() -> Self {
-        FlavourRecord {
-            declared: KvmFlavour::Unknown,
-            declared_by: String::new(),
-            ambiguous: false,
-            behavioural: None,
-            modules: Vec::new(),
-            device: Readable::default(),
-            behaviour: Readable::Unavailable("not probed".into()),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use vmm_sys_util::tempdir::TempDir;
 
     use super::*;
+    use crate::results::host::{agrees, classify};
 
     /// A fake root with `cpuinfo` vendor and the given /sys/module entries (`Some(state)`:
     /// loaded with that initstate; `None`: built-in).

@@ -3,93 +3,14 @@
 //! start. Each is read from files under a root path (tests pass a fake tree), and a field that
 //! cannot be read says why ([`Readable`]) rather than being left out.
 
+use crate::results::{CpuFreq, Pinning, Readable, Smt};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::fs;
 use std::io::Read;
 use std::path::Path;
 
-use serde::{Deserialize, Serialize};
-
 use crate::results::HostManifest;
-
-/// A host fact, or why it could not be read. JSON: `{"value": …}` or `{"unavailable": "…"}`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Readable<T> {
-    Value(T),
-    Unavailable(String),
-}
-
-impl<T> Default for Readable<T> {
-    /// What a results file written before the field existed reads as.
-    fn default() -> Self {
-        Readable::Unavailable("not recorded".into())
-    }
-}
-
-impl<T> Readable<T> {
-    pub fn value(&self) -> Option<&T> {
-        match self {
-            Readable::Value(v) => Some(v),
-            Readable::Unavailable(_) => None,
-        }
-    }
-
-    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Readable<U> {
-        match self {
-            Readable::Value(v) => Readable::Value(f(v)),
-            Readable::Unavailable(why) => Readable::Unavailable(why),
-        }
-    }
-
-    /// The value through `show`, or `unavailable (why)`.
-    pub fn text(&self, show: impl FnOnce(&T) -> String) -> String {
-        match self {
-            Readable::Value(v) => show(v),
-            Readable::Unavailable(why) => format!("unavailable ({why})"),
-        }
-    }
-}
-
-impl<T> From<Result<T, String>> for Readable<T> {
-    fn from(r: Result<T, String>) -> Self {
-        match r {
-            Ok(v) => Readable::Value(v),
-            Err(why) => Readable::Unavailable(why),
-        }
-    }
-}
-
-/// Frequency scaling: the governors in use and whether boost (turbo) is on.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct CpuFreq {
-    /// `scaling_driver` of the first policy.
-    pub driver: String,
-    /// Governor → the CPUs (policies' `affected_cpus`) it runs.
-    pub governors: BTreeMap<String, Vec<u32>>,
-    pub boost: Readable<bool>,
-}
-
-/// Simultaneous multithreading, as /sys/devices/system/cpu/smt reports it.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct Smt {
-    /// `on`, `off`, `forceoff`, `notsupported` or `notimplemented`.
-    pub control: String,
-    pub active: bool,
-}
-
-/// Where the vCPU threads ran.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct Pinning {
-    pub pinned: bool,
-    /// The host CPUs the vCPU threads were pinned to (vCPU i → `cpus[i]`); empty if not.
-    pub cpus: Vec<u32>,
-    /// /sys/devices/system/cpu/isolated (`isolcpus=`): CPUs the scheduler keeps other work off.
-    pub isolated_cpus: Readable<Vec<u32>>,
-    /// Every pinned CPU is isolated (`None` when not pinned or the list is unreadable).
-    pub on_isolated: Option<bool>,
-}
 
 /// Files larger than this are not host facts (and a fake tree may hold anything).
 const MAX_FACT_BYTES: u64 = 64 * 1024;

@@ -24,15 +24,15 @@ use kvm_ioctls::Kvm;
 
 use crate::machine::IrqchipMode;
 use crate::results::HostManifest;
+use crate::results::KvmFlavour;
 pub mod params;
 
+pub mod cpu;
 pub mod flavour;
 pub mod manifest;
 pub mod modules;
-pub mod validate;
 
-pub use flavour::KvmFlavour;
-pub use manifest::{format_manifest, Readable};
+pub use manifest::format_manifest;
 
 const KVM_PATH: &str = "/dev/kvm";
 const SYS_MODULE: &str = "/sys/module";
@@ -146,7 +146,7 @@ fn check_kvm_metadata(path: &Path, meta: &fs::Metadata) -> Result<(), HostError>
     let kind = if meta.file_type().is_char_device() {
         format!("character device {}:{}", number.0, number.1)
     } else {
-        crate::bounded::file_kind(meta).to_owned()
+        crate::files::read::file_kind(meta).to_owned()
     };
     Err(HostError::NotKvmDevice {
         path: path.to_owned(),
@@ -383,6 +383,7 @@ mod tests {
     use vmm_sys_util::tempdir::TempDir;
 
     use super::*;
+    use crate::results::Readable;
 
     #[test]
     fn the_declared_flavour_of_this_host_names_its_evidence() {

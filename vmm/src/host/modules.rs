@@ -10,11 +10,8 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::path::Path;
 
-use serde::{Deserialize, Serialize};
-
-use super::flavour::KvmFlavour;
-use super::manifest::Readable;
 use crate::machine::IrqchipMode;
+use crate::results::{ApicvState, KvmFlavour, Readable};
 
 /// Module parameters that change how often or how expensively guests exit; `None` takes every
 /// parameter the module has (PVM's are few and all matter).
@@ -104,15 +101,6 @@ fn param_bool(params: &BTreeMap<String, String>, key: &str) -> Option<bool> {
         "N" | "n" | "0" => Some(false),
         _ => None,
     }
-}
-
-/// Whether APIC virtualization (Intel APICv, AMD AVIC) accelerates a VM of one irqchip mode.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct ApicvState {
-    /// `in-kernel` or `userspace`.
-    pub irqchip: String,
-    pub in_effect: Readable<bool>,
-    pub why: String,
 }
 
 /// Decides [`ApicvState`] from the flavour, the irqchip mode and the module parameters.

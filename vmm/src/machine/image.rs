@@ -24,7 +24,7 @@ const STT_NOTYPE: u8 = 0;
 pub enum ImageError {
     /// A missing, oversized or non-regular file: the bounded read names the path and limit.
     #[error(transparent)]
-    Read(#[from] crate::bounded::BoundedReadError),
+    Read(#[from] crate::files::read::BoundedReadError),
     #[error("guest image {source_name} is not a valid guest kernel: {reason}")]
     Invalid { source_name: String, reason: String },
     #[error("loading guest image {source_name} into guest memory failed")]
@@ -130,11 +130,14 @@ impl GuestImage {
         GuestImage::parse(EMBEDDED_GUEST.to_vec(), "<embedded>")
     }
 
-    /// Reads at most [`crate::bounded::MAX_GUEST_BYTES`] from a regular file: `--guest
+    /// Reads at most [`crate::files::read::MAX_GUEST_BYTES`] from a regular file: `--guest
     /// /dev/zero` or a FIFO is refused instead of read until memory runs out.
     pub fn from_file(path: &Path) -> Result<GuestImage, ImageError> {
-        let bytes =
-            crate::bounded::read_bounded(path, crate::bounded::MAX_GUEST_BYTES, "guest image")?;
+        let bytes = crate::files::read::read_bounded(
+            path,
+            crate::files::read::MAX_GUEST_BYTES,
+            "guest image",
+        )?;
         GuestImage::parse(bytes, &path.display().to_string())
     }
 
@@ -446,7 +449,7 @@ fn load_segment(elf: &ElfView<'_>, i: u64, base: usize) -> Result<Option<Segment
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::{InsnId, StrategyId};
+    use crate::config::plan::{InsnId, StrategyId};
 
     fn embedded() -> GuestImage {
         GuestImage::embedded().expect("the embedded guest is valid")

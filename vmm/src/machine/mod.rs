@@ -16,6 +16,7 @@ use vm_memory::{ByteValued, Bytes, GuestAddress, GuestMemoryBackend, GuestMemory
 
 use image::{GuestImage, ImageError};
 
+pub mod decode;
 pub mod image;
 
 const CR0_PE: u64 = 1 << 0;
@@ -633,7 +634,7 @@ mod tests {
     /// own timer interrupts.
     #[test]
     fn every_vcpu_boots_and_ticks_with_the_in_kernel_irqchip() {
-        use crate::plan::{IrqSource, Plan, Workload};
+        use crate::config::plan::{IrqSource, Plan, Workload};
         let Some(kvm) = crate::host::test_kvm() else {
             return;
         };

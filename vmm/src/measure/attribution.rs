@@ -4,8 +4,8 @@
 use std::collections::BTreeMap;
 
 use super::shadow;
+use crate::config::plan::{PhasePlan, Workload};
 use crate::machine::image::GuestImage;
-use crate::plan::{PhasePlan, Workload};
 use crate::results::ExitSite;
 use crate::vcpu::window::ExitRips;
 use crate::vcpu::ExitReason;
@@ -87,7 +87,7 @@ fn site(
     let instruction = (1..=15)
         .rev()
         .find_map(|len| image.code_bytes(rip, len))
-        .map(|b| crate::decode::decode_one(b, rip))
+        .map(|b| crate::machine::decode::decode_one(b, rip))
         .unwrap_or_default();
     ExitSite {
         strategy,
@@ -107,7 +107,7 @@ pub fn classify_symbol(name: &str, phase: &PhasePlan) -> (String, String) {
     let phase_strategy = phase.workload.label();
     for prefix in ["irqbench_op_", "irqbench_lockop_"] {
         if let Some(rest) = name.strip_prefix(prefix) {
-            for s in crate::plan::StrategyId::all() {
+            for s in crate::config::plan::StrategyId::all() {
                 let stem = s.name().replace('-', "_");
                 if let Some(site) = rest.strip_prefix(&stem) {
                     let site = match site {
@@ -143,7 +143,7 @@ mod tests {
     use iced_x86::Mnemonic;
 
     use super::*;
-    use crate::plan::{Plan, StrategyId};
+    use crate::config::plan::{Plan, StrategyId};
 
     fn row(strategy: &str) -> PhasePlan {
         let strategy = StrategyId::from_name(strategy).expect("strategy");
@@ -161,7 +161,7 @@ mod tests {
         let (addr, code) = image
             .function_code("irqbench_strategy_loop_flat")
             .expect("loop");
-        let after_call = crate::decode::decode_all(code, addr)
+        let after_call = crate::machine::decode::decode_all(code, addr)
             .iter()
             .find(|i| i.mnemonic == Mnemonic::Call)
             .map(|i| i.addr + i.bytes.len() as u64)

@@ -9,7 +9,7 @@ use super::disturbance;
 use super::estimators::{Cell, RoundTable};
 use crate::kvm::stats::StatsDelta;
 use crate::measure::session::Dispatch;
-use crate::protocol::{self, ProtocolViolation};
+use crate::vcpu::protocol::{self, ProtocolViolation};
 use crate::vcpu::window::{ExitCounts, ExitRips};
 
 /// One vCPU's block, validated.

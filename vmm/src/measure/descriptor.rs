@@ -2,7 +2,7 @@
 
 use irqbench_abi::{self as abi, PhaseDescriptor};
 
-use crate::plan::{PhasePlan, Workload};
+use crate::config::plan::{PhasePlan, Workload};
 
 /// The workload kind and table id of `workload` (`VARIANT_MIXED` for the mixed workload).
 pub fn workload_ids(workload: &Workload) -> (u32, u32) {
@@ -77,7 +77,7 @@ pub fn diagnostic(row: &PhasePlan, iterations: u64) -> PhaseDescriptor {
     let (kind, id) = workload_ids(&row.workload);
     let mut desc = common(row, kind, iterations);
     desc.strategy = id;
-    if crate::protocol::runs_rounds(&desc) {
+    if crate::vcpu::protocol::runs_rounds(&desc) {
         // A measured workload run once: one round of the row's variant alone.
         desc.rounds = 1;
         desc.variant_count = 1;

@@ -48,11 +48,11 @@ pub fn outliers(cycles: &[f64], flagged: &[bool]) -> Vec<bool> {
         .filter(|(_, f)| !**f)
         .map(|(c, _)| *c)
         .collect();
-    let Some(median) = crate::stats::median(&clean) else {
+    let Some(median) = crate::statistics::median(&clean) else {
         return vec![false; cycles.len()];
     };
     let deviations: Vec<f64> = clean.iter().map(|c| (c - median).abs()).collect();
-    let mad = crate::stats::median(&deviations).unwrap_or(0.0) * 1.4826;
+    let mad = crate::statistics::median(&deviations).unwrap_or(0.0) * 1.4826;
     let limit = (median + OUTLIER_MADS * mad).max(median * (1.0 + OUTLIER_FRACTION));
     cycles.iter().map(|c| *c > limit).collect()
 }

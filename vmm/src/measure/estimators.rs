@@ -2,13 +2,13 @@
 //! its group once, within a few milliseconds, so the host's slow drift (about 10% over seconds
 //! on the hosts we build on) is common to the blocks of one round and cancels in
 //! `block(v) − block(empty)` or `block(b) / block(a)`. A figure is the median of those per-round
-//! values with a distribution-free 95% CI ([`crate::stats::median_ci95`]); disturbed rounds of a
+//! values with a distribution-free 95% CI ([`crate::statistics::median_ci95`]); disturbed rounds of a
 //! variant (its block or the baseline's) are left out.
 
 use std::collections::BTreeMap;
 
 use crate::results::{Interval, Summary};
-use crate::stats;
+use crate::statistics;
 
 /// One variant's block in one round, over all vCPUs.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -205,7 +205,7 @@ pub fn precise(summary: &Summary, baseline: f64, precision: f64) -> bool {
     if summary.samples.len() < 6 {
         return false;
     }
-    let half = stats::half_width(summary.median, summary.ci95);
+    let half = statistics::half_width(summary.median, summary.ci95);
     half <= precision * summary.median.abs().max(FLOOR_OF_BASELINE * baseline.abs())
 }
 

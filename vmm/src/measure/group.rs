@@ -1,7 +1,6 @@
 //! One group's measurement: calibrate the block size, warm up, then run rounds until every
 //! row's CI reaches the plan's precision or the group's time budget runs out.
 
-use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -10,10 +9,10 @@ use irqbench_abi::{self as abi, PhaseDescriptor};
 use super::collect::{host_rules_apply, Collected};
 use super::descriptor::{self, workload_ids};
 use super::estimators;
-use super::rows;
+use super::rows::{self, GroupOutcome};
+use crate::config::plan::{PhasePlan, Plan, Workload};
 use crate::measure::session::{PhaseError, RunOptions, Session};
-use crate::plan::{PhasePlan, Plan, Workload};
-use crate::results::{PairedComparison, PairedDifference, PhaseResult, Summary};
+use crate::results::{PhaseResult, Summary};
 
 /// Where calibration starts (operations per block).
 const CALIBRATION_OPS: u64 = 16;
@@ -33,22 +32,6 @@ fn max_rounds(variants: usize, vcpus: u32) -> u32 {
     let by_blocks = MAX_BLOCKS / (variants.max(1) * vcpus.max(1) as usize);
     let by_cells = MAX_CELLS / variants.max(1);
     by_blocks.min(by_cells).min(u32::MAX as usize) as u32
-}
-
-/// What one group measured.
-#[derive(Debug, Default)]
-pub struct GroupOutcome {
-    pub results: Vec<PhaseResult>,
-    pub comparisons: Vec<PairedComparison>,
-    pub differences: Vec<PairedDifference>,
-    /// VM-wide KVM stats that moved, totals over the group's dispatches.
-    pub vm_stats: BTreeMap<String, u64>,
-    /// Warnings about the group's figures (`RunReport::warnings`).
-    pub warnings: Vec<String>,
-    /// The user stopped the run during this group; the figures are from the rounds before.
-    pub interrupted: bool,
-    /// The group's threads outnumbered the host CPUs: only the outlier rule flagged blocks.
-    pub host_rules_off: bool,
 }
 
 /// Everything a group's dispatches need.
@@ -207,7 +190,13 @@ impl GroupRun<'_> {
             }
         }
         let wall = started.elapsed();
-        Ok(rows::build(self, &collected, wall, interrupted))
+        let facts = rows::GroupFacts {
+            rows: &self.rows,
+            image: &self.session.image,
+            tsc_khz: self.tsc_khz,
+            precision: self.plan.precision,
+        };
+        Ok(rows::build(facts, &collected, wall, interrupted))
     }
 
     /// Whether every row is precise, and the worst relative half-width (for progress).
@@ -216,13 +205,13 @@ impl GroupRun<'_> {
         let mut worst = 0.0f64;
         for v in 1..table.variants {
             let net = Summary::from_samples(&table.net_cycles(v));
-            let base = crate::stats::median(&table.baseline_cycles(v)).unwrap_or(0.0);
+            let base = crate::statistics::median(&table.baseline_cycles(v)).unwrap_or(0.0);
             let scale = net
                 .median
                 .abs()
                 .max(estimators::FLOOR_OF_BASELINE * base.abs())
                 .max(f64::MIN_POSITIVE);
-            worst = worst.max(crate::stats::half_width(net.median, net.ci95) / scale);
+            worst = worst.max(crate::statistics::half_width(net.median, net.ci95) / scale);
             all &= estimators::precise(&net, base, self.plan.precision);
         }
         (all, worst)

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use crate::config::plan::{HostRaise, IrqSource};
 use crate::machine::Mailbox;
-use crate::plan::{HostRaise, IrqSource};
 use crate::vcpu::VcpuControl;
 
 /// A host thread that raises interrupts (`inject`) or virtual-IF events (`pv-event`) at a rate.

@@ -15,13 +15,14 @@ use std::time::Instant;
 
 use kvm_ioctls::Kvm;
 
-use crate::cpu;
-use crate::host::{self, validate, KvmFlavour};
+use crate::config::plan::{HypercallTransport, PhasePlan, Plan};
+use crate::host;
+use crate::host::cpu;
 use crate::machine::image::GuestImage;
 use crate::machine::{IrqchipMode, MachineConfig, MachineError};
 use crate::measure::pinning::Pinning;
 use crate::measure::session::{PhaseError, ProgressFn, RunOptions, Session};
-use crate::plan::{HypercallTransport, PhasePlan, Plan};
+use crate::results::KvmFlavour;
 use crate::results::{DisturbanceInfo, HostManifest, PhaseFailure, RunReport, CI_METHOD, SCHEMA};
 
 pub mod attribution;
@@ -38,7 +39,8 @@ pub mod session;
 pub mod shadow;
 
 pub use attribution::classify_symbol;
-use group::{GroupOutcome, GroupRun};
+use group::GroupRun;
+use rows::GroupOutcome;
 
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
@@ -77,11 +79,6 @@ pub enum RunError {
     Boot(#[source] MachineError),
     #[error("the plan does not fit this host: {0}")]
     Resources(String),
-    #[error(
-        "the host failed validation, so its numbers would mislead (`irqbench validate` explains \
-         each check; `run --force` measures anyway):\n{0}"
-    )]
-    ValidationFailed(String),
 }
 
 /// The plan's rows, grouped by `group` in order of first appearance (a group holds at most
@@ -92,7 +89,9 @@ pub fn groups(phases: &[PhasePlan]) -> Vec<Vec<&PhasePlan>> {
         // Diagnostic rows run one by one: a watchdog stop of one must not take others along.
         let diagnostic = p.workload.kind() == crate::results::ResultKind::Diagnostic;
         match out.iter_mut().find(|g| {
-            !diagnostic && g[0].group == p.group && g.len() < crate::plan::MAX_GROUP_VARIANTS
+            !diagnostic
+                && g[0].group == p.group
+                && g.len() < crate::config::plan::MAX_GROUP_VARIANTS
         }) {
             Some(g) => g.push(p),
             None => out.push(vec![p]),
@@ -139,7 +138,7 @@ const PIN_FAILED: &str = "run.pin: pinning failed";
 /// The report a run fills in: the host manifest (after the preflight checks), the config and
 /// the method. Refuses what cannot run here (a hypercall instruction on PVM, a LAPIC period KVM
 /// would lengthen, more than the host allows).
-fn start_report(kvm: &Kvm, plan: &Plan) -> Result<RunReport, RunError> {
+pub fn start_report(kvm: &Kvm, plan: &Plan) -> Result<RunReport, RunError> {
     let mut manifest = host::manifest(kvm).map_err(RunError::Host)?;
     let pvm = manifest.kvm_flavour == KvmFlavour::Pvm;
     let vendor = cpu::host_vendor();
@@ -219,8 +218,8 @@ fn absorb(report: &mut RunReport, outcome: GroupOutcome, group: &str) -> bool {
     outcome.interrupted
 }
 
-/// Runs the whole plan. Never panics on guest input; a failing phase becomes a
-/// [`PhaseFailure`] and the run goes on with a fresh VM.
+/// Runs the whole plan on a fresh report (no host validation: library callers, tests and
+/// benches). The CLI validates between [`start_report`] and [`run_prepared`].
 pub fn run_plan(
     kvm: &Kvm,
     plan: &Plan,
@@ -228,10 +227,24 @@ pub fn run_plan(
     options: &RunOptions,
     progress: &mut ProgressFn<'_>,
 ) -> Result<RunReport, RunError> {
+    let report = start_report(kvm, plan)?;
+    run_prepared(kvm, plan, image, report, options, progress)
+}
+
+/// Measures the plan into `report` (from [`start_report`], its manifest perhaps completed by the
+/// host validation). Never panics on guest input; a failing phase becomes a [`PhaseFailure`]
+/// and the run goes on with a fresh VM.
+pub fn run_prepared(
+    kvm: &Kvm,
+    plan: &Plan,
+    image: &Arc<GuestImage>,
+    mut report: RunReport,
+    options: &RunOptions,
+    progress: &mut ProgressFn<'_>,
+) -> Result<RunReport, RunError> {
     let started = Instant::now();
-    let mut report = start_report(kvm, plan)?;
-    validate_host(kvm, image, &mut report.host, options.validation)?;
-    // The validation may have found PVM behind an ambiguous declaration.
+    // The validation may have found PVM behind an ambiguous declaration: never issue a
+    // hypercall instruction that livelocks there.
     let flavour = report.host.kvm_flavour;
     if plan.hypercall.uses_hypercall_insn() && flavour == KvmFlavour::Pvm {
         return Err(RunError::HypercallRefused {
@@ -314,35 +327,12 @@ pub fn run_plan(
     Ok(report)
 }
 
-/// The quick validation of `irqbench validate`'s suite, recorded in the manifest; a FAIL ends
-/// the run before anything is measured unless it is forced.
-fn validate_host(
-    kvm: &Kvm,
-    image: &Arc<GuestImage>,
-    manifest: &mut HostManifest,
-    policy: validate::Policy,
-) -> Result<(), RunError> {
-    let validate::Policy::Quick { force } = policy else {
-        return Ok(());
-    };
-    let v = validate::run(kvm, image, manifest, validate::Scope::Quick);
-    let refused = refusal(&v, force);
-    manifest.validation = Some(v);
-    refused.map_or(Ok(()), Err)
-}
-
-/// A validation with a FAIL refuses the run, unless it is forced.
-fn refusal(v: &validate::Validation, force: bool) -> Option<RunError> {
-    (v.verdict == validate::Verdict::Fail && !force)
-        .then(|| RunError::ValidationFailed(validate::problem_lines(v).join("\n")))
-}
-
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::plan::{IrqSource, StrategyId, Workload};
+    use crate::config::plan::{IrqSource, StrategyId, Workload};
     use crate::results::ExitSite;
 
     fn image() -> Arc<GuestImage> {
@@ -639,32 +629,6 @@ mod tests {
     }
 
     #[test]
-    fn a_failed_validation_refuses_the_run_unless_forced() {
-        use validate::{Check, Validation, Verdict};
-        let check = |verdict| Check {
-            id: "tsc.rate".into(),
-            verdict,
-            expected: "2600000 kHz".into(),
-            measured: "2613000 kHz".into(),
-            note: "off".into(),
-        };
-        let mut v = Validation {
-            verdict: Verdict::Fail,
-            checks: vec![check(Verdict::Fail), check(Verdict::Warn)],
-            ..Default::default()
-        };
-        let err = refusal(&v, false).expect("refused").to_string();
-        assert!(
-            err.contains("validation FAIL tsc.rate") && err.contains("--force"),
-            "{err}"
-        );
-        assert!(err.contains("validation WARN tsc.rate"), "{err}");
-        assert!(refusal(&v, true).is_none());
-        v.verdict = Verdict::Warn;
-        assert!(refusal(&v, false).is_none());
-    }
-
-    #[test]
     fn the_manifest_says_pinned_only_when_every_vcpu_was() {
         let mut host = HostManifest::default();
         let ok = Pinning {
@@ -734,7 +698,7 @@ mod tests {
     fn the_pio_exit_probe_keeps_its_exit_cost() {
         let plan = small_plan(vec![adaptive(
             Workload::Insn {
-                insn: crate::plan::InsnId::from_name("pio-exit").expect("insn"),
+                insn: crate::config::plan::InsnId::from_name("pio-exit").expect("insn"),
             },
             IrqSource::None,
             0.0,

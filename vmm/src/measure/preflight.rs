@@ -4,8 +4,8 @@
 //! Hard limits are errors that name the config key; soft ones become report warnings.
 
 use super::RunError;
-use crate::cpu::{self, HypercallInsn, Vendor};
-use crate::plan::{HypercallTransport, IrqSource, Plan};
+use crate::config::plan::{HypercallTransport, IrqSource, Plan};
+use crate::host::cpu::{self, HypercallInsn, Vendor};
 use crate::results::HostManifest;
 
 /// KVM's default `min_timer_period_us` (arch/x86/kvm/x86.c), for the warning when the
@@ -152,7 +152,7 @@ fn mem_available_mib() -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::Workload;
+    use crate::config::plan::Workload;
 
     fn plan_with(vcpus: u32, irq: IrqSource) -> Plan {
         let mut plan = Plan::single(Workload::Doorbells, vcpus, 1);

@@ -7,8 +7,8 @@ use std::time::Duration;
 use super::attribution::attribute_sites;
 use super::collect::{Collected, VariantSums};
 use super::estimators::{self, interval, Metric, RoundTable};
-use super::group::{GroupOutcome, GroupRun};
-use crate::plan::{IrqSource, PhasePlan, StrategyId, Workload};
+use crate::config::plan::{IrqSource, PhasePlan, StrategyId, Workload};
+use crate::machine::image::GuestImage;
 use crate::results::{
     ComparedMetric, Interval, LockStats, PairedComparison, PairedDifference, PhaseResult, Summary,
     TimerTicks,
@@ -20,8 +20,34 @@ const INSN_DIFFERENCES: [(&str, &str, &str); 2] = [
     ("push; popf that clears IF", "popf-clear-if", "sti"),
 ];
 
+/// What the figures of a group are built from, besides its rounds.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct GroupFacts<'a> {
+    pub rows: &'a [&'a PhasePlan],
+    /// The booted guest: exit RIPs are attributed through its symbols.
+    pub image: &'a GuestImage,
+    pub tsc_khz: u64,
+    pub precision: f64,
+}
+
+/// What one group measured.
+#[derive(Debug, Default)]
+pub struct GroupOutcome {
+    pub results: Vec<PhaseResult>,
+    pub comparisons: Vec<PairedComparison>,
+    pub differences: Vec<PairedDifference>,
+    /// VM-wide KVM stats that moved, totals over the group's dispatches.
+    pub vm_stats: BTreeMap<String, u64>,
+    /// Warnings about the group's figures (`RunReport::warnings`).
+    pub warnings: Vec<String>,
+    /// The user stopped the run during this group; the figures are from the rounds before.
+    pub interrupted: bool,
+    /// The group's threads outnumbered the host CPUs: only the outlier rule flagged blocks.
+    pub host_rules_off: bool,
+}
+
 pub(super) fn build(
-    run: &GroupRun<'_>,
+    run: GroupFacts<'_>,
     collected: &Collected,
     wall: Duration,
     interrupted: bool,
@@ -34,7 +60,7 @@ pub(super) fn build(
     let mut warnings = Vec::new();
     for (i, row) in run.rows.iter().enumerate() {
         let v = i + 1;
-        let mut r = row_result(row, &table, v, tsc_hz, run.plan.precision);
+        let mut r = row_result(row, &table, v, tsc_hz, run.precision);
         let sums = &collected.sums[v];
         fill_counts(&mut r, sums, collected.rounds, tsc_hz);
         r.irqs_raised = if total_cycles > 0 {
@@ -48,7 +74,7 @@ pub(super) fn build(
             r.vm_stats_per_op
                 .insert(k.to_string(), n as f64 / total_ops.max(1) as f64);
         }
-        r.exit_sites = attribute_sites(&run.session.image, &sums.exit_rips, row);
+        r.exit_sites = attribute_sites(run.image, &sums.exit_rips, row);
         if matches!(row.workload, Workload::Lock { .. }) {
             r.lock = Some(LockStats {
                 acquisitions: sums.lock_acquisitions,
@@ -231,7 +257,7 @@ fn fill_counts(r: &mut PhaseResult, sums: &VariantSums, rounds: u32, tsc_hz: f64
 
 /// Every ordered pair (a before b in plan order) of the group: b against a, per round.
 fn comparisons(
-    run: &GroupRun<'_>,
+    run: GroupFacts<'_>,
     table: &RoundTable,
     results: &[PhaseResult],
     tsc_hz: f64,
@@ -268,7 +294,7 @@ fn comparisons(
 }
 
 fn differences(
-    run: &GroupRun<'_>,
+    run: GroupFacts<'_>,
     table: &RoundTable,
     results: &[PhaseResult],
     tsc_hz: f64,

@@ -11,14 +11,14 @@ use std::time::{Duration, Instant};
 use irqbench_abi::{self as abi, PhaseDescriptor};
 use kvm_ioctls::Kvm;
 
-use crate::cpu::{self, HypercallInsn};
+use crate::config::plan::{HypercallTransport, IrqSource, PhasePlan};
+use crate::host::cpu::{self, HypercallInsn};
 use crate::kvm::stats::{StatsDelta, StatsFd};
 use crate::machine::image::GuestImage;
 use crate::machine::{IrqchipMode, Machine, MachineConfig, Mailbox};
 use crate::measure::irq_load::IrqLoad;
 use crate::measure::pinning::{self, Pinning};
-use crate::plan::{HypercallTransport, IrqSource, PhasePlan};
-use crate::protocol::{self, ValidRecord};
+use crate::vcpu::protocol::{self, ValidRecord};
 use crate::vcpu::{
     self, PhaseSample, VcpuCommand, VcpuContext, VcpuControl, VcpuEvent, VcpuOutcome,
 };
@@ -48,15 +48,12 @@ pub enum PhaseError {
 pub struct RunOptions {
     /// Set from a signal handler: stop between (or inside) phases and return what was measured.
     pub stop: Arc<AtomicBool>,
-    /// Whether the run validates the host first (the CLI does; tests and benches skip it).
-    pub validation: crate::host::validate::Policy,
 }
 
 impl Default for RunOptions {
     fn default() -> Self {
         RunOptions {
             stop: Arc::new(AtomicBool::new(false)),
-            validation: crate::host::validate::Policy::Skip,
         }
     }
 }
@@ -536,8 +533,8 @@ pub fn run_raw(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::plan::{InsnId, Plan, StrategyId, Workload};
     use crate::host;
-    use crate::plan::{InsnId, Plan, StrategyId, Workload};
     use crate::vcpu::ExitReason;
 
     const TIMEOUT: Duration = Duration::from_secs(60);

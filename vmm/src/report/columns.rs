@@ -174,7 +174,7 @@ fn opt_raw(v: Option<f64>) -> String {
 
 /// How evenly the vCPUs progressed: (max - min) / mean of their own ops/s.
 pub fn vcpu_spread(per_vcpu_ops_per_sec: &[f64]) -> f64 {
-    let Some((mean, _)) = crate::stats::mean_sd(per_vcpu_ops_per_sec)
+    let Some((mean, _)) = crate::statistics::mean_sd(per_vcpu_ops_per_sec)
         .or_else(|| per_vcpu_ops_per_sec.first().map(|v| (*v, 0.0)))
     else {
         return 0.0;

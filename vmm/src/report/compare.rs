@@ -102,8 +102,8 @@ fn t_critical_99(df: f64) -> f64 {
 /// The squared standard error of a median (1.2533 σ/√n, the large-sample efficiency of the
 /// median) and the samples behind it; `None` with fewer than two.
 fn median_error(s: &Summary) -> Option<(f64, usize)> {
-    let finite = crate::stats::sorted_finite(&s.samples);
-    let (_, sd) = crate::stats::mean_sd(&finite)?;
+    let finite = crate::statistics::sorted_finite(&s.samples);
+    let (_, sd) = crate::statistics::mean_sd(&finite)?;
     let n = finite.len();
     Some((1.2533f64.powi(2) * sd * sd / n as f64, n))
 }

@@ -3,7 +3,7 @@
 use crate::results::Summary;
 
 /// Rounds that a distribution-free 95% CI of a median needs before it says anything
-/// ([`crate::stats::median_ci_ranks`] has no interval below this).
+/// ([`crate::statistics::median_ci_ranks`] has no interval below this).
 pub(crate) const MIN_CI_SAMPLES: usize = 6;
 
 /// A per-operation rate with 4 significant digits; tiny or huge ones in exponent form so the
@@ -175,7 +175,7 @@ pub(crate) fn fmt_cost(e: Estimate) -> String {
         }
         return format!("{} ±?", fmt_sig(e.median, 3));
     };
-    let half = crate::stats::half_width(e.median, ci);
+    let half = crate::statistics::half_width(e.median, ci);
     if ci == [0.0, 0.0] && e.median == 0.0 {
         return "0".into();
     }
@@ -195,7 +195,7 @@ pub(crate) fn fmt_cost(e: Estimate) -> String {
 /// A value with its CI bounds, `5650 [5600, 5700]`, all at the resolution of the CI; for
 /// figures that may be negative (paired differences).
 pub(crate) fn fmt_interval(median: f64, ci: [f64; 2]) -> String {
-    let half = crate::stats::half_width(median, ci);
+    let half = crate::statistics::half_width(median, ci);
     if half == 0.0 {
         return format!("{} [no CI]", fmt_sig(median, 4));
     }

@@ -36,11 +36,11 @@ fn schema_supported(schema: &str) -> bool {
 /// their defaults (a v1 file has no CIs: `ci95` is `[0, 0]` and no summary has enough samples
 /// for [`super::format::Estimate`] to use it).
 pub fn read_json(path: &Path) -> Result<RunReport, ReportError> {
-    let text = crate::bounded::read_text_to_parse(
+    let text = crate::files::read::read_text_to_parse(
         path,
-        crate::bounded::MAX_RESULTS_BYTES,
+        crate::files::read::MAX_RESULTS_BYTES,
         "results JSON",
-        crate::bounded::RESULTS_MEMORY_PER_BYTE,
+        crate::files::read::RESULTS_MEMORY_PER_BYTE,
     )?;
     let parse_err = |source: serde_json::Error| ReportError::Parse {
         path: path.to_owned(),

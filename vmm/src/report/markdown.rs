@@ -98,7 +98,7 @@ fn header(out: &mut String, report: &RunReport) {
         let _ = writeln!(out, "- **warning:** {w}");
     }
     if let Some(v) = &h.validation {
-        for (head, why) in crate::host::validate::problems(v) {
+        for (head, why) in crate::validate::problems(v) {
             let _ = writeln!(out, "- **{head}** — {why}");
         }
     }

@@ -8,10 +8,10 @@
 pub(crate) mod columns;
 mod compare;
 mod csv;
+mod folder;
 pub(crate) mod format;
 mod json;
 pub(crate) mod markdown;
-mod output;
 mod scaling;
 mod svg;
 pub(crate) mod table;
@@ -29,9 +29,9 @@ pub use compare::{
     DEFAULT_MIN_CHANGE_PCT,
 };
 pub use csv::render_csv;
+pub use folder::{new_results_dir, write_csv, write_json, write_markdown, write_svg, OutputDir};
 pub use json::{read_json, to_json};
 pub use markdown::render_markdown;
-pub use output::{new_results_dir, write_csv, write_json, write_markdown, write_svg, OutputDir};
 pub use scaling::{render_scaling, scaling_rows, ScalingRow};
 pub use svg::render_svg;
 pub use table::{host_header, render_mixed, render_table, vcpu_spread};
@@ -40,10 +40,10 @@ pub use table::{host_header, render_mixed, render_table, vcpu_spread};
 pub enum ReportError {
     /// The bounded reader's message already names the file.
     #[error(transparent)]
-    Read(#[from] crate::bounded::BoundedReadError),
+    Read(#[from] crate::files::read::BoundedReadError),
     /// The output layer's message already names the file and what it is.
     #[error(transparent)]
-    Output(#[from] crate::output::OutputError),
+    Output(#[from] crate::files::write::OutputError),
     /// Malformed JSON, or JSON that is not a results file; line and column are serde_json's.
     #[error("{path}:{line}:{column}: not a valid irqbench results file")]
     Parse {

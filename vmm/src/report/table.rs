@@ -171,7 +171,7 @@ pub fn host_header(report: &RunReport) -> String {
         let _ = writeln!(out, "warning: {w}");
     }
     if let Some(v) = &h.validation {
-        for line in crate::host::validate::problem_lines(v) {
+        for line in crate::validate::problem_lines(v) {
             let _ = writeln!(out, "{line}");
         }
     }
@@ -266,7 +266,7 @@ pub(crate) fn comparison_lines(report: &RunReport, group: &Group) -> Vec<String>
 /// A derived cost with its CI; like every net cost, one whose CI includes 0 is `≈0`.
 pub(crate) fn fmt_derived(d: &PairedDifference) -> String {
     let [lo, hi] = d.cycles.ci95;
-    let half = crate::stats::half_width(d.cycles.median, d.cycles.ci95);
+    let half = crate::statistics::half_width(d.cycles.median, d.cycles.ci95);
     if lo <= 0.0 && hi >= 0.0 {
         format!("≈0 (±{})", fmt_spread(half))
     } else if hi < 0.0 {

@@ -188,7 +188,7 @@ fn host() -> HostManifest {
         recommended_vcpus: 2,
         irqchip_modes: vec!["userspace".into()],
         vcpu_pinning: true,
-        pinning: crate::host::manifest::Pinning {
+        pinning: crate::results::Pinning {
             pinned: true,
             cpus: vec![0, 1],
             ..Default::default()
@@ -676,7 +676,7 @@ fn compare_reads_a_v1_file_and_says_it_has_no_ci() {
     );
     assert!(old.comparisons.is_empty() && old.description.is_empty());
     // The flavour string of old files reads into the typed flavour; newer fields default.
-    assert_eq!(old.host.kvm_flavour, crate::host::KvmFlavour::Pvm);
+    assert_eq!(old.host.kvm_flavour, crate::results::KvmFlavour::Pvm);
     assert!(old.host.kernel_cmdline.value().is_none() && old.host.validation.is_none());
 
     let new = sample_report();
@@ -936,7 +936,7 @@ fn the_tsc_rate_why_not_core_cycles_and_derived_ns_are_printed() {
 
 #[test]
 fn validation_problems_are_printed_above_the_table_and_kept_in_the_json() {
-    use crate::host::validate::{Check, Scope, Validation, Verdict};
+    use crate::results::{Check, Scope, Validation, Verdict};
     let mut report = sample_report();
     let check = |id: &str, verdict| Check {
         id: id.into(),
@@ -947,7 +947,7 @@ fn validation_problems_are_printed_above_the_table_and_kept_in_the_json() {
     };
     report.host.validation = Some(Validation {
         scope: Scope::Quick,
-        flavour: crate::host::KvmFlavour::Pvm,
+        flavour: crate::results::KvmFlavour::Pvm,
         verdict: Verdict::Warn,
         seconds: 0.05,
         checks: vec![

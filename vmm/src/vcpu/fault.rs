@@ -7,7 +7,8 @@ use kvm_bindings::kvm_regs;
 
 use super::VcpuContext;
 use super::VcpuOutcome;
-use crate::{decode, protocol};
+use crate::machine::decode;
+use crate::vcpu::protocol;
 
 /// A guest that faulted: registers and the instruction at RIP.
 #[derive(Clone, Debug)]

@@ -15,10 +15,11 @@ use vmm_sys_util::signal;
 
 use crate::kvm::stats::StatsFd;
 use crate::machine::Mailbox;
-use crate::protocol::{self, Doorbell};
+use protocol::Doorbell;
 
 pub mod exit;
 pub mod fault;
+pub mod protocol;
 pub mod window;
 
 pub use exit::{handle_exit, ExitAction, ExitEvent, ExitReason, LoopState};

@@ -4,8 +4,9 @@
 use super::judge::*;
 use super::noise::{cpufreq, load, smt, steal};
 use super::*;
-use crate::host::flavour::classify;
-use crate::host::manifest::{CpuFreq, Smt};
+use crate::results::host::classify;
+use crate::results::KvmFlavour;
+use crate::results::{CpuFreq, Smt};
 
 const FLAVOURS: [KvmFlavour; 3] = [KvmFlavour::Vmx, KvmFlavour::Svm, KvmFlavour::Pvm];
 
@@ -544,15 +545,15 @@ fn doorbells_and_hlts_are_counted_exactly_on_this_host() {
     let Some(kvm) = crate::host::test_kvm() else {
         return;
     };
-    let mut s = measure::boot(&kvm, &image(), 2, IrqchipMode::Userspace).expect("boot");
-    let d = measure::doorbells(&mut s, 37).expect("doorbells");
+    let mut s = probes::boot(&kvm, &image(), 2, IrqchipMode::Userspace).expect("boot");
+    let d = probes::doorbells(&mut s, 37).expect("doorbells");
     assert_eq!(d.vcpus.len(), 2);
     assert_eq!(
         verdict_of(&doorbells(&e(KvmFlavour::Pvm), &d)),
         Verdict::Pass,
         "{d:?}"
     );
-    let r = measure::insn_rounds(&mut s, &["empty", "cli", "hlt-exit"], 32, 2).expect("rounds");
+    let r = probes::insn_rounds(&mut s, &["empty", "cli", "hlt-exit"], 32, 2).expect("rounds");
     let hlt = r.hlt.expect("a hlt-exit block");
     // 32 iterations × 2 rounds × 2 vCPUs, each one KVM_EXIT_HLT.
     assert_eq!((hlt.executed, hlt.exits), (128, 128));
@@ -567,14 +568,14 @@ fn the_kvm_tsc_readings_agree_with_kvm_get_tsc_khz_and_across_vcpus() {
         return;
     };
     let m = crate::host::manifest(&kvm).expect("manifest");
-    let probe = measure::TscProbe::start(&kvm).expect("probe vCPU");
+    let probe = probes::TscProbe::start(&kvm).expect("probe vCPU");
     let rate = probe
         .finish(m.tsc_khz, true, Duration::from_millis(50))
         .expect("reading");
     let off = rate.estimates_khz[0] / m.tsc_khz as f64 - 1.0;
     assert!(off.abs() < 0.002 + rate.uncertainty, "{rate:?}");
     // Two vCPUs of one VM keep one TSC (kvm_synchronize_tsc).
-    let skew = measure::tsc_offsets(&kvm, m.tsc_khz, 16).expect("two vCPUs");
+    let skew = probes::tsc_offsets(&kvm, m.tsc_khz, 16).expect("two vCPUs");
     let j = tsc_vcpus(&e(m.kvm_flavour), &skew);
     assert_ne!(verdict_of(&j), Verdict::Fail, "{j:?}");
 }

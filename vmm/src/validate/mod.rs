@@ -14,72 +14,45 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kvm_ioctls::Kvm;
-use serde::{Deserialize, Serialize};
 
-use crate::host::flavour::{self, KvmFlavour};
-use crate::host::manifest::Readable;
 use crate::machine::image::GuestImage;
 use crate::machine::IrqchipMode;
 use crate::measure::session::Session;
-use crate::results::HostManifest;
+use crate::results::host::classify;
+use crate::results::{Behaviour, Check, HostManifest, Readable, Scope, Validation, Verdict};
 
 pub mod judge;
-pub mod measure;
 pub mod noise;
 pub mod obs;
+pub mod probes;
 
-pub use judge::Verdict;
 use judge::{Expectations, Judged};
 
-/// Which checks run.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Scope {
-    /// `run`'s subset: flavour, doorbells, TSC, CPUID and cli exits, noise from files.
-    #[default]
-    Quick,
-    /// `irqbench validate`: every check.
-    Full,
+/// A run refused because the quick validation FAILed (and was not forced).
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "the host failed validation, so its numbers would mislead (`irqbench validate` explains each \
+     check; `run --force` measures anyway):\n{0}"
+)]
+pub struct Refusal(pub String);
+
+/// The stage a run passes before it measures: the quick checks, recorded in the manifest as
+/// `host.validation`; a FAIL refuses the run unless `force`.
+pub fn before_run(
+    kvm: &Kvm,
+    image: &Arc<GuestImage>,
+    manifest: &mut HostManifest,
+    force: bool,
+) -> Result<(), Refusal> {
+    let v = run(kvm, image, manifest, Scope::Quick);
+    let refused = refusal(&v, force);
+    manifest.validation = Some(v);
+    refused.map_or(Ok(()), Err)
 }
 
-/// What a benchmark run does about validation before it measures.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Policy {
-    /// No validation (library callers: tests, benchmarks).
-    #[default]
-    Skip,
-    /// The quick checks, recorded as `host.validation`; a FAIL stops the run unless `force`.
-    Quick { force: bool },
-}
-
-/// One check's result.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct Check {
-    /// `group.name`, e.g. `tsc.rate`.
-    pub id: String,
-    pub verdict: Verdict,
-    pub expected: String,
-    pub measured: String,
-    /// Why a WARN or FAIL, or what a PASS on PVM means.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub note: String,
-}
-
-/// A validation of this host: every check and the worst verdict.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct Validation {
-    pub scope: Scope,
-    /// The declared flavour the expectations were taken from.
-    pub flavour: KvmFlavour,
-    pub verdict: Verdict,
-    pub seconds: f64,
-    pub checks: Vec<Check>,
-}
-
-impl Validation {
-    pub fn count(&self, v: Verdict) -> usize {
-        self.checks.iter().filter(|c| c.verdict == v).count()
-    }
+/// A validation with a FAIL refuses the run, unless it is forced.
+fn refusal(v: &Validation, force: bool) -> Option<Refusal> {
+    (v.verdict == Verdict::Fail && !force).then(|| Refusal(problem_lines(v).join("\n")))
 }
 
 /// The knobs of one scope.
@@ -228,7 +201,7 @@ pub fn run(kvm: &Kvm, image: &Arc<GuestImage>, m: &mut HostManifest, scope: Scop
 
 /// Records the behaviour in `m`; where it decides an ambiguous flavour, the manifest and the
 /// expectations of the checks still to come take the behaviour's.
-fn adopt(m: &mut HostManifest, suite: &mut Suite<'_>, b: flavour::Behaviour) {
+fn adopt(m: &mut HostManifest, suite: &mut Suite<'_>, b: Behaviour) {
     let effective = m.flavour.record(b);
     if effective != m.kvm_flavour {
         m.warnings.push(format!(
@@ -243,12 +216,12 @@ fn adopt(m: &mut HostManifest, suite: &mut Suite<'_>, b: flavour::Behaviour) {
 /// Records in `m` what a CPL0 `cli` does to `insn_emulation` (for `irqbench host`, which
 /// runs no other check).
 pub fn probe_flavour(kvm: &Kvm, image: &Arc<GuestImage>, m: &mut HostManifest) {
-    let measured = measure::boot(kvm, image, 1, IrqchipMode::Userspace).and_then(|mut s| {
-        let r = measure::insn_rounds(&mut s, &["empty", "cli"], QUICK.insn_iterations, 1);
+    let measured = probes::boot(kvm, image, 1, IrqchipMode::Userspace).and_then(|mut s| {
+        let r = probes::insn_rounds(&mut s, &["empty", "cli"], QUICK.insn_iterations, 1);
         s.shutdown();
         r?.nets
             .first()
-            .map(|cli| flavour::classify(cli.insn_emulation))
+            .map(|cli| classify(cli.insn_emulation))
             .ok_or_else(|| "no cli block".to_owned())
     });
     match measured {
@@ -270,9 +243,9 @@ fn userspace_checks(
     sizes: Sizes,
 ) {
     // The quick check reads a vCPU's TSC through KVM across the other quick checks.
-    let probe = measure::TscProbe::start(kvm);
+    let probe = probes::TscProbe::start(kvm);
     let vcpus = sizes.vcpus.min(m.host_cpus.max(1));
-    let mut s = match measure::boot(kvm, image, vcpus, IrqchipMode::Userspace) {
+    let mut s = match probes::boot(kvm, image, vcpus, IrqchipMode::Userspace) {
         Ok(s) => s,
         Err(why) => {
             m.flavour.behaviour = Readable::Unavailable(why.clone());
@@ -284,7 +257,7 @@ fn userspace_checks(
     };
     suite.judge(
         "accounting.doorbells",
-        &measure::doorbells(&mut s, sizes.doorbells),
+        &probes::doorbells(&mut s, sizes.doorbells),
         judge::doorbells,
     );
     insn_checks(kvm, &mut s, m, suite, sizes);
@@ -293,7 +266,7 @@ fn userspace_checks(
         .get("KVM_CAP_GET_TSC_KHZ")
         .is_some_and(|&c| c > 0);
     let rate = match (scope, probe) {
-        (Scope::Full, _) => measure::tsc_rate(
+        (Scope::Full, _) => probes::tsc_rate(
             &mut s,
             m.tsc_khz,
             reported,
@@ -319,7 +292,7 @@ fn insn_checks(
     suite: &mut Suite<'_>,
     sizes: Sizes,
 ) {
-    let rounds = measure::insn_rounds(s, sizes.insns, sizes.insn_iterations, sizes.insn_rounds);
+    let rounds = probes::insn_rounds(s, sizes.insns, sizes.insn_iterations, sizes.insn_rounds);
     let by_name = |name: &str| -> Result<judge::InsnNet, String> {
         let r = rounds.as_ref().map_err(Clone::clone)?;
         r.nets
@@ -328,7 +301,7 @@ fn insn_checks(
             .cloned()
             .ok_or(format!("no {name} block"))
     };
-    let behaviour = by_name("cli").map(|n| flavour::classify(n.insn_emulation));
+    let behaviour = by_name("cli").map(|n| classify(n.insn_emulation));
     let obs = behaviour.clone().map(|b| judge::FlavourObs {
         declared: m.flavour.declared,
         ambiguous: m.flavour.ambiguous,
@@ -362,14 +335,14 @@ fn insn_checks(
 /// for that (or has one CPU), through KVM.
 fn vcpu_tsc_skew(kvm: &Kvm, s: &mut Session, khz: u64) -> Result<judge::TscSkew, String> {
     let guest = if s.vcpus > 1 {
-        measure::tsc_skew(s, SKEW_ROUNDS, khz)?
+        probes::tsc_skew(s, SKEW_ROUNDS, khz)?
     } else {
         judge::TscSkew::default()
     };
     if guest.skews_cycles.len() >= judge::TSC_SKEW_MIN_BLOCKS {
         return Ok(guest);
     }
-    let mut kvm_side = measure::tsc_offsets(kvm, khz, SKEW_ROUNDS as usize)?;
+    let mut kvm_side = probes::tsc_offsets(kvm, khz, SKEW_ROUNDS as usize)?;
     kvm_side.method = format!(
         "{} (the guest's barrier blocks: {} of {} preempted)",
         kvm_side.method,
@@ -382,10 +355,10 @@ fn vcpu_tsc_skew(kvm: &Kvm, s: &mut Session, khz: u64) -> Result<judge::TscSkew,
 /// Interrupt loads on the userspace-irqchip guest: inject (window exits) and pv-event
 /// (hypercall accounting and exit-site attribution).
 fn load_checks(s: &mut Session, suite: &mut Suite<'_>) {
-    let inj = measure::inject(s, INJECT_HZ, LOAD_PHASE);
+    let inj = probes::inject(s, INJECT_HZ, LOAD_PHASE);
     suite.judge("exits.irq-window", &inj, judge::irq_window);
     suite.judge("irq.inject", &inj, judge::inject);
-    let pv = measure::pv_event(s, PV_EVENT_HZ, LOAD_PHASE);
+    let pv = probes::pv_event(s, PV_EVENT_HZ, LOAD_PHASE);
     let (calls, sites) = match pv {
         Ok((c, site)) => (Ok(c), Ok(site)),
         Err(why) => (Err(why.clone()), Err(why)),
@@ -409,7 +382,7 @@ fn lapic_checks(kvm: &Kvm, image: &Arc<GuestImage>, m: &HostManifest, suite: &mu
             .get("KVM_CAP_IRQCHIP")
             .is_some_and(|&c| c > 0)
         {
-            measure::lapic(kvm, image, vcpus, period, LAPIC_PHASE, m.tsc_khz)
+            probes::lapic(kvm, image, vcpus, period, LAPIC_PHASE, m.tsc_khz)
         } else {
             Err("no KVM_CAP_IRQCHIP: no in-kernel LAPIC".into())
         };

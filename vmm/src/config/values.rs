@@ -6,10 +6,10 @@ use std::ops::Range;
 use toml::Spanned;
 
 use super::raw::{RawBench, RawConfig, RawRun, SpannedList};
-use super::schema::{self, Key};
+use super::schema::{self, fmt_int, Key};
 use super::spans::{key_norm, Source};
 use super::{defaults, ConfigError, Limits, MAX_PHASES};
-use crate::plan::{HypercallTransport, InsnId, IrqSource, Plan, Workload};
+use crate::config::plan::{HypercallTransport, InsnId, IrqSource, Plan, Workload};
 
 /// A step of validation.
 pub(super) type Checked<T> = Result<T, ConfigError>;
@@ -23,25 +23,6 @@ pub(super) fn closest<'c>(word: &str, candidates: &[&'c str]) -> Option<&'c str>
         .filter(|(d, c)| *d <= 3 && *d * 2 <= c.chars().count())
         .min_by_key(|(d, _)| *d)
         .map(|(_, c)| c)
-}
-
-/// `1000000000` → `1_000_000_000` (as a TOML integer may be written).
-pub(super) fn fmt_int(v: i64) -> String {
-    let digits = v.unsigned_abs().to_string();
-    if digits.len() <= 4 {
-        return v.to_string();
-    }
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push('_');
-        }
-        out.push(c);
-    }
-    if v < 0 {
-        out.insert(0, '-');
-    }
-    out
 }
 
 const HYPERCALLS: [(&str, HypercallTransport); 3] = [
@@ -61,7 +42,7 @@ pub(super) struct RunValues {
 pub(super) struct Ctx<'a> {
     pub src: Source<'a>,
     pub limits: Limits,
-    /// Rows one group may hold ([`crate::plan::MAX_GROUP_VARIANTS`] outside tests).
+    /// Rows one group may hold ([`crate::config::plan::MAX_GROUP_VARIANTS`] outside tests).
     pub max_group: usize,
 }
 
@@ -352,7 +333,7 @@ impl Ctx<'_> {
 
     /// A plan with the `[run]` values and no name, description or phases yet.
     fn run(&self, run: &RawRun) -> Checked<Plan> {
-        use crate::plan::defaults as plan_defaults;
+        use crate::config::plan::defaults as plan_defaults;
         let hypercall = match &run.hypercall {
             None => HypercallTransport::Port,
             Some(v) => self.choice(v, "run.hypercall", "hypercall transport", &HYPERCALLS)?,

@@ -7,11 +7,10 @@ use std::fs;
 use std::path::Path;
 use std::time::Instant;
 
-use super::judge::{
-    judged, pass_or, Judged, Verdict, LOAD_PER_CPU_MAX, SIBLING_BUSY_MAX, STEAL_MAX,
-};
+use super::judge::{judged, pass_or, Judged, LOAD_PER_CPU_MAX, SIBLING_BUSY_MAX, STEAL_MAX};
 use super::obs::{SmtObs, StealObs};
-use crate::host::manifest::{parse_cpu_list, CpuFreq, Readable, Smt};
+use crate::host::manifest::parse_cpu_list;
+use crate::results::{CpuFreq, Readable, Smt, Verdict};
 
 /// Ticks of one CPU (or all) from a /proc/stat `cpu` line.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -4,33 +4,9 @@
 //! on VMX/SVM, and every way a check can fail, are exercised on any host. docs/VALIDATE.md is
 //! the same table with the KVM documentation and source each row comes from.
 
-use serde::{Deserialize, Serialize};
-
 pub use super::obs::*;
-use crate::host::flavour::{self, KvmFlavour};
-
-/// PASS: as the flavour should; WARN: off, but explained and not invalidating the numbers;
-/// FAIL: the host does not behave as its flavour must, so numbers measured on it mislead.
-#[derive(
-    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum Verdict {
-    #[default]
-    Pass,
-    Warn,
-    Fail,
-}
-
-impl Verdict {
-    pub fn name(self) -> &'static str {
-        match self {
-            Verdict::Pass => "PASS",
-            Verdict::Warn => "WARN",
-            Verdict::Fail => "FAIL",
-        }
-    }
-}
+use crate::results::host::agrees;
+use crate::results::{KvmFlavour, Verdict};
 
 /// One check's outcome in words.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -139,7 +115,7 @@ pub fn flavour(_: &Expectations, m: &FlavourObs) -> Judged {
         Some(false) => "pvm: +1 per cli (every CPL0 instruction is emulated)".to_owned(),
         None => "a known vendor module".to_owned(),
     };
-    match flavour::agrees(e.flavour, b) {
+    match agrees(e.flavour, b) {
         Some(true) => judged(Verdict::Pass, expected, measured, ""),
         Some(false) if m.ambiguous => judged(
             Verdict::Warn,
@@ -245,7 +221,7 @@ pub fn tsc_rate(_: &Expectations, m: &TscRate) -> Judged {
         m.kvm_khz,
         pct(TSC_RATE_TOLERANCE).trim_start_matches('+')
     );
-    let Some(median) = crate::stats::median(&m.estimates_khz) else {
+    let Some(median) = crate::statistics::median(&m.estimates_khz) else {
         return judged(
             Verdict::Fail,
             expected,
@@ -300,7 +276,7 @@ pub fn tsc_vcpus(_: &Expectations, m: &TscSkew) -> Judged {
          {TSC_SKEW_MAX_US} µs"
     );
     let per_us = m.khz.max(1) as f64 / 1000.0;
-    let abs_us = crate::stats::sorted_finite(
+    let abs_us = crate::statistics::sorted_finite(
         &m.skews_cycles
             .iter()
             .map(|&c| (c as f64 / per_us).abs())
@@ -320,9 +296,9 @@ pub fn tsc_vcpus(_: &Expectations, m: &TscSkew) -> Judged {
              compare the vCPUs' TSCs",
         );
     }
-    let q = crate::stats::percentile(&abs_us, 25.0);
+    let q = crate::statistics::percentile(&abs_us, 25.0);
     let signed: Vec<f64> = m.skews_cycles.iter().map(|&c| c as f64 / per_us).collect();
-    let median = crate::stats::median(&signed).unwrap_or(0.0);
+    let median = crate::statistics::median(&signed).unwrap_or(0.0);
     let measured = format!(
         "{q:.1} µs (median difference {median:+.1} µs; {}: {} samples, {} preempted left out)",
         m.method,

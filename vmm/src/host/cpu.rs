@@ -8,7 +8,7 @@
 //! - the virtual PMU KVM offers (KVM_GET_SUPPORTED_CPUID leaf 0xA) decides whether guest core
 //!   cycles could be counted (`IA32_FIXED_CTR1`) instead of TSC cycles.
 
-use crate::host::KvmFlavour;
+use crate::results::{CyclesSource, KvmFlavour, Vpmu};
 use serde::{Deserialize, Serialize};
 
 /// The host CPU's vendor, from the 12-byte string of CPUID leaf 0 (EBX, EDX, ECX).
@@ -101,53 +101,6 @@ pub fn hypercall_insn(vendor: &Vendor) -> Option<HypercallInsn> {
         Vendor::Amd | Vendor::Hygon => Some(HypercallInsn::Vmmcall),
         Vendor::Other(_) => None,
     }
-}
-
-/// The architectural PMU KVM offers a guest (CPUID leaf 0xA, Intel SDM vol. 2A "Architectural
-/// Performance Monitoring Leaf").
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Vpmu {
-    /// EAX[7:0].
-    pub version: u8,
-    /// EAX[15:8].
-    pub gp_counters: u8,
-    /// EDX[4:0].
-    pub fixed_counters: u8,
-    /// EDX[12:5].
-    pub fixed_width: u8,
-}
-
-impl Vpmu {
-    pub fn from_leaf_0xa(eax: u32, edx: u32) -> Vpmu {
-        Vpmu {
-            version: (eax & 0xFF) as u8,
-            gp_counters: ((eax >> 8) & 0xFF) as u8,
-            fixed_counters: (edx & 0x1F) as u8,
-            fixed_width: ((edx >> 5) & 0xFF) as u8,
-        }
-    }
-
-    /// `IA32_FIXED_CTR1` (CPU_CLK_UNHALTED.CORE) exists: version 2 or later with at least two
-    /// fixed counters.
-    pub fn has_core_cycle_counter(&self) -> bool {
-        self.version >= 2 && self.fixed_counters >= 2 && self.fixed_width > 0
-    }
-}
-
-/// What the cycle figures of a run count, and why not core cycles.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct CyclesSource {
-    /// `tsc`: the guest's time-stamp counter, which ticks at a constant rate (`tsc_khz`)
-    /// whatever the core clock does, and keeps ticking while the vCPU is not running.
-    pub source: String,
-    pub tsc_khz: u64,
-    /// The guest PMU KVM offers (CPUID leaf 0xA of KVM_GET_SUPPORTED_CPUID); absent when the
-    /// leaf is missing.
-    pub vpmu: Option<Vpmu>,
-    /// Whether KVM would let the guest count core cycles (`IA32_FIXED_CTR1`).
-    pub core_cycles_available: bool,
-    /// Why the figures are TSC cycles.
-    pub reason: String,
 }
 
 /// What the host offers a guest for counting core cycles, as read: the KVM flavour (`vmx`,

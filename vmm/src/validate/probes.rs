@@ -13,12 +13,14 @@ use super::judge::{
     DoorbellObs, DoorbellVcpu, HltObs, HypercallObs, InjectObs, InsnNet, LapicObs, Share, SiteObs,
     TscRate, TscSkew,
 };
+use crate::config::plan::{
+    HypercallTransport, InsnId, IrqSource, PhasePlan, Plan, StrategyId, Workload,
+};
 use crate::machine::image::GuestImage;
 use crate::machine::{IrqchipMode, MachineConfig};
 use crate::measure::descriptor;
 use crate::measure::session::{Dispatch, Session};
-use crate::plan::{HypercallTransport, InsnId, IrqSource, PhasePlan, Plan, StrategyId, Workload};
-use crate::protocol;
+use crate::vcpu::protocol;
 use crate::vcpu::ExitReason;
 
 /// No validation phase comes near this; a hung guest fails its check instead of the suite.
@@ -525,7 +527,7 @@ fn hypercall_out_sites(image: &GuestImage) -> Vec<(String, u64, u64)> {
         .iter()
         .filter_map(|name| {
             let (addr, code) = image.function_code(name)?;
-            let out = crate::decode::decode_all(code, addr)
+            let out = crate::machine::decode::decode_all(code, addr)
                 .into_iter()
                 .find(|i| i.text.starts_with("out"))?;
             Some((

@@ -1,8 +1,7 @@
 //! What the checks measure: plain data that measure.rs and noise.rs fill in and the judges
 //! read. Synthetic values of these types are how the tests fail every check by construction.
 
-use crate::host::flavour::{Behaviour, KvmFlavour};
-use crate::host::manifest::{Readable, Smt};
+use crate::results::{Behaviour, KvmFlavour, Readable, Smt};
 
 /// `flavour`: what CPL0 `cli` did to `insn_emulation`, against the declaration.
 #[derive(Clone, Debug, Default, PartialEq)]

@@ -1,11 +1,11 @@
-//! `irqbench validate`: the command-line side of `irqbench::host::validate`.
+//! `irqbench validate`: the command-line side of `irqbench::validate`.
 
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use irqbench::host::{self, validate};
+use irqbench::{host, validate};
 
-use super::{chain, emit, fail, load_image};
+use crate::{chain, emit, fail, load_image};
 
 pub const AFTER_HELP: &str = "Examples:
   irqbench validate                  # every check, expected against measured
@@ -60,7 +60,7 @@ pub fn cmd_validate(args: &ValidateArgs) -> ExitCode {
         Ok(i) => Arc::new(i),
         Err(_) => return ExitCode::from(2),
     };
-    let v = validate::run(&kvm, &image, &mut manifest, validate::Scope::Full);
+    let v = validate::run(&kvm, &image, &mut manifest, irqbench::results::Scope::Full);
     let verdict = v.verdict;
     let text = if args.json {
         let doc = serde_json::json!({ "validation": v, "host": manifest });
@@ -75,7 +75,7 @@ pub fn cmd_validate(args: &ValidateArgs) -> ExitCode {
     if printed != ExitCode::SUCCESS {
         return printed;
     }
-    if verdict == validate::Verdict::Fail {
+    if verdict == irqbench::results::Verdict::Fail {
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS

@@ -5,11 +5,12 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 
+use irqbench::config::plan::{InsnId, StrategyId};
+use irqbench::machine::decode;
 use irqbench::machine::image::GuestImage;
-use irqbench::plan::{InsnId, StrategyId};
-use irqbench::{decode, host};
+use irqbench::{host, validate};
 
-use super::{chain, emit, fail, load_image};
+use crate::{chain, emit, fail, load_image};
 
 pub(crate) fn cmd_host(json: bool) -> ExitCode {
     let kvm = match host::open_kvm() {
@@ -19,7 +20,7 @@ pub(crate) fn cmd_host(json: bool) -> ExitCode {
     let manifest = host::manifest(&kvm).map(|mut m| {
         // The declared flavour is confirmed by a guest's behaviour (a few milliseconds).
         if let Ok(image) = GuestImage::embedded() {
-            host::validate::probe_flavour(&kvm, &Arc::new(image), &mut m);
+            validate::probe_flavour(&kvm, &Arc::new(image), &mut m);
         }
         m
     });
@@ -113,7 +114,7 @@ pub(crate) fn list_text() -> String {
         let _ = writeln!(out, "  {:<16} {}", s.name, s.describe);
     }
     out.push_str("\nshipped configs (irqbench run NAME, or configs/NAME.toml):\n");
-    for (name, text) in super::BUILTIN_CONFIGS {
+    for (name, text) in crate::BUILTIN_CONFIGS {
         // Every shipped config opens with "# <name> — <the question it answers>".
         let question = text
             .lines()

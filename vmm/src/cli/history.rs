@@ -6,14 +6,14 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
+use irqbench::files::write::{OutputError, OutputTarget};
 use irqbench::history::{
     self, DbLocation, HistoryError, Origin, RunFilter, RunMeta, RunRef, Saved, Store,
 };
-use irqbench::output::{OutputError, OutputTarget};
 use irqbench::report;
 use irqbench::results::RunReport;
 
-use super::{chain, emit, fail, warn};
+use crate::{chain, emit, fail, warn};
 
 /// Where a run is saved: every command that measures takes these.
 #[derive(Debug, Default, clap::Args)]
@@ -53,7 +53,7 @@ pub(crate) fn not_over_history(
     };
     let files = loc.files();
     let files: Vec<(&str, &Path)> = files.iter().map(|(w, p)| (*w, p.as_path())).collect();
-    irqbench::output::check_not_over(targets, &files)
+    irqbench::files::write::check_not_over(targets, &files)
 }
 
 fn history_fail(e: &HistoryError) -> ExitCode {
@@ -211,7 +211,7 @@ pub(crate) fn cmd_history(args: HistoryArgs) -> ExitCode {
     if let Some(target) = &svg {
         let chart = history::render_trend_svg(&points)
             .map_err(|why| format!("{why} (nothing matched, or no run has result rows)"));
-        if let Err(code) = super::write_one(target, chart, false) {
+        if let Err(code) = crate::write_one(target, chart, false) {
             return code;
         }
         // `--svg -` is the whole stdout, as `run --json -` is: a table after it would make
@@ -482,7 +482,7 @@ pub(crate) struct CheckArgs {
     baseline: String,
     /// Changes for the worse below this many percent are never regressions.
     #[arg(long, value_name = "PCT", default_value_t = history::DEFAULT_MAX_REGRESSION_PCT,
-          value_parser = super::parse_min_change, allow_hyphen_values = true)]
+          value_parser = crate::parse_min_change, allow_hyphen_values = true)]
     max_regression: f64,
     /// Also write this run's results as JSON (a new path or a regular file; `-` not allowed:
     /// stdout carries the verdict).
@@ -516,7 +516,7 @@ fn json_target(path: Option<&Path>, args: &CheckArgs) -> Result<Option<OutputTar
     let Some(path) = path else {
         return Ok(None);
     };
-    if path.as_os_str() == irqbench::output::STDOUT_ARG {
+    if path.as_os_str() == irqbench::files::write::STDOUT_ARG {
         return Err(fail(
             2,
             "check --json takes a file: stdout carries the verdict",
@@ -527,7 +527,7 @@ fn json_target(path: Option<&Path>, args: &CheckArgs) -> Result<Option<OutputTar
     if let Some(g) = &args.guest {
         inputs.push(("guest image", g));
     }
-    irqbench::output::check_distinct(&[&target], &inputs).map_err(|e| fail(2, chain(&e)))?;
+    irqbench::files::write::check_distinct(&[&target], &inputs).map_err(|e| fail(2, chain(&e)))?;
     not_over_history(&[&target], args.save.db.as_deref()).map_err(|e| fail(2, chain(&e)))?;
     Ok(Some(target))
 }
@@ -546,12 +546,12 @@ pub(crate) fn cmd_check(args: CheckArgs) -> ExitCode {
         Ok(s) => s,
         Err(code) => return code,
     };
-    let Ok(prepared) = super::prepare(Some(&args.config), args.guest.as_deref()) else {
+    let Ok(prepared) = crate::prepare(Some(&args.config), args.guest.as_deref()) else {
         return ExitCode::from(2);
     };
-    let signals = super::install_signals();
+    let signals = crate::install_signals();
     let image: Arc<_> = prepared.image.clone();
-    let Ok(report) = super::measure(
+    let Ok(report) = crate::measure(
         &prepared.kvm,
         &prepared.plan,
         &image,
@@ -563,7 +563,7 @@ pub(crate) fn cmd_check(args: CheckArgs) -> ExitCode {
     };
     let mut status = ExitCode::SUCCESS;
     if let Some(t) = &json {
-        if let Err(code) = super::write_one(t, super::render_json(&report), args.quiet) {
+        if let Err(code) = crate::write_one(t, crate::render_json(&report), args.quiet) {
             status = code;
         }
     }
@@ -576,7 +576,7 @@ pub(crate) fn cmd_check(args: CheckArgs) -> ExitCode {
     }
     if report.partial {
         warn("the run was interrupted: no verdict");
-        return super::run_status(&report, &signals);
+        return crate::run_status(&report, &signals);
     }
     for f in &report.failures {
         warn(format_args!("phase {} failed:\n{}", f.name, f.error));

@@ -1,7 +1,7 @@
 //! Results files and folders: the only part of the report that touches the filesystem.
 //!
 //! `write_*` are thin wrappers around the pure renderers; every file is written through
-//! [`crate::output::OutputTarget`] (a temporary sibling renamed into place, never over a
+//! [`crate::files::write::OutputTarget`] (a temporary sibling renamed into place, never over a
 //! symlink, FIFO or device), so an interrupted run never leaves a truncated JSON that a later
 //! `compare` would choke on.
 
@@ -10,7 +10,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use crate::output::OutputTarget;
+use crate::files::write::OutputTarget;
 use crate::results::RunReport;
 
 use super::format::compact_timestamp;

@@ -270,7 +270,7 @@ fn check_not_special(what: &str, path: &Path) -> Result<(), OutputError> {
         Ok(meta) => Err(OutputError::NotRegular {
             what: what.to_owned(),
             path: path.to_owned(),
-            kind: crate::bounded::file_kind(&meta),
+            kind: crate::files::read::file_kind(&meta),
         }),
         // Nothing there, or no such folder: the folder check names that.
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),

@@ -107,8 +107,8 @@ pub fn find_simd(code: &[u8], addr: u64) -> Vec<DecodedInsn> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::plan::StrategyId;
     use crate::machine::image::GuestImage;
-    use crate::plan::StrategyId;
     use irqbench_abi::strategy::FlagOps;
 
     #[test]

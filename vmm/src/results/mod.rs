@@ -7,12 +7,14 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-pub use crate::cpu::CyclesSource;
-use crate::host::flavour::FlavourRecord;
-pub use crate::host::flavour::KvmFlavour;
-use crate::host::manifest::{CpuFreq, Pinning, Readable, Smt};
-use crate::host::modules::ApicvState;
-use crate::host::validate::Validation;
+pub mod host;
+pub mod validation;
+
+pub use host::{
+    ApicvState, Behaviour, CpuFreq, CyclesSource, FlavourRecord, KvmFlavour, Pinning, Readable,
+    Smt, Vpmu,
+};
+pub use validation::{Check, Scope, Validation, Verdict};
 
 /// Names the JSON layout; `compare` refuses files of another major version.
 pub const SCHEMA: &str = "irqbench-results/2";
@@ -97,18 +99,18 @@ pub struct Summary {
 
 impl Summary {
     pub fn from_samples(samples: &[f64]) -> Summary {
-        let sorted = crate::stats::sorted_finite(samples);
+        let sorted = crate::statistics::sorted_finite(samples);
         if sorted.is_empty() {
             return Summary::default();
         }
-        let cv = match crate::stats::mean_sd(&sorted) {
+        let cv = match crate::statistics::mean_sd(&sorted) {
             Some((mean, sd)) if mean.abs() > f64::EPSILON => sd / mean.abs(),
             _ => 0.0,
         };
         let median = percentile(&sorted, 50.0);
         Summary {
             median,
-            ci95: crate::stats::median_ci95(&sorted).unwrap_or([median, median]),
+            ci95: crate::statistics::median_ci95(&sorted).unwrap_or([median, median]),
             min: sorted[0],
             p5: percentile(&sorted, 5.0),
             p95: percentile(&sorted, 95.0),
@@ -118,7 +120,7 @@ impl Summary {
     }
 }
 
-pub use crate::stats::percentile;
+pub use crate::statistics::percentile;
 
 /// Userspace exits seen at one guest code site, attributed through the ELF symbol table.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -152,7 +154,7 @@ pub struct LockStats {
     pub mutual_exclusion_held: bool,
 }
 
-/// One row of the report: one [`crate::plan::PhasePlan`], measured in rounds with its group.
+/// One row of the report: one [`crate::config::plan::PhasePlan`], measured in rounds with its group.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct PhaseResult {
     pub name: String,

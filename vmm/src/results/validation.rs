@@ -1,0 +1,69 @@
+//! A host validation as a report records it: every check's verdict, expected and measured.
+
+use serde::{Deserialize, Serialize};
+
+use super::host::KvmFlavour;
+
+/// Which checks run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Scope {
+    /// `run`'s subset: flavour, doorbells, TSC, CPUID and cli exits, noise from files.
+    #[default]
+    Quick,
+    /// `irqbench validate`: every check.
+    Full,
+}
+
+/// One check's result.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Check {
+    /// `group.name`, e.g. `tsc.rate`.
+    pub id: String,
+    pub verdict: Verdict,
+    pub expected: String,
+    pub measured: String,
+    /// Why a WARN or FAIL, or what a PASS on PVM means.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub note: String,
+}
+
+/// A validation of this host: every check and the worst verdict.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Validation {
+    pub scope: Scope,
+    /// The declared flavour the expectations were taken from.
+    pub flavour: KvmFlavour,
+    pub verdict: Verdict,
+    pub seconds: f64,
+    pub checks: Vec<Check>,
+}
+
+impl Validation {
+    pub fn count(&self, v: Verdict) -> usize {
+        self.checks.iter().filter(|c| c.verdict == v).count()
+    }
+}
+
+/// PASS: as the flavour should; WARN: off, but explained and not invalidating the numbers;
+/// FAIL: the host does not behave as its flavour must, so numbers measured on it mislead.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    #[default]
+    Pass,
+    Warn,
+    Fail,
+}
+
+impl Verdict {
+    pub fn name(self) -> &'static str {
+        match self {
+            Verdict::Pass => "PASS",
+            Verdict::Warn => "WARN",
+            Verdict::Fail => "FAIL",
+        }
+    }
+}
