@@ -2,7 +2,8 @@
 //!
 //! Boots in 64-bit mode (the VMM set up paging, GDT and registers), installs an IDT, then asks the
 //! VMM for phases over the command port and runs each between two doorbells. The measured code is
-//! in `ops.S`; this file is the glue. Constraints of the hosts we run on (see DESIGN.md): no SSE
+//! in `ops.S`; this file is the glue. Constraints of the hosts we run on (docs/ARCHITECTURE.md, "Host
+//! flavours"): no SSE
 //! anywhere (CPL0 code is emulated and SSE is not), so no `core::fmt`, no floats, and memory is
 //! read and written field by field with volatile accesses (a struct copy may become `movups`).
 #![no_std]

@@ -1,12 +1,13 @@
 //! irqbench: a minimal KVM VMM that boots its own guest kernel and measures what each way of
 //! saving and restoring the x86 interrupt flag costs, in VM exits and in cycles.
 //!
-//! Modules follow the data flow (docs/ARCHITECTURE.md):
-//! config TOML → [`config`] → [`plan::Plan`] → [`machine`] (VM, memory, guest image, vCPUs)
-//! → [`measure`] (groups in interleaved rounds, estimators, disturbance; its session is the
-//! booted VM, one thread per vCPU) → [`vcpu`] run loops ([`kvm::stats`] deltas) → [`protocol`]
-//! → [`results::RunReport`] → [`report`] (table, JSON, CSV, Markdown, SVG, compare)
-//! → [`output`] (files replaced only where a regular file or nothing is, and stdout);
+//! Modules follow the data flow, in layers (docs/ARCHITECTURE.md §2, checked by tests/layers.rs):
+//! config TOML → [`config`] → [`config::plan::Plan`] → [`measure`] (preflight, groups in
+//! interleaved rounds, estimators, disturbance; its session boots a [`machine`] with one
+//! [`vcpu`] thread per vCPU, whose guest-written records [`vcpu::protocol`] validates and whose
+//! [`kvm::stats`] deltas it reads) → [`results::RunReport`] → [`report`] (table, JSON, CSV,
+//! Markdown, SVG, compare) → [`files::write`] (files replaced only where a regular file or
+//! nothing is, and stdout); [`validate`] is the host self-test the CLI runs before a plan, and
 //! every run is also kept in [`history`] (SQLite: trends, baselines, the `check` gate).
 
 pub mod config;

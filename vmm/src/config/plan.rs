@@ -1,4 +1,5 @@
-//! A validated benchmark plan: what `config.rs` produces from a TOML file and `runner.rs` executes.
+//! A validated benchmark plan: what the config loader ([`crate::config`]) produces from a TOML
+//! file and [`crate::measure`] runs.
 //!
 //! Nothing here is unchecked user input: every value was range-checked by the config loader.
 

@@ -46,7 +46,7 @@ impl Range {
 
 /// What a key is when absent.
 #[derive(Clone, Copy, Debug)]
-pub(super) enum Default {
+pub(super) enum KeyDefault {
     Required,
     /// A value written as TOML.
     Toml(&'static str),
@@ -56,14 +56,14 @@ pub(super) enum Default {
     Absent(&'static str),
 }
 
-impl Default {
+impl KeyDefault {
     pub(super) fn render(self) -> String {
         match self {
-            Default::Required => "required".into(),
-            Default::Toml(t) => format!("`{t}`"),
-            Default::Int(i) => format!("`{}`", fmt_int(i)),
-            Default::Num(x) => format!("`{}`", fmt_num(x)),
-            Default::Absent(t) => substitute(t),
+            KeyDefault::Required => "required".into(),
+            KeyDefault::Toml(t) => format!("`{t}`"),
+            KeyDefault::Int(i) => format!("`{}`", fmt_int(i)),
+            KeyDefault::Num(x) => format!("`{}`", fmt_num(x)),
+            KeyDefault::Absent(t) => substitute(t),
         }
     }
 }
@@ -76,7 +76,7 @@ pub(super) struct Key {
     /// The TOML type, as it reads before the range: "an integer", "a non-empty list of ...".
     pub ty: &'static str,
     pub range: Range,
-    pub default: Default,
+    pub default: KeyDefault,
     /// What the key means; range errors quote it.
     pub meaning: &'static str,
 }
@@ -108,79 +108,79 @@ pub(super) const WEIGHT: Range = Range::Int(1, u16::MAX as i64);
 
 #[rustfmt::skip]
 pub(super) const KEYS: &[Key] = &[
-    Key { table: "", key: "name", ty: "a string of", range: Range::Text(NAME_CHARS), default: Default::Required,
+    Key { table: "", key: "name", ty: "a string of", range: Range::Text(NAME_CHARS), default: KeyDefault::Required,
           meaning: "the plan's name" },
-    Key { table: "", key: "description", ty: "a string", range: Range::Text(""), default: Default::Toml("\"\""),
+    Key { table: "", key: "description", ty: "a string", range: Range::Text(""), default: KeyDefault::Toml("\"\""),
           meaning: "free text shown in reports" },
-    Key { table: "", key: "run", ty: "a [run] table", range: Range::Text(""), default: Default::Absent("every key at its default"),
+    Key { table: "", key: "run", ty: "a [run] table", range: Range::Text(""), default: KeyDefault::Absent("every key at its default"),
           meaning: "settings of the whole run" },
-    Key { table: "", key: "bench", ty: "one or more [[bench]] tables", range: Range::Text(""), default: Default::Required,
+    Key { table: "", key: "bench", ty: "one or more [[bench]] tables", range: Range::Text(""), default: KeyDefault::Required,
           meaning: "each expands to the cross product of its lists" },
 
     Key { table: "run", key: "memory_mib", ty: "an integer", range: Range::Int(super::MIN_MEMORY_MIB as i64, super::MAX_MEMORY_MIB as i64),
-          default: Default::Int(defaults::MEMORY_MIB as i64),
+          default: KeyDefault::Int(defaults::MEMORY_MIB as i64),
           meaning: "guest RAM in MiB; the guest layout needs at least 16" },
     Key { table: "run", key: "precision", ty: "a number", range: Range::Num { lo: 0.0, hi: 0.5, lo_open: true },
-          default: Default::Num(plan_defaults::PRECISION),
+          default: KeyDefault::Num(plan_defaults::PRECISION),
           meaning: "the target half-width of each row's 95% confidence interval, relative to its value (for a net below 2% of the baseline loop's cycles, relative to that 2%); rounds stop once every row of a group reaches it" },
     Key { table: "run", key: "max_seconds", ty: "a number", range: Range::Num { lo: 0.1, hi: 3600.0, lo_open: false },
-          default: Default::Num(plan_defaults::MAX_SECONDS),
+          default: KeyDefault::Num(plan_defaults::MAX_SECONDS),
           meaning: "the time budget of one group's rounds, in seconds; rounds stop when it runs out, precision reached or not" },
     Key { table: "run", key: "min_rounds", ty: "an integer", range: Range::Int(3, 100_000),
-          default: Default::Int(plan_defaults::MIN_ROUNDS as i64),
+          default: KeyDefault::Int(plan_defaults::MIN_ROUNDS as i64),
           meaning: "rounds every group runs at least" },
     Key { table: "run", key: "block_us", ty: "an integer", range: Range::Int(20, 100_000),
-          default: Default::Int(plan_defaults::BLOCK_US as i64),
+          default: KeyDefault::Int(plan_defaults::BLOCK_US as i64),
           meaning: "the target length of one block (one row's operations within a round), in microseconds" },
-    Key { table: "run", key: "pin", ty: "true or false", range: Range::Text(""), default: Default::Toml("false"),
+    Key { table: "run", key: "pin", ty: "true or false", range: Range::Text(""), default: KeyDefault::Toml("false"),
           meaning: "pin vCPU i's thread to the i-th CPU the process may run on (its affinity mask, so taskset is respected); the report says pinned only if every pin held" },
-    Key { table: "run", key: "hypercall", ty: "", range: Range::Text("\"port\", \"vmcall\" or \"vapic-poll\""), default: Default::Toml("\"port\""),
+    Key { table: "run", key: "hypercall", ty: "", range: Range::Text("\"port\", \"vmcall\" or \"vapic-poll\""), default: KeyDefault::Toml("\"port\""),
           meaning: "how the vif-* strategies call the host: port I/O to irqbench (works everywhere), KVM_HC_MAP_GPA_RANGE forwarded to irqbench, or KVM_HC_VAPIC_POLL_IRQ handled inside KVM; the last two execute vmcall on Intel and vmmcall on AMD and are refused on PVM, where they livelock" },
     Key { table: "run", key: "phase_timeout_ms", ty: "an integer", range: Range::Int(100, 3_600_000),
-          default: Default::Absent("derived by the runner"),
+          default: KeyDefault::Absent("derived by the runner"),
           meaning: "milliseconds before the watchdog stops a dispatch" },
-    Key { table: "run", key: "vcpus", ty: "an integer", range: VCPU_RANGE, default: Default::Int(defaults::VCPUS as i64),
+    Key { table: "run", key: "vcpus", ty: "an integer", range: VCPU_RANGE, default: KeyDefault::Int(defaults::VCPUS as i64),
           meaning: "vCPUs; the default of bench.vcpus, at most the host's KVM limit" },
 
-    Key { table: "bench", key: "name", ty: "a string of", range: Range::Text(NAME_CHARS), default: Default::Required,
+    Key { table: "bench", key: "name", ty: "a string of", range: Range::Text(NAME_CHARS), default: KeyDefault::Required,
           meaning: "unique among benches" },
     Key { table: "bench", key: "kind", ty: "", range: Range::Text("\"strategy\", \"insn\", \"lock\" or \"mixed\""),
-          default: Default::Toml("\"strategy\""),
+          default: KeyDefault::Toml("\"strategy\""),
           meaning: "one row per strategy, per instruction, per strategy in the epoll ready-list pattern, or one row of strategies interleaved by weight" },
     Key { table: "bench", key: "strategies", ty: "a non-empty list of strategy names:", range: Range::Text("{strategies}"),
-          default: Default::Absent("every strategy but `empty`"),
+          default: KeyDefault::Absent("every strategy but `empty`"),
           meaning: "kinds strategy and lock" },
     Key { table: "bench", key: "insns", ty: "a non-empty list of instruction names:", range: Range::Text("{insns}"),
-          default: Default::Absent("every instruction but `empty`"),
+          default: KeyDefault::Absent("every instruction but `empty`"),
           meaning: "kind insn" },
     Key { table: "bench", key: "weights", ty: "an inline table", range: Range::Text("{ strategy-name = weight 1..=65_535 }"),
-          default: Default::Absent("weight 1 for every strategy but `empty`"),
+          default: KeyDefault::Absent("weight 1 for every strategy but `empty`"),
           meaning: "kind mixed" },
     Key { table: "bench", key: "nesting", ty: "a non-empty list of numbers, each", range: Range::Fraction,
-          default: Default::Toml("[0.0]"),
+          default: KeyDefault::Toml("[0.0]"),
           meaning: "the fraction of operations entered with interrupts already off" },
-    Key { table: "bench", key: "body_ops", ty: "an integer", range: Range::Int(0, 4096), default: Default::Int(defaults::BODY_OPS as i64),
+    Key { table: "bench", key: "body_ops", ty: "an integer", range: Range::Int(0, 4096), default: KeyDefault::Int(defaults::BODY_OPS as i64),
           meaning: "critical-section work per operation" },
     Key { table: "bench", key: "vcpus", ty: "a non-empty list of integers, each", range: VCPU_RANGE,
-          default: Default::Absent("[run.vcpus]"),
+          default: KeyDefault::Absent("[run.vcpus]"),
           meaning: "vCPUs; at most the host's KVM limit" },
     Key { table: "bench", key: "block_ops", ty: "an integer", range: Range::Int(1, 1_000_000_000),
-          default: Default::Absent("calibrated to run.block_us"),
+          default: KeyDefault::Absent("calibrated to run.block_us"),
           meaning: "a fixed count of operations per block, per vCPU" },
-    Key { table: "bench", key: "seed", ty: "an integer", range: Range::Int(0, i64::MAX), default: Default::Int(defaults::SEED as i64),
+    Key { table: "bench", key: "seed", ty: "an integer", range: Range::Int(0, i64::MAX), default: KeyDefault::Int(defaults::SEED as i64),
           meaning: "the rows' seed" },
     Key { table: "bench", key: "irq", ty: "a non-empty list of inline tables like", range: Range::Text("{ source = \"inject\", rate_hz = 1000 }"),
-          default: Default::Toml("[{ source = \"none\" }]"),
+          default: KeyDefault::Toml("[{ source = \"none\" }]"),
           meaning: "interrupt loads" },
 
     Key { table: "bench.irq", key: "source", ty: "", range: Range::Text("{irq_sources}"),
-          default: Default::Required,
+          default: KeyDefault::Required,
           meaning: "{irq_source_meanings}" },
     Key { table: "bench.irq", key: "period_us", ty: "a number", range: Range::Num { lo: 1.0, hi: MAX_RATE, lo_open: false },
-          default: Default::Absent("required by {sources_taking:period_us}"),
+          default: KeyDefault::Absent("required by {sources_taking:period_us}"),
           meaning: "microseconds between LAPIC timer interrupts" },
     Key { table: "bench.irq", key: "rate_hz", ty: "a number", range: Range::Num { lo: 0.0, hi: MAX_RATE, lo_open: true },
-          default: Default::Absent("required by {sources_taking:rate_hz}"),
+          default: KeyDefault::Absent("required by {sources_taking:rate_hz}"),
           meaning: "events per second; use source = \"none\" for no interrupts" },
 ];
 
