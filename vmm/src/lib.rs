@@ -20,6 +20,7 @@ pub mod measure;
 pub mod report;
 pub mod results;
 pub mod statistics;
+pub mod text;
 pub mod validate;
 pub mod vcpu;
 

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 /// The library's top-level modules, lowest layer first. A module may use only modules of the
 /// layers before its own. The binary's `cli/` sits above all of them (it is not in the library).
 const LAYERS: &[&[&str]] = &[
-    &["identity", "statistics", "files"],
+    &["identity", "statistics", "text", "files"],
     &["results"],
     &["kvm"],
     &["machine"],

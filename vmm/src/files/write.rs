@@ -250,9 +250,13 @@ pub fn check_not_over(
 
 /// Writes all of `bytes` to stdout and flushes, so a full disk or closed pipe is seen here and
 /// not lost in a buffer at exit.
+///
+/// Every character that would act on a terminal is escaped ([`crate::text::escape`]): what
+/// reaches stdout may hold names from configs, imported files and the guest.
 pub fn print_stdout(bytes: &[u8]) -> io::Result<()> {
+    let text = crate::text::escape_bytes(bytes);
     let mut out = io::stdout().lock();
-    out.write_all(bytes)?;
+    out.write_all(text.as_bytes())?;
     out.flush()
 }
 

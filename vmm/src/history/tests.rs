@@ -541,6 +541,20 @@ fn history_text_json_and_svg_carry_the_intervals() {
     assert!(json["trends"][0]["points"][0]["ci95"].is_array());
     let svg = render_trend_svg(&points).unwrap();
     assert!(svg.contains("<svg") && svg.contains("<polygon"), "no band");
+    // A stored name with a control character (an imported file's) keeps the XML well-formed.
+    let mut hostile = points.clone();
+    for p in &mut hostile {
+        p.name = format!("{}\u{1b}]0;t\u{7}", p.name);
+    }
+    let svg = render_trend_svg(&hostile).unwrap();
+    assert!(
+        !svg.bytes().any(|b| b < 0x20 && b != b'\n' && b != b'\t'),
+        "raw control in SVG"
+    );
+    assert!(
+        svg.contains("\\u{1b}]0;t\\u{7}"),
+        "the name is shown escaped"
+    );
     let none = store
         .runs(&RunFilter {
             strategy: Some("nope".into()),

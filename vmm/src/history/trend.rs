@@ -290,7 +290,8 @@ pub fn render_trend_svg(points: &[TrendPoint]) -> Result<String, String> {
         }
         root.present().map_err(|e| e.to_string())?;
     }
-    Ok(svg)
+    // As the run chart: a stored name with a control character stays well-formed XML.
+    Ok(crate::text::escape(&svg).into_owned())
 }
 
 /// `2026-03-21 14:25:01 UTC`.

@@ -59,5 +59,6 @@ pub fn render_csv(report: &RunReport) -> String {
         row.extend(uexits.iter().map(|k| get(&r.userspace_exits_per_op, k)));
         csv_line(&mut out, &row);
     }
-    out
+    // Names come from configs and imported files: no control character reaches a cell.
+    crate::text::escape(&out).into_owned()
 }

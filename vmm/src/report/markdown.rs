@@ -235,5 +235,5 @@ pub fn render_markdown(report: &RunReport) -> String {
             let _ = writeln!(out, "- `{}`: {}", f.name, md_cell(&f.error));
         }
     }
-    out
+    crate::text::escape(&out).into_owned()
 }

@@ -490,7 +490,8 @@ pub fn render_table(report: &RunReport) -> String {
             let _ = writeln!(out, "  {}: {}", f.name, f.error);
         }
     }
-    out
+    // Names, descriptions and guest text come from outside: shown, never sent to the terminal.
+    crate::text::escape(&out).into_owned()
 }
 
 /// Appends `text` wrapped at word boundaries to [`TABLE_WIDTH`], continuation lines indented.

@@ -972,3 +972,41 @@ fn validation_problems_are_printed_above_the_table_and_kept_in_the_json() {
     assert_eq!(json["host"]["validation"]["checks"][1]["id"], "noise.load");
     assert_eq!(json["host"]["kvm_flavour"], "pvm");
 }
+
+/// ESC (clear screen), OSC (window title, ended by BEL), a CR that would overwrite the line and
+/// a C1 CSI, as a config description, a row name, a host fact and a guest's failure text: no
+/// renderer lets one through, and each shows it escaped.
+#[test]
+fn text_from_outside_never_reaches_a_terminal_or_an_svg_raw() {
+    const HOSTILE: &str = "x\u{1b}[2J\u{1b}]0;owned\u{7}\rforged\u{9b}1m";
+    let mut report = sample_report();
+    report.description = format!("desc {HOSTILE}");
+    report.config_name = format!("cfg{HOSTILE}");
+    report.host.cpu_model = format!("cpu{HOSTILE}");
+    report.results[0].name = format!("row{HOSTILE}");
+    report.failures.push(PhaseFailure {
+        name: "quick/x".into(),
+        error: format!("guest console: {HOSTILE}"),
+    });
+    let raw = |s: &str| {
+        s.bytes()
+            .any(|b| (b < 0x20 && b != b'\n' && b != b'\t') || b == 0x7f)
+            || s.chars().any(|c| ('\u{80}'..='\u{9f}').contains(&c))
+    };
+    let outputs = [
+        ("table", render_table(&report)),
+        ("markdown", render_markdown(&report)),
+        ("csv", render_csv(&report)),
+        ("svg", render_svg(&report).expect("svg")),
+    ];
+    for (what, text) in &outputs {
+        assert!(!raw(text), "{what} lets a control character through");
+    }
+    assert!(outputs[0]
+        .1
+        .contains("desc x\\u{1b}[2J\\u{1b}]0;owned\\u{7}\\u{d}forged"));
+    assert!(
+        outputs[3].1.contains("rowx\\u{1b}[2J"),
+        "the SVG shows the name escaped"
+    );
+}

@@ -1,0 +1,102 @@
+//! Text from outside the program (configs, the guest's console, imported files, arguments, host
+//! facts) made safe to show: one escaping function that every terminal-bound and SVG-bound
+//! string passes through, so a control sequence in a name cannot clear the screen, set the
+//! window title or forge a line.
+
+use std::borrow::Cow;
+use std::fmt::Write as _;
+
+/// Whether `c` would act on a terminal instead of being shown: the C0 controls (other than tab
+/// and newline), DEL and the C1 controls (U+0080–U+009F; CSI and OSC among them). Carriage return
+/// counts: it can overwrite the start of a line with text of the attacker's choosing.
+fn acts_on_terminal(c: char) -> bool {
+    (c.is_control() && c != '\n' && c != '\t')
+        // Bidirectional overrides and isolates reorder what a reader sees (U+202A–U+202E,
+        // U+2066–U+2069).
+        || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+/// `text` with every character that would act on a terminal written as `\u{1b}` (what Rust's
+/// `{:?}` shows), tabs and newlines kept. Borrowed when nothing needs escaping.
+pub fn escape(text: &str) -> Cow<'_, str> {
+    if !text.chars().any(acts_on_terminal) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if acts_on_terminal(c) {
+            let _ = write!(out, "\\u{{{:x}}}", c as u32);
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// As [`escape`], and newlines and tabs too: for a value shown inside one line (a name, an
+/// argument echoed in an error), where a newline would forge the next line.
+pub fn escape_line(text: &str) -> Cow<'_, str> {
+    if !text
+        .chars()
+        .any(|c| c == '\n' || c == '\t' || acts_on_terminal(c))
+    {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            c if acts_on_terminal(c) => {
+                let _ = write!(out, "\\u{{{:x}}}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// Bytes from outside (a guest's console, a file) as text: invalid UTF-8 as U+FFFD, then
+/// [`escape`]d.
+pub fn escape_bytes(bytes: &[u8]) -> String {
+    escape(&String::from_utf8_lossy(bytes)).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// ESC (CSI clear screen), OSC (set title, ended by BEL), a bare CR, DEL, a C1 CSI and a
+    /// bidi override: none survives, and what is printed shows each one.
+    const HOSTILE: &str = "a\u{1b}[2Jb\u{1b}]0;pwned\u{7}c\rd\u{7f}e\u{9b}31mf\u{202e}g";
+
+    fn no_control(s: &str) -> bool {
+        !s.bytes()
+            .any(|b| (b < 0x20 && b != b'\n' && b != b'\t') || b == 0x7f)
+            && !s.chars().any(|c| ('\u{80}'..='\u{9f}').contains(&c))
+    }
+
+    #[test]
+    fn hostile_sequences_are_shown_not_sent() {
+        let e = escape(HOSTILE);
+        assert!(no_control(&e), "{e:?}");
+        assert_eq!(
+            e,
+            "a\\u{1b}[2Jb\\u{1b}]0;pwned\\u{7}c\\u{d}d\\u{7f}e\\u{9b}31mf\\u{202e}g"
+        );
+    }
+
+    #[test]
+    fn plain_text_is_borrowed_and_keeps_tabs_and_newlines() {
+        let s = "native-popf\t14794 ±98\nµs ≈0 →";
+        assert!(matches!(escape(s), Cow::Borrowed(_)));
+        assert_eq!(escape_line(s), "native-popf\\t14794 ±98\\nµs ≈0 →");
+    }
+
+    #[test]
+    fn invalid_utf8_bytes_become_replacement_characters() {
+        let e = escape_bytes(b"ok\xff\x1b[31m");
+        assert_eq!(e, "ok\u{fffd}\\u{1b}[31m");
+        assert!(no_control(&e));
+    }
+}
