@@ -2,13 +2,15 @@
 //! CSV, Markdown, an SVG chart, the per-run output folder, the comparison of two runs and the
 //! scaling table.
 //!
-//! Renderers are pure (`render_* -> String`); only [`output`] touches the filesystem, so the
+//! Renderers are pure (`render_* -> String`); only [`folder`] touches the filesystem, so the
 //! way files are written can change in one place.
 
 pub(crate) mod columns;
 mod compare;
 mod csv;
+mod export;
 mod folder;
+mod forest;
 pub(crate) mod format;
 mod json;
 pub(crate) mod markdown;
@@ -29,7 +31,9 @@ pub use compare::{
     DEFAULT_MIN_CHANGE_PCT,
 };
 pub use csv::render_csv;
+pub use export::{render_export, Export, ExportFormat};
 pub use folder::{new_results_dir, write_csv, write_json, write_markdown, write_svg, OutputDir};
+pub use forest::render_forest;
 pub use json::{read_json, to_json};
 pub use markdown::render_markdown;
 pub use scaling::{render_scaling, scaling_rows, ScalingRow};

@@ -1,0 +1,256 @@
+//! The chart of the answer: a forest plot of the run's comparisons. One line per comparison,
+//! `b vs a` as the change in percent with its 95% CI, grouped under the condition (group) it
+//! was measured in, around a zero line. A comparison beyond noise (its CI excludes 0) is drawn
+//! dark, one within noise grey; a row that did not reach its precision is marked `~` and drawn
+//! hollow, as the table marks it.
+
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
+
+use crate::results::{PairedComparison, PhaseResult, RunReport};
+
+const ROW_PX: u32 = 22;
+const EXTRA_PX: u32 = 120;
+const LABEL_FONT_PX: u32 = 13;
+const LABEL_CHAR_PX: u32 = 8;
+const BEYOND: RGBColor = RGBColor(40, 70, 140);
+const WITHIN: RGBColor = RGBColor(150, 150, 150);
+
+/// One line of the plot: a group header or a comparison.
+enum Line<'a> {
+    Group(&'a str),
+    Comparison {
+        c: &'a PairedComparison,
+        label: String,
+        imprecise: bool,
+    },
+}
+
+fn row<'a>(report: &'a RunReport, name: &str) -> Option<&'a PhaseResult> {
+    report.results.iter().find(|r| r.name == name)
+}
+
+/// The plot's lines: groups in order of first appearance, each with its comparisons.
+fn lines<'a>(report: &'a RunReport) -> Vec<Line<'a>> {
+    let mut groups: Vec<&str> = Vec::new();
+    for c in &report.comparisons {
+        if !groups.contains(&c.group.as_str()) {
+            groups.push(&c.group);
+        }
+    }
+    let mut out = Vec::new();
+    for g in groups {
+        out.push(Line::Group(g));
+        for c in report.comparisons.iter().filter(|c| c.group == g) {
+            let (a, b) = (row(report, &c.a), row(report, &c.b));
+            let imprecise = [a, b]
+                .iter()
+                .any(|r| r.is_some_and(|r| !r.precision_reached));
+            // The group header names the condition; the line names what was compared.
+            let strategy = |r: Option<&'a PhaseResult>, name: &'a str| -> &'a str {
+                match r {
+                    Some(r) if !r.strategy.is_empty() => &r.strategy,
+                    _ => name,
+                }
+            };
+            let label = format!(
+                "{} vs {}{}",
+                strategy(b, &c.b),
+                strategy(a, &c.a),
+                if imprecise { " ~" } else { "" }
+            );
+            out.push(Line::Comparison {
+                c,
+                label,
+                imprecise,
+            });
+        }
+    }
+    out
+}
+
+fn pct(ratio: f64) -> f64 {
+    (ratio - 1.0) * 100.0
+}
+
+/// The x range: every CI and zero, padded.
+fn x_range(lines: &[Line<'_>]) -> (f64, f64) {
+    let (lo, hi) = lines
+        .iter()
+        .filter_map(|l| match l {
+            Line::Comparison { c, .. } => Some([pct(c.ratio.ci95[0]), pct(c.ratio.ci95[1])]),
+            Line::Group(_) => None,
+        })
+        .flatten()
+        .filter(|v| v.is_finite())
+        .fold((0.0f64, 0.0f64), |(a, b), v| (a.min(v), b.max(v)));
+    let pad = ((hi - lo) * 0.08).max(1.0);
+    (lo - pad, hi + pad)
+}
+
+fn draw(
+    area: &DrawingArea<SVGBackend<'_>, plotters::coord::Shift>,
+    lines: &[Line<'_>],
+    label_px: u32,
+) -> Result<(), String> {
+    let n = lines.len().max(1);
+    let (x0, x1) = x_range(lines);
+    let mut chart = ChartBuilder::on(area)
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(label_px)
+        .build_cartesian_2d(x0..x1, 0f64..n as f64)
+        .map_err(|e| e.to_string())?;
+    chart
+        .configure_mesh()
+        .disable_y_mesh()
+        .disable_y_axis()
+        .x_desc("change of b against a, % (median of per-round paired ratios, whiskers: 95% CI)")
+        .draw()
+        .map_err(|e| e.to_string())?;
+    chart
+        .draw_series([PathElement::new(
+            [(0.0, 0.0), (0.0, n as f64)],
+            BLACK.stroke_width(1),
+        )])
+        .map_err(|e| e.to_string())?;
+    let (base_x, base_y) = area.get_base_pixel();
+    for (i, line) in lines.iter().enumerate() {
+        // Top to bottom in plan order.
+        let y = (n - 1 - i) as f64 + 0.5;
+        let (px, py) = chart.backend_coord(&(x0, y));
+        let (text, bold) = match line {
+            Line::Group(g) => ((*g).to_string(), true),
+            Line::Comparison { label, .. } => (format!("  {label}"), false),
+        };
+        let font = ("sans-serif", LABEL_FONT_PX).into_font();
+        let font = if bold {
+            font.style(FontStyle::Bold)
+        } else {
+            font
+        };
+        let style = font.color(&BLACK).pos(Pos::new(HPos::Right, VPos::Center));
+        area.draw(&Text::new(text, (px - base_x - 6, py - base_y), style))
+            .map_err(|e| e.to_string())?;
+        let Line::Comparison { c, imprecise, .. } = line else {
+            continue;
+        };
+        let colour = if c.ratio.excludes(1.0) {
+            BEYOND
+        } else {
+            WITHIN
+        };
+        let [lo, hi] = c.ratio.ci95.map(pct);
+        chart
+            .draw_series([PathElement::new([(lo, y), (hi, y)], colour.stroke_width(2))])
+            .map_err(|e| e.to_string())?;
+        let mark = pct(c.ratio.median);
+        let style = if *imprecise {
+            colour.stroke_width(2)
+        } else {
+            colour.filled()
+        };
+        chart
+            .draw_series([Circle::new((mark, y), 5, style)])
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+/// The forest plot as SVG text; `None` when the run has no comparison to draw.
+pub fn render_forest(report: &RunReport) -> Option<Result<String, String>> {
+    let lines = lines(report);
+    if lines.is_empty() {
+        return None;
+    }
+    let longest = lines
+        .iter()
+        .map(|l| match l {
+            Line::Group(g) => g.chars().count(),
+            Line::Comparison { label, .. } => label.chars().count() + 2,
+        })
+        .max()
+        .unwrap_or(10) as u32;
+    let label_px = longest * LABEL_CHAR_PX + 24;
+    let width = (label_px + 700).max(900);
+    let height = lines.len() as u32 * ROW_PX + EXTRA_PX;
+    let mut svg = String::new();
+    let drawn = (|| {
+        let root = SVGBackend::with_string(&mut svg, (width, height)).into_drawing_area();
+        root.fill(&WHITE).map_err(|e| e.to_string())?;
+        let title = format!(
+            "irqbench {}: comparisons (dark: beyond noise; ~: precision not reached){}",
+            report.config_name,
+            if report.partial { " (PARTIAL)" } else { "" }
+        );
+        let area = root
+            .titled(&title, ("sans-serif", 18))
+            .map_err(|e| e.to_string())?;
+        draw(&area, &lines, label_px)?;
+        root.present().map_err(|e| e.to_string())
+    })();
+    Some(drawn.map(|()| crate::text::escape(&svg).into_owned()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::results::Interval;
+
+    fn cmp(group: &str, a: &str, b: &str, ratio: f64, ci: [f64; 2]) -> PairedComparison {
+        PairedComparison {
+            a: format!("{group}/{a}"),
+            b: format!("{group}/{b}"),
+            group: group.into(),
+            ratio: Interval {
+                median: ratio,
+                ci95: ci,
+            },
+            rounds: 100,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn every_comparison_is_a_line_under_its_group_with_a_zero_line() {
+        let mut report = RunReport {
+            config_name: "t".into(),
+            comparisons: vec![
+                cmp("g/n0", "pvop-popf", "pvop-skip", 0.91, [0.90, 0.92]),
+                cmp("g/n0.5", "pvop-popf", "pvop-skip", 1.001, [0.995, 1.006]),
+            ],
+            ..Default::default()
+        };
+        for (name, strategy, precise) in [
+            ("g/n0.5/pvop-skip", "pvop-skip", false),
+            ("g/n0.5/pvop-popf", "pvop-popf", true),
+        ] {
+            report.results.push(PhaseResult {
+                name: name.into(),
+                strategy: strategy.into(),
+                precision_reached: precise,
+                ..Default::default()
+            });
+        }
+        let svg = render_forest(&report).expect("a plot").expect("drawn");
+        assert!(
+            svg.contains("g/n0") && svg.contains("g/n0.5"),
+            "group headers"
+        );
+        assert_eq!(
+            svg.matches("pvop-skip vs pvop-popf").count(),
+            1,
+            "by strategy"
+        );
+        assert_eq!(
+            svg.matches("g/n0/pvop-skip vs g/n0/pvop-popf").count(),
+            1,
+            "by name"
+        );
+        assert!(svg.contains("pvop-skip vs pvop-popf ~"), "imprecise marked");
+        // Two whiskers and the zero line.
+        assert!(svg.matches("<polyline").count() >= 3, "{svg}");
+        assert_eq!(svg.matches("<circle").count(), 2);
+        assert!(render_forest(&RunReport::default()).is_none());
+    }
+}
