@@ -9,9 +9,19 @@
 //! The CI is the ratio estimator's ([`COUNT_CI_METHOD`]); the invariant checks below compare
 //! such estimates, and counts the VMM kept as totals.
 
+use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::plan::HypercallTransport;
+
+/// Keys of `PhaseResult::counts` for the counters that are not KVM stats (those keep their
+/// kernel names, and KVM has a `hypercalls` stat of its own).
+pub const USERSPACE_EXITS: &str = "vmm:userspace_exits";
+pub const VMM_HYPERCALLS: &str = "vmm:hypercalls";
+pub const INTERRUPTS: &str = "guest:interrupts";
+pub const GUEST_HYPERCALLS: &str = "guest:hypercalls";
+pub const IF_VIOLATIONS: &str = "guest:if_violations";
+pub const LOCK_SPINS: &str = "guest:lock_spins";
 
 /// How the CI of every count per op is computed; the report legend quotes it.
 ///
@@ -68,7 +78,7 @@ impl RoundCount {
 }
 
 /// A count per operation with its 95% CI.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct CountEstimate {
     /// Net events per operation (may be negative: a row that takes fewer than the baseline).
     pub per_op: f64,
