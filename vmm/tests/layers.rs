@@ -13,7 +13,8 @@ use std::path::{Path, PathBuf};
 /// The library's top-level modules, lowest layer first. A module may use only modules of the
 /// layers before its own. The binary's `cli/` sits above all of them (it is not in the library).
 const LAYERS: &[&[&str]] = &[
-    &["identity", "statistics", "text", "files"],
+    &["identity", "statistics", "text"],
+    &["files"],
     &["results"],
     &["kvm"],
     &["machine"],

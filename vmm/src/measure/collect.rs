@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use irqbench_abi::PhaseDescriptor;
 
 use super::disturbance;
-use super::estimators::{Cell, RoundTable};
+use super::estimators::{Cell, GuestCounts, RoundTable};
 use crate::kvm::stats::StatsDelta;
 use crate::measure::session::Dispatch;
 use crate::vcpu::protocol::{self, ProtocolViolation};
@@ -22,6 +22,8 @@ pub struct Obs {
     pub ops: u64,
     /// Userspace exits the VMM handled in the block (doorbells excluded).
     pub userspace_exits: u64,
+    pub hypercalls_seen: u64,
+    pub guest: GuestCounts,
     pub host_disturbed: bool,
 }
 
@@ -129,6 +131,13 @@ impl Collected {
                     cycles: v.tsc_cycles,
                     ops: v.ops,
                     userspace_exits: b.userspace_exits,
+                    hypercalls_seen: b.hypercalls_seen,
+                    guest: GuestCounts {
+                        interrupts: v.interrupts,
+                        hypercalls: v.hypercalls,
+                        if_violations: v.if_violations,
+                        lock_spins: v.lock_spins,
+                    },
                     host_disturbed: self.host_rules
                         && disturbance::host_flags(b.off_cpu_ns, b.involuntary_switches, b.wall_ns),
                 });
@@ -231,6 +240,8 @@ impl Collected {
             cell.cycles_max = cell.cycles_max.max(o.cycles as f64);
             cell.ops = o.ops;
             cell.userspace_exits += o.userspace_exits;
+            cell.hypercalls_seen += o.hypercalls_seen;
+            cell.guest += o.guest;
             cell.disturbed |= o.host_disturbed || *out;
             *n += 1;
         }

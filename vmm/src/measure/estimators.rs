@@ -6,9 +6,29 @@
 //! variant (its block or the baseline's) are left out.
 
 use std::collections::BTreeMap;
+use std::ops::AddAssign;
 
+use super::counts::RoundCount;
 use crate::results::{Interval, Summary};
 use crate::statistics;
+
+/// The guest's own counters over a block, summed over vCPUs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GuestCounts {
+    pub interrupts: u64,
+    pub hypercalls: u64,
+    pub if_violations: u64,
+    pub lock_spins: u64,
+}
+
+impl AddAssign for GuestCounts {
+    fn add_assign(&mut self, o: GuestCounts) {
+        self.interrupts += o.interrupts;
+        self.hypercalls += o.hypercalls;
+        self.if_violations += o.if_violations;
+        self.lock_spins += o.lock_spins;
+    }
+}
 
 /// One variant's block in one round, over all vCPUs.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -22,6 +42,9 @@ pub struct Cell {
     pub vcpus: u32,
     /// Userspace exits over the block, summed over vCPUs.
     pub userspace_exits: u64,
+    /// Hypercalls the VMM saw over the block, summed over vCPUs.
+    pub hypercalls_seen: u64,
+    pub guest: GuestCounts,
     /// Non-zero KVM stats over the block, summed over vCPUs, by index into
     /// [`RoundTable::stat_names`]; `None` without binary stats.
     pub stats: Option<BTreeMap<u16, u64>>,
@@ -37,8 +60,17 @@ impl Cell {
 
     /// Stat `index` over the block (0 when it did not move); `None` without stats.
     fn stat(&self, index: u16) -> Option<f64> {
+        self.stat_count(index).map(|n| n as f64)
+    }
+
+    fn stat_count(&self, index: u16) -> Option<u64> {
         let stats = self.stats.as_ref()?;
-        Some(stats.get(&index).copied().unwrap_or(0) as f64)
+        Some(stats.get(&index).copied().unwrap_or(0))
+    }
+
+    /// Operations over all vCPUs.
+    fn total_ops(&self) -> u64 {
+        self.ops * u64::from(self.vcpus.max(1))
     }
 
     /// Operations per second over all vCPUs, from the slowest vCPU's block.
@@ -115,6 +147,30 @@ impl RoundTable {
                 Some((x.stat(index as u16)? - e.stat(index as u16)?) / ops)
             })
             .collect()
+    }
+
+    /// Per kept round: the `events` of `v` and of the baseline with their operations (all
+    /// vCPUs), for [`super::counts::estimate`]; rounds where either has no such count are
+    /// left out.
+    pub fn counts(&self, v: usize, events: impl Fn(&Cell) -> Option<u64>) -> Vec<RoundCount> {
+        self.pairs(0, v)
+            .filter_map(|(e, x)| {
+                Some(RoundCount {
+                    events: events(x)?,
+                    ops: x.total_ops(),
+                    baseline_events: events(e)?,
+                    baseline_ops: e.total_ops(),
+                })
+            })
+            .collect()
+    }
+
+    /// [`RoundTable::counts`] of the KVM stat `name`; empty where the host has no such stat.
+    pub fn stat_counts(&self, v: usize, name: &str) -> Vec<RoundCount> {
+        match self.stat_names.iter().position(|n| n == name) {
+            Some(index) => self.counts(v, |c| c.stat_count(index as u16)),
+            None => Vec::new(),
+        }
     }
 
     /// Per round: userspace exits(v) / (ops(v) × vCPUs), nothing subtracted (the baseline's
@@ -220,6 +276,8 @@ mod tests {
             ops,
             vcpus: 1,
             userspace_exits: ops / 4,
+            hypercalls_seen: 0,
+            guest: GuestCounts::default(),
             stats: Some(BTreeMap::from([(0, (cycles / 1000.0) as u64)])),
             disturbed: false,
         })
@@ -326,6 +384,48 @@ mod tests {
         assert!(ops.iter().all(|o| (o / 2.5e6 - 1.0).abs() < 0.11));
         let ratio = interval(&t.paired_ratios(1, 2, Metric::OpsPerSec, 1e9));
         assert!((ratio.median - 1.5).abs() < 1e-9);
+    }
+
+    #[test]
+    fn sparse_exits_are_counted_as_a_mean_where_the_median_reads_zero() {
+        // 2 vCPUs × 12 ops per block; the row takes one `exits` in every fourth round on top
+        // of the baseline's one in every round: net 1 / (4 × 24) per op. A disturbed round is
+        // left out of the counts as of every other figure.
+        let mut t = RoundTable::new(2);
+        t.stat_names = vec!["exits".into()];
+        for r in 0..41u64 {
+            let block = |exits: u64| Cell {
+                ops: 12,
+                vcpus: 2,
+                userspace_exits: exits,
+                stats: Some(BTreeMap::from([(0, exits)])),
+                guest: GuestCounts {
+                    interrupts: exits,
+                    ..Default::default()
+                },
+                ..Default::default()
+            };
+            let mut x = block(1 + u64::from(r % 4 == 0));
+            x.disturbed = r == 40;
+            t.rounds.push(vec![Some(block(1)), Some(x)]);
+        }
+        assert_eq!(statistics::median(&t.net_stat(1, "exits")), Some(0.0));
+        let rounds = t.stat_counts(1, "exits");
+        assert_eq!(rounds.len(), 40);
+        assert_eq!(
+            rounds[0],
+            RoundCount {
+                events: 2,
+                ops: 24,
+                baseline_events: 1,
+                baseline_ops: 24
+            }
+        );
+        let e = super::super::counts::estimate(&rounds).expect("40 rounds");
+        assert!((e.per_op - 1.0 / 96.0).abs() < 1e-12, "{e:?}");
+        assert!(e.ci95[0] > 0.0, "{e:?}");
+        assert_eq!(t.counts(1, |c| Some(c.guest.interrupts)), rounds);
+        assert!(t.stat_counts(1, "no_such_stat").is_empty());
     }
 
     #[test]

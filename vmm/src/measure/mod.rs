@@ -27,6 +27,7 @@ use crate::results::{DisturbanceInfo, HostManifest, PhaseFailure, RunReport, CI_
 
 pub mod attribution;
 pub mod collect;
+pub mod counts;
 pub mod descriptor;
 pub mod disturbance;
 pub mod estimators;

@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use super::attribution::attribute_sites;
 use super::collect::{Collected, VariantSums};
-use super::estimators::{self, interval, Metric, RoundTable};
+use super::counts::{self, CountEstimate};
+use super::estimators::{self, interval, Cell, Metric, RoundTable};
 use crate::config::plan::{IrqSource, PhasePlan, StrategyId, Workload};
 use crate::machine::image::GuestImage;
 use crate::results::{
@@ -149,23 +150,54 @@ fn row_result(
         cycles_source: CYCLES_SOURCE.into(),
         raw_cycles_per_op: raw,
         ops_per_sec: Summary::from_samples(&table.ops_per_sec(v, tsc_hz)),
-        exits_per_op_ci95: exits.ci95,
+        counts: event_counts(table, v),
         ..Default::default()
     };
-    // Every KVM stat the kernel publishes that moved in this group, each from its per-round
-    // paired nets with a CI, like `exits`.
+    // The KVM stats keep their own keys, from the same estimates.
     for name in &table.stat_names {
-        let s = Summary::from_samples(&table.net_stat(v, name));
-        if !s.samples.is_empty() {
-            r.exits_per_op.insert(name.clone(), s.median);
-            r.stats_ci95.insert(name.clone(), s.ci95);
+        if let Some(e) = r.counts.get(name) {
+            r.exits_per_op.insert(name.clone(), e.per_op);
+            r.stats_ci95.insert(name.clone(), e.ci95);
         }
+    }
+    if let Some(e) = r.counts.get("exits") {
+        r.exits_per_op_ci95 = e.ci95;
     }
     r.exits_per_round = exits;
     r.userspace_exits_per_round = Summary::from_samples(&table.userspace_exits(v));
     r.cycles_per_op = cycles;
     r.baseline_cycles = baseline;
     r
+}
+
+/// Reads one counter of a block.
+type Counter = fn(&Cell) -> u64;
+
+/// The counters of a block that are not KVM stats, by their key in `PhaseResult::counts`.
+const OWN_COUNTS: [(&str, Counter); 6] = [
+    (counts::USERSPACE_EXITS, |c| c.userspace_exits),
+    (counts::VMM_HYPERCALLS, |c| c.hypercalls_seen),
+    (counts::INTERRUPTS, |c| c.guest.interrupts),
+    (counts::GUEST_HYPERCALLS, |c| c.guest.hypercalls),
+    (counts::IF_VIOLATIONS, |c| c.guest.if_violations),
+    (counts::LOCK_SPINS, |c| c.guest.lock_spins),
+];
+
+/// Every event count of row `v` per op, as a mean over its kept rounds with a CI: the KVM
+/// stats that moved in the group, then [`OWN_COUNTS`]. Counts with too few kept rounds are
+/// left out.
+fn event_counts(table: &RoundTable, v: usize) -> BTreeMap<String, CountEstimate> {
+    let stats = table
+        .stat_names
+        .iter()
+        .map(|name| (name.clone(), table.stat_counts(v, name)));
+    let own = OWN_COUNTS
+        .iter()
+        .map(|(name, events)| (name.to_string(), table.counts(v, |c| Some(events(c)))));
+    stats
+        .chain(own)
+        .filter_map(|(name, rounds)| Some((name, counts::estimate(&rounds)?)))
+        .collect()
 }
 
 /// A `lapic-timer` row whose guest took fewer than this fraction of the ticks its period asks

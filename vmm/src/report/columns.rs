@@ -2,6 +2,7 @@
 //! shows in a table cell, and the raw CSV fields it stands for. A figure added here appears in
 //! all three, with the same rounding rules.
 
+use crate::measure::counts::USERSPACE_EXITS;
 use crate::results::{PhaseResult, ResultKind};
 
 use super::format::{
@@ -85,9 +86,13 @@ pub(crate) fn userspace_exits(r: &PhaseResult) -> f64 {
     r.userspace_exits_per_op.values().sum()
 }
 
-/// Userspace exits per op: the median of its per-round values with their CI; files written
-/// before those existed have only the total ratio, shown without a CI (`±?`).
+/// Userspace exits per op: the mean over kept rounds net of the baseline with its CI (files
+/// written before `counts` existed: the median of per-round values; before those, the total
+/// ratio, shown without a CI, `±?`).
 pub(crate) fn userspace_exits_estimate(r: &PhaseResult) -> Estimate {
+    if let Some(e) = r.counts.get(USERSPACE_EXITS) {
+        return Estimate::with_ci(e.per_op, e.ci95, e.rounds);
+    }
     let s = &r.userspace_exits_per_round;
     if s.samples.is_empty() {
         let total = userspace_exits(r);
@@ -314,12 +319,14 @@ pub(crate) const COLUMNS: &[Column] = &[
         omit: Omit::IfAllZero,
         cell: |r| fmt_cost(userspace_exits_estimate(r)),
         csv: &[
-            ("userspace_exits_per_op", |r| raw_number(userspace_exits(r))),
+            ("userspace_exits_per_op", |r| {
+                raw_number(userspace_exits_estimate(r).median)
+            }),
             ("uexits_ci_lo", |r| {
-                raw_number(r.userspace_exits_per_round.ci95[0])
+                opt_raw(userspace_exits_estimate(r).ci.map(|c| c[0]))
             }),
             ("uexits_ci_hi", |r| {
-                raw_number(r.userspace_exits_per_round.ci95[1])
+                opt_raw(userspace_exits_estimate(r).ci.map(|c| c[1]))
             }),
         ],
     },

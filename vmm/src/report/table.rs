@@ -385,9 +385,11 @@ pub(crate) fn legend(report: &RunReport) -> Vec<String> {
         "≈0 (±h): the CI includes 0, the cost cannot be told from the baseline; <0: the whole \
          CI is below the baseline; ±?: too few rounds for a CI. JSON and CSV keep the raw numbers."
             .to_string(),
-        "exits/op: the KVM `exits` stat, same rule; uexits/op: exits handled by irqbench in \
-         userspace; disturbed: fraction of blocks left out as disturbed."
-            .to_string(),
+        format!(
+            "exits/op: the KVM `exits` stat; uexits/op: exits handled by irqbench in userspace; \
+             both counts, not medians: {}. disturbed: fraction of blocks left out as disturbed.",
+            crate::measure::counts::COUNT_CI_METHOD
+        ),
         "comparisons: median of per-round paired ratios (b/a - 1) with its 95% CI.".to_string(),
     ];
     lines.push(cycles_line(report));

@@ -215,11 +215,18 @@ pub struct PhaseResult {
     #[serde(default)]
     pub per_vcpu_ops_per_sec: Vec<f64>,
     /// Per-vCPU KVM stat deltas per operation, by kernel name (only stats that moved in the
-    /// group): medians of per-round paired nets (block − empty block) / ops.
+    /// group): means over kept rounds of (block − empty block scaled to its ops) / ops; until
+    /// irqbench-results/2 medians of per-round nets, which are 0 for sparse events.
     pub exits_per_op: BTreeMap<String, f64>,
-    /// 95% CI of each `exits_per_op` entry (per-round paired nets, like cycles).
+    /// 95% CI of each `exits_per_op` entry (see `counts`).
     #[serde(default)]
     pub stats_ci95: BTreeMap<String, [f64; 2]>,
+    /// Every event count per operation as a mean over the kept rounds with its CI
+    /// ([`crate::measure::counts::COUNT_CI_METHOD`]): the KVM stats by kernel name (their
+    /// `per_op` and `ci95` are `exits_per_op` and `stats_ci95`), and the VMM's and the guest's
+    /// own counters under `vmm:` and `guest:`. A count with too few kept rounds is absent.
+    #[serde(default)]
+    pub counts: BTreeMap<String, CountEstimate>,
     /// The same for the VM-wide stats (whole group, per operation of all its rows).
     pub vm_stats_per_op: BTreeMap<String, f64>,
     /// The VMM's own count of userspace exits by reason, per operation (markers subtracted):
@@ -439,5 +446,28 @@ mod tests {
     fn summary_of_nothing_is_zero() {
         assert_eq!(Summary::from_samples(&[]).median, 0.0);
         assert_eq!(Summary::from_samples(&[7.0]).cv, 0.0);
+    }
+}
+
+/// A count per operation with its 95% CI.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct CountEstimate {
+    /// Net events per operation (may be negative: a row that takes fewer than the baseline).
+    pub per_op: f64,
+    pub ci95: [f64; 2],
+    /// Kept rounds it was computed from.
+    pub rounds: usize,
+    /// Row events over those rounds (before subtraction).
+    pub events: u64,
+    /// Baseline events over those rounds (before scaling).
+    pub baseline_events: u64,
+    /// Row operations over those rounds.
+    pub ops: u64,
+}
+
+impl CountEstimate {
+    /// The whole CI is 0: the only case a count may print as `0`.
+    pub fn is_zero(&self) -> bool {
+        self.ci95 == [0.0, 0.0]
     }
 }
