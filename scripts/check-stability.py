@@ -166,7 +166,8 @@ def table(results):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--binary", help="irqbench binary (default: build target/release/irqbench)")
+    ap.add_argument("--binary", help="irqbench binary (default: build $CARGO_TARGET_DIR/release/irqbench, "
+                         "or target/release/irqbench)")
     ap.add_argument("--keep", help="directory to keep the JSON results in")
     ap.add_argument("--load", type=int, default=os.cpu_count() or 1,
                     help="busy loops for the loaded runs (default: one per host CPU)")
@@ -174,7 +175,10 @@ def main():
     binary = args.binary
     if binary is None:
         subprocess.run(["cargo", "build", "--release", "-q", "-p", "irqbench"], cwd=ROOT, check=True)
-        binary = str(ROOT / "target" / "release" / "irqbench")
+        # Where cargo put it: CARGO_TARGET_DIR (relative to the repository, as cargo reads it)
+        # or target/.
+        target = Path(os.environ.get("CARGO_TARGET_DIR") or "target")
+        binary = str((ROOT / target if not target.is_absolute() else target) / "release" / "irqbench")
     out = Path(args.keep or tempfile.mkdtemp(prefix="irqbench-stability-"))
     out.mkdir(parents=True, exist_ok=True)
     print(f"check-stability: results in {out}", file=sys.stderr)

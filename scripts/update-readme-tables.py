@@ -6,11 +6,13 @@ of `irqbench run CONFIG` on this host (PART = main: the host header and the firs
 PART = scaling: the host header and the scaling section). Run from the repository root after
 `cargo build --release`; commit the README together with the change that moved the numbers.
 """
+import os
 import re
 import subprocess
 import sys
 
-BIN = "target/release/irqbench"
+# Where cargo put the release build: CARGO_TARGET_DIR, or target/.
+BIN = os.path.join(os.environ.get("CARGO_TARGET_DIR") or "target", "release", "irqbench")
 
 
 def run(config):
