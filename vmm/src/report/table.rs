@@ -154,6 +154,13 @@ pub fn host_header(report: &RunReport) -> String {
         let _ = writeln!(out, "{host}");
         let _ = writeln!(out, "{run}");
     }
+    if !h.redacted.is_empty() {
+        let _ = writeln!(
+            out,
+            "redacted at the user's request: {}",
+            h.redacted.join(", ")
+        );
+    }
     if h.vcpu_pinning && !h.pinning.cpus.is_empty() {
         let cpus: Vec<String> = h.pinning.cpus.iter().map(u32::to_string).collect();
         push_words(

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 pub mod host;
+pub mod redact;
 pub mod validation;
 
 pub use host::{
@@ -78,6 +79,9 @@ pub struct HostManifest {
     /// `run`'s quick validation (`irqbench validate` runs the whole suite).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub validation: Option<Validation>,
+    /// Facts left out of this report at the user's request (`--redact`), by name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub redacted: Vec<String>,
 }
 
 /// Median with its 95% confidence interval, min, 5th and 95th percentile and coefficient of

@@ -1,0 +1,115 @@
+//! Facts a user may keep out of every output and the history (`--redact cmdline,hostname`):
+//! the report says which were left out, so a reader knows the field is empty on purpose.
+
+use super::{Readable, RunReport};
+
+/// A fact that can be redacted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Redaction {
+    /// The host kernel's command line (`/proc/cmdline`): it may name disks, hosts, tokens.
+    Cmdline,
+    /// The host's name, wherever it appears in the report's text (the command line, warnings,
+    /// validation notes, failures).
+    Hostname,
+}
+
+impl Redaction {
+    pub const ALL: [Redaction; 2] = [Redaction::Cmdline, Redaction::Hostname];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Redaction::Cmdline => "cmdline",
+            Redaction::Hostname => "hostname",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Redaction> {
+        Redaction::ALL.into_iter().find(|r| r.name() == name)
+    }
+}
+
+const REDACTED: &str = "<redacted>";
+
+/// Every text field of a report a host name could reach.
+fn text_fields(report: &mut RunReport) -> Vec<&mut String> {
+    let mut out: Vec<&mut String> = Vec::new();
+    let host = &mut report.host;
+    if let Readable::Value(c) = &mut host.kernel_cmdline {
+        out.push(c);
+    }
+    out.extend(host.warnings.iter_mut());
+    if let Some(v) = &mut host.validation {
+        for c in &mut v.checks {
+            out.push(&mut c.measured);
+            out.push(&mut c.note);
+        }
+    }
+    out.extend(report.warnings.iter_mut());
+    for f in &mut report.failures {
+        out.push(&mut f.error);
+    }
+    out
+}
+
+/// Removes `what` from `report` and records it in `host.redacted`. `hostname` is the name to
+/// scrub for [`Redaction::Hostname`] (names shorter than 2 characters are not searched for:
+/// they would blank unrelated text).
+pub fn redact(report: &mut RunReport, what: &[Redaction], hostname: Option<&str>) {
+    for r in what {
+        match r {
+            Redaction::Cmdline => {
+                report.host.kernel_cmdline =
+                    Readable::Unavailable(format!("redacted (--redact {})", r.name()));
+            }
+            Redaction::Hostname => {
+                if let Some(name) = hostname.map(str::trim).filter(|n| n.len() >= 2) {
+                    for field in text_fields(report) {
+                        if field.contains(name) {
+                            *field = field.replace(name, REDACTED);
+                        }
+                    }
+                }
+            }
+        }
+        if !report.host.redacted.iter().any(|n| n == r.name()) {
+            report.host.redacted.push(r.name().to_string());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::results::PhaseFailure;
+
+    #[test]
+    fn redacted_facts_leave_no_trace_and_are_named() {
+        let mut r = RunReport::default();
+        r.host.kernel_cmdline = Readable::Value("root=/dev/vda1 nfsroot=buildhost7:/srv".into());
+        r.host.warnings.push("buildhost7 is busy".into());
+        r.failures.push(PhaseFailure {
+            name: "x".into(),
+            error: "ssh buildhost7 failed".into(),
+        });
+        redact(
+            &mut r,
+            &[Redaction::Cmdline, Redaction::Hostname],
+            Some("buildhost7\n"),
+        );
+        let json = serde_json::to_string(&r).expect("json");
+        assert!(
+            !json.contains("nfsroot") && !json.contains("buildhost7"),
+            "{json}"
+        );
+        assert_eq!(r.host.redacted, ["cmdline", "hostname"]);
+        assert!(json.contains("redacted (--redact cmdline)"));
+        // A one-letter name is not searched for.
+        let mut r = RunReport::default();
+        r.host.warnings.push("a warning".into());
+        redact(&mut r, &[Redaction::Hostname], Some("a"));
+        assert_eq!(r.host.warnings, ["a warning"]);
+        for x in Redaction::ALL {
+            assert_eq!(Redaction::from_name(x.name()), Some(x));
+        }
+    }
+}
