@@ -58,5 +58,85 @@ pub fn read_json(path: &Path) -> Result<RunReport, ReportError> {
             })
         }
     }
-    serde_json::from_str(&text).map_err(parse_err)
+    let report: RunReport = serde_json::from_str(&text).map_err(parse_err)?;
+    check_figures(&report).map_err(|(field, value, why)| ReportError::Implausible {
+        path: path.to_owned(),
+        field,
+        value,
+        why,
+    })?;
+    Ok(report)
+}
+
+/// No measured figure comes near this (cycles of a 12 h block are about 1e14).
+const MAX_MAGNITUDE: f64 = 1e15;
+
+type Implausible = (String, String, &'static str);
+
+/// A median and its CI as a run writes them: finite, in range, the CI around the median. A v1
+/// file's `ci95` of `[0, 0]` with no samples means "no CI" and is accepted.
+fn check_interval(
+    field: String,
+    median: f64,
+    ci: [f64; 2],
+    non_negative: bool,
+) -> Result<(), Implausible> {
+    let shown = || format!("{median} [{}, {}]", ci[0], ci[1]);
+    if ![median, ci[0], ci[1]].iter().all(|x| x.is_finite()) {
+        return Err((field, shown(), "not a finite number"));
+    }
+    if [median, ci[0], ci[1]]
+        .iter()
+        .any(|x| x.abs() > MAX_MAGNITUDE)
+    {
+        return Err((field, shown(), "beyond any measurement (above 1e15)"));
+    }
+    if non_negative && [median, ci[0], ci[1]].iter().any(|x| *x < 0.0) {
+        return Err((field, shown(), "below zero, which this figure cannot be"));
+    }
+    if ci == [0.0, 0.0] {
+        return Ok(());
+    }
+    // A little slack for the rounding of numbers written by another build.
+    let slack = 1e-9 * median.abs().max(1.0);
+    if ci[0] > ci[1] + slack {
+        return Err((
+            field,
+            shown(),
+            "the CI is inverted (its lower end above its upper)",
+        ));
+    }
+    if median < ci[0] - slack || median > ci[1] + slack {
+        return Err((field, shown(), "the median lies outside its own CI"));
+    }
+    Ok(())
+}
+
+/// Every figure `compare`, `check` and `history` read, checked before any of them is used.
+fn check_figures(report: &RunReport) -> Result<(), Implausible> {
+    for (i, r) in report.results.iter().enumerate() {
+        let at = |what: &str| format!("results[{i}] ({}).{what}", r.name);
+        for (what, s, non_negative) in [
+            ("cycles_per_op", &r.cycles_per_op, false),
+            ("ns_per_op", &r.ns_per_op, false),
+            ("baseline_cycles", &r.baseline_cycles, true),
+            ("raw_cycles_per_op", &r.raw_cycles_per_op, true),
+            ("ops_per_sec", &r.ops_per_sec, true),
+        ] {
+            check_interval(at(what), s.median, s.ci95, non_negative)?;
+        }
+        if !(0.0..=1.0).contains(&r.disturbed_fraction) {
+            return Err((
+                at("disturbed_fraction"),
+                r.disturbed_fraction.to_string(),
+                "a fraction must lie in 0..=1",
+            ));
+        }
+    }
+    for (i, c) in report.comparisons.iter().enumerate() {
+        let field = format!("comparisons[{i}] ({} vs {}).ratio", c.b, c.a);
+        // A per-round ratio of nets near zero can itself be below zero: only the shape is checked.
+        check_interval(field, c.ratio.median, c.ratio.ci95, false)?;
+    }
+    Ok(())
 }

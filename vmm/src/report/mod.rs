@@ -62,6 +62,15 @@ pub enum ReportError {
         crate::results::SCHEMAS_READ.join(", ")
     )]
     Schema { path: PathBuf, found: String },
+    /// A figure no run can have produced: an inverted or non-finite CI, a median outside its
+    /// CI, a count or rate below zero, a magnitude beyond any measurement.
+    #[error("{path}: {field} = {value}: {why}; irqbench never writes that, so the file was edited or damaged")]
+    Implausible {
+        path: PathBuf,
+        field: String,
+        value: String,
+        why: &'static str,
+    },
     #[error("cannot encode the results for {path}")]
     Encode {
         path: PathBuf,

@@ -1010,3 +1010,36 @@ fn text_from_outside_never_reaches_a_terminal_or_an_svg_raw() {
         "the SVG shows the name escaped"
     );
 }
+
+/// `compare` and `import` read figures no run can produce as an error naming the field, not as
+/// numbers to print: an inverted CI, a median outside its CI, a negative rate, 300 digits.
+#[test]
+fn impossible_figures_in_a_results_file_are_refused_by_field() {
+    let dir = scratch_dir("implausible");
+    let cases: [(&str, fn(&mut RunReport)); 5] = [
+        ("CI is inverted", |r| {
+            r.results[0].cycles_per_op.ci95 = [15000.0, 14000.0]
+        }),
+        ("outside its own CI", |r| {
+            r.results[0].cycles_per_op.median = 1e6
+        }),
+        ("below zero", |r| r.results[0].ops_per_sec.median = -5.0),
+        ("beyond any measurement", |r| {
+            let s = &mut r.results[1].cycles_per_op;
+            s.median = 1e300;
+            s.ci95 = [1e300, 1e300];
+        }),
+        ("inverted", |r| r.comparisons[0].ratio.ci95 = [1.2, 0.8]),
+    ];
+    for (i, (why, damage)) in cases.into_iter().enumerate() {
+        let mut report = sample_report();
+        damage(&mut report);
+        let path = dir.join(format!("bad{i}.json"));
+        fs::write(&path, to_json(&report).unwrap()).unwrap();
+        let err = read_json(&path).unwrap_err().to_string();
+        assert!(err.contains(why) && err.contains("bad"), "{why}: {err}");
+    }
+    let good = dir.join("good.json");
+    fs::write(&good, to_json(&sample_report()).unwrap()).unwrap();
+    read_json(&good).expect("a report as written reads back");
+}
