@@ -771,3 +771,159 @@ fn sighup_stops_the_run_like_sigterm_and_leaves_a_partial_json() {
     assert_eq!(code, Some(129), "stderr:\n{stderr}");
     assert_eq!(report["partial"], serde_json::Value::Bool(true));
 }
+
+/// `cmd` with its stdout descriptor closed (`irqbench list >&-`).
+fn with_stdout_closed(cmd: &mut Command) -> &mut Command {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: runs in the child between fork and exec; close is async-signal-safe and
+    // touches no memory of the parent.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::close(1);
+            Ok(())
+        })
+    }
+}
+
+/// A closed stdout loses the output: status 1 and a message, as a full disk gives, not 0.
+#[test]
+fn a_closed_stdout_is_an_error_not_a_success() {
+    let mut commands = vec![vec!["list"], vec!["disasm", "native-popf"]];
+    if kvm_or_skip() {
+        commands.push(vec!["host"]);
+    }
+    for args in commands {
+        let out = with_stdout_closed(irqbench().args(&args))
+            .stdout(Stdio::inherit())
+            .output()
+            .expect("spawn");
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(
+            err.contains("cannot write to stdout") && err.contains("Bad file descriptor"),
+            "{args:?}: {err}"
+        );
+    }
+}
+
+/// `cmd` as user nobody when this test runs as root (root passes every permission check);
+/// `None` when that cannot be arranged here.
+fn as_unprivileged(bin: &str) -> Option<Command> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Some(Command::new(bin));
+    }
+    let probe = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "true"])
+        .status();
+    if !probe.is_ok_and(|s| s.success()) {
+        return None;
+    }
+    let mut cmd = Command::new("setpriv");
+    cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups", bin]);
+    Some(cmd)
+}
+
+fn chmod(path: &Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).expect("chmod");
+}
+
+/// A config path that cannot be looked at says why, by the errno's name, instead of calling
+/// it "neither a file nor a shipped config".
+#[test]
+fn a_config_path_that_cannot_be_looked_at_names_eloop_enotdir_eacces() {
+    let dir = tmp();
+    chmod(dir.path(), 0o755);
+    let looped = dir.path().join("loop.toml");
+    std::os::unix::fs::symlink(&looped, &looped).expect("symlink");
+    let file = tiny_config(dir.path(), &["native-popf"]);
+    let not_dir = format!("{}/", path_str(&file));
+    for (arg, errno) in [(path_str(&looped), "ELOOP"), (not_dir.as_str(), "ENOTDIR")] {
+        let out = run(&["run", arg, "--no-save"]);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{arg}: {err}");
+        assert!(
+            err.contains(errno) && err.contains(arg) && !err.contains("neither"),
+            "{arg}: {err}"
+        );
+    }
+    let closed = dir.path().join("closed");
+    std::fs::create_dir(&closed).expect("mkdir");
+    let config = tiny_config(&closed, &["native-popf"]);
+    chmod(&closed, 0o000);
+    let Some(mut cmd) = as_unprivileged(env!("CARGO_BIN_EXE_irqbench")) else {
+        chmod(&closed, 0o755);
+        eprintln!("skipped EACCES: cannot run as an unprivileged user here (setpriv)");
+        return;
+    };
+    let out = cmd
+        .args(["run", path_str(&config), "--no-save"])
+        .output()
+        .expect("spawn");
+    chmod(&closed, 0o755);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("EACCES") && err.contains(path_str(&config)),
+        "{err}"
+    );
+}
+
+/// A folder named like a shipped config is no config: the shipped one runs, with a note (a
+/// missing KVM device stops the run right after, so nothing is measured). Any other folder
+/// is refused as a folder.
+#[test]
+fn a_folder_does_not_shadow_a_shipped_config() {
+    let dir = tmp();
+    std::fs::create_dir(dir.path().join("quick")).expect("mkdir");
+    std::fs::create_dir(dir.path().join("mine")).expect("mkdir");
+    let out = irqbench()
+        .args(["run", "quick", "--no-save"])
+        .current_dir(dir.path())
+        .env("IRQBENCH_KVM_DEVICE", "/nonexistent/kvm")
+        .output()
+        .expect("spawn");
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("quick is a folder, not a config: running the shipped config quick"),
+        "{err}"
+    );
+    // Past the config: the next thing to fail is the KVM device.
+    assert!(err.contains("/nonexistent/kvm does not exist"), "{err}");
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    let out = irqbench()
+        .args(["run", "mine", "--no-save"])
+        .current_dir(dir.path())
+        .output()
+        .expect("spawn");
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("mine is a folder, not a config file"), "{err}");
+}
+
+/// The same outcome, the same status, whichever command: no KVM is 1 for `run`, `validate`
+/// and `host` (it was 2 for `validate`), and the error is printed once.
+#[test]
+fn no_kvm_is_one_status_in_every_command() {
+    let data = tmp();
+    for args in [
+        vec!["run", "quick", "--no-save"],
+        vec!["validate"],
+        vec!["host"],
+    ] {
+        let out = irqbench()
+            .args(&args)
+            .env("IRQBENCH_KVM_DEVICE", "/nonexistent/kvm")
+            .env("XDG_DATA_HOME", data.path())
+            .output()
+            .expect("spawn");
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert_eq!(
+            err.matches("/nonexistent/kvm does not exist").count(),
+            1,
+            "{args:?}: {err}"
+        );
+    }
+}

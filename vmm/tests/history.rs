@@ -470,7 +470,8 @@ fn runs_are_saved_and_check_gates_a_regression() {
     assert!(text(&out.stderr).contains("no baseline `nope`"));
 }
 
-/// A default location that cannot be created: the run warns, prints its table, exits 0.
+/// A default location that cannot be created: the run warns, prints its table, and exits 1,
+/// since the save it was asked for (no --no-save) did not happen.
 #[test]
 fn an_unusable_default_location_warns_and_keeps_the_results() {
     if irqbench::host::test_kvm().is_none() {
@@ -481,11 +482,182 @@ fn an_unusable_default_location_warns_and_keeps_the_results() {
     std::fs::write(&blocker, "a file where a folder should be").expect("write");
     let config = tiny_config(dir.path(), 4);
     let out = run(&blocker.join("data"), &["run", path_str(&config)]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
     assert!(text(&out.stdout).contains("cycles/op"));
     assert!(
         text(&out.stderr).contains("will not be saved"),
         "{}",
         text(&out.stderr)
     );
+}
+
+/// A history of two imported runs (ids 1 and 2) with baseline `B` at `db`, in a folder any
+/// user may enter.
+fn two_run_history(dir: &Path, db: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let a = results_file(dir, "a.json", 1_700_000_000, 14_750.0);
+    let b = results_file(dir, "b.json", 1_700_000_600, 18_000.0);
+    for file in [&a, &b] {
+        let out = run(dir, &["import", path_str(file), "--db", path_str(db)]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+    }
+    let out = run(dir, &["baseline", "save", "B", "1", "--db", path_str(db)]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+}
+
+/// The binary as user nobody when this runs as root (root passes every permission check).
+fn unprivileged(data: &Path) -> Option<Command> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Some(irqbench(data));
+    }
+    let ids = ["--reuid=65534", "--regid=65534", "--clear-groups"];
+    let probe = Command::new("setpriv").args(ids).arg("true").status();
+    if !probe.is_ok_and(|s| s.success()) {
+        return None;
+    }
+    let mut cmd = Command::new("setpriv");
+    cmd.args(ids)
+        .arg(env!("CARGO_BIN_EXE_irqbench"))
+        .env("XDG_DATA_HOME", data)
+        .env_remove(SAVE_PAUSE_ENV);
+    Some(cmd)
+}
+
+/// The queries of a history this user may only read (another user's file in another user's
+/// folder) open it read-only and work; a save into it says why it cannot.
+#[test]
+fn a_history_this_user_may_only_read_can_be_queried() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let db = dir.path().join("h.sqlite");
+    two_run_history(dir.path(), &db);
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o444)).expect("chmod");
+    }
+    let queries: [&[&str]; 3] = [&["history"], &["baseline", "list"], &["compare", "1", "2"]];
+    for args in queries {
+        let Some(mut cmd) = unprivileged(dir.path()) else {
+            eprintln!("skipped: cannot run as an unprivileged user here (setpriv)");
+            return;
+        };
+        let out = cmd
+            .args(args)
+            .args(["--db", path_str(&db)])
+            .output()
+            .expect("spawn");
+        assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
+        assert!(!out.stdout.is_empty(), "{args:?}");
+    }
+    let json = results_file(dir.path(), "c.json", 1_700_001_200, 15_000.0);
+    let mut cmd = unprivileged(dir.path()).expect("worked above");
+    let out = cmd
+        .args(["import", path_str(&json), "--db", path_str(&db)])
+        .output()
+        .expect("spawn");
+    let err = text(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("EACCES") && err.contains(path_str(&db)),
+        "{err}"
+    );
+}
+
+/// On a read-only mount the queries work, and a save names the mount (EROFS) as the cause.
+/// The mount lives in a private mount namespace (`unshare -m`), gone when the test ends.
+#[test]
+fn a_history_on_a_read_only_mount_can_be_queried_and_names_erofs() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let db = dir.path().join("h.sqlite");
+    two_run_history(dir.path(), &db);
+    let json = results_file(dir.path(), "c.json", 1_700_001_200, 15_000.0);
+    let bin = env!("CARGO_BIN_EXE_irqbench");
+    let (d, h) = (path_str(dir.path()), path_str(&db));
+    let script = format!(
+        "mount --bind {d} {d} && mount -o remount,ro,bind {d} || exit 77\n\
+         {bin} history --db {h} >/dev/null && {bin} baseline list --db {h} >/dev/null && \
+         {bin} compare 1 B --db {h} >/dev/null || exit 10\n\
+         {bin} import {j} --db {h}; echo \"import exit $?\" >&2",
+        j = path_str(&json)
+    );
+    let out = Command::new("unshare")
+        .args(["-m", "sh", "-c", &script])
+        .env("XDG_DATA_HOME", dir.path())
+        .output();
+    let Ok(out) = out else {
+        eprintln!("skipped: no unshare here");
+        return;
+    };
+    let err = text(&out.stderr);
+    if out.status.code() == Some(77) || err.contains("unshare failed") {
+        eprintln!("skipped: cannot make a read-only mount here: {err}");
+        return;
+    }
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("EROFS") && err.contains(h), "{err}");
+    assert!(!err.contains("import exit 0"), "{err}");
+}
+
+/// A requested save that fails makes the run's status 1, its results still printed: a
+/// damaged database (its pages overwritten past the header) is found only when saving.
+#[test]
+fn a_failed_save_makes_the_run_fail() {
+    if irqbench::host::test_kvm().is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tmp");
+    let db = dir.path().join("h.sqlite");
+    two_run_history(dir.path(), &db);
+    let mut bytes = std::fs::read(&db).expect("db");
+    assert!(bytes.len() > 8192, "{} bytes", bytes.len());
+    for b in &mut bytes[4096..] {
+        *b = 0xa5;
+    }
+    std::fs::write(&db, &bytes).expect("damage");
+    let config = tiny_config(dir.path(), 4);
+    let out = run(
+        dir.path(),
+        &["run", path_str(&config), "--db", path_str(&db)],
+    );
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("not saved"), "{err}");
+    assert!(
+        text(&out.stdout).contains("cycles/op"),
+        "the table is still printed"
+    );
+}
+
+/// A run that cannot start (no KVM device) leaves no history database behind.
+#[test]
+fn a_run_that_cannot_start_creates_no_database() {
+    let data = tempfile::tempdir().expect("tmp");
+    let out = irqbench(data.path())
+        .args(["run", "quick"])
+        .env("IRQBENCH_KVM_DEVICE", "/nonexistent/kvm")
+        .output()
+        .expect("spawn");
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(!db_path(data.path()).exists(), "a database was created");
+    assert!(
+        !data.path().join("irqbench").exists(),
+        "its folder was created"
+    );
+}
+
+/// Without HOME or XDG_DATA_HOME the queries suggest what they take (--db), not --no-save.
+#[test]
+fn no_data_folder_hints_at_what_the_command_takes() {
+    for args in [&["history"][..], &["baseline", "list"]] {
+        let out = Command::new(env!("CARGO_BIN_EXE_irqbench"))
+            .args(args)
+            .env_remove("HOME")
+            .env_remove("XDG_DATA_HOME")
+            .output()
+            .expect("spawn");
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains("--db") && !err.contains("--no-save"), "{err}");
+    }
 }

@@ -3,8 +3,6 @@
 //! this is argument parsing, messages and exit codes.
 
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
-use std::sync::Arc;
 
 use irqbench::files::write::{OutputError, OutputTarget};
 use irqbench::history::{
@@ -13,7 +11,9 @@ use irqbench::history::{
 use irqbench::report;
 use irqbench::results::RunReport;
 
-use crate::{chain, emit, fail, warn};
+use super::error::{warn, CliError, Status};
+use super::output::{emit, write_one};
+use super::run::{pipeline, Outputs, Request};
 
 /// Where a run is saved: every command that measures takes these.
 #[derive(Debug, Default, clap::Args)]
@@ -37,8 +37,8 @@ pub(crate) struct DbArg {
     pub db: Option<PathBuf>,
 }
 
-fn location(db: Option<&Path>) -> Result<DbLocation, ExitCode> {
-    DbLocation::resolve(db).map_err(|e| fail(2, chain(&e)))
+fn location(db: Option<&Path>) -> Result<DbLocation, CliError> {
+    Ok(DbLocation::resolve(db)?)
 }
 
 /// Refuses outputs that would replace the history database (`--db`, or the default one) or a
@@ -56,10 +56,6 @@ pub(crate) fn not_over_history(
     irqbench::files::write::check_not_over(targets, &files)
 }
 
-fn history_fail(e: &HistoryError) -> ExitCode {
-    fail(e.exit_code(), chain(e))
-}
-
 /// The history a run is saved in, checked before the run starts.
 #[derive(Debug)]
 pub(crate) struct Saver {
@@ -67,32 +63,33 @@ pub(crate) struct Saver {
 }
 
 impl Saver {
-    /// `None` with --no-save, or when the default location cannot be used (a warning: the
-    /// run goes on). A database named with --db that cannot be used fails at once, with 2,
-    /// before any VM starts, as a bad output path does.
-    pub(crate) fn prepare(args: &SaveArgs) -> Result<Option<Saver>, ExitCode> {
+    /// `None` with --no-save, or when the default location cannot be used: the run goes on
+    /// with a warning, and its status is 1 (a save was asked for and will not happen). A
+    /// database named with --db that cannot be used fails at once, with 2, before any VM
+    /// starts, as a bad output path does.
+    pub(crate) fn prepare(args: &SaveArgs) -> Result<(Option<Saver>, Status), CliError> {
         if args.no_save {
-            return Ok(None);
+            return Ok((None, Status::Success));
         }
         let opened = DbLocation::resolve(args.db.as_deref())
             .and_then(|loc| Store::open(&loc)?.check_writable().map(|()| loc));
         match opened {
-            Ok(loc) => Ok(Some(Saver { loc })),
-            Err(e) if args.db.is_some() => Err(fail(2, chain(&e))),
+            Ok(loc) => Ok((Some(Saver { loc }), Status::Success)),
+            Err(e) if args.db.is_some() => Err(CliError::SaveTarget(Box::new(e))),
             Err(e) => {
                 warn(format_args!(
                     "warning: this run will not be saved in the history (--db PATH names \
                      another file; --no-save silences this): {}",
-                    chain(&e)
+                    irqbench::error_chain(&e, "\n  caused by: ")
                 ));
-                Ok(None)
+                Ok((None, Status::Failed))
             }
         }
     }
 
-    /// Saves the run; a failure is a warning, never a lost result: the caller still writes
-    /// and prints everything.
-    pub(crate) fn save(&self, report: &RunReport, meta: &RunMeta, quiet: bool) -> Option<i64> {
+    /// Saves the run; a failure is reported and gives status 1, never a lost result: the
+    /// caller still writes and prints everything.
+    pub(crate) fn save(&self, report: &RunReport, meta: &RunMeta, quiet: bool) -> Status {
         match Store::open(&self.loc).and_then(|s| s.save(report, meta)) {
             Ok(saved) => {
                 if !quiet {
@@ -106,15 +103,15 @@ impl Saver {
                         self.loc.path.display()
                     ));
                 }
-                Some(saved.id())
+                Status::Success
             }
             Err(e) => {
                 warn(format_args!(
-                    "warning: the run was not saved in the history (its results are still \
-                     printed and written): {}",
-                    chain(&e)
+                    "the run was not saved in the history (its results are still printed \
+                     and written): {}",
+                    irqbench::error_chain(&e, "\n  caused by: ")
                 ));
-                None
+                Status::Failed
             }
         }
     }
@@ -171,34 +168,30 @@ pub(crate) struct HistoryArgs {
     db: DbArg,
 }
 
-pub(crate) fn cmd_history(args: HistoryArgs) -> ExitCode {
-    let loc = match location(args.db.db.as_deref()) {
-        Ok(l) => l,
-        Err(code) => return code,
-    };
-    let svg = args.svg.as_deref().map(|p| {
-        OutputTarget::new("--svg", p)
-            .and_then(|t| not_over_history(&[&t], Some(&loc.path)).map(|()| t))
-    });
-    let svg = match svg {
-        Some(Ok(t)) if t.is_stdout() && args.json => {
-            return fail(2, "--json and --svg - both name stdout: give --svg a file")
-        }
-        Some(Ok(t)) => Some(t),
-        Some(Err(e)) => return fail(2, chain(&e)),
-        None => None,
-    };
+pub(crate) fn cmd_history(args: HistoryArgs) -> Result<Status, CliError> {
+    let loc = location(args.db.db.as_deref())?;
+    let svg = args
+        .svg
+        .as_deref()
+        .map(|p| {
+            OutputTarget::new("--svg", p)
+                .and_then(|t| not_over_history(&[&t], Some(&loc.path)).map(|()| t))
+        })
+        .transpose()
+        .map_err(CliError::Output)?;
+    if svg.as_ref().is_some_and(|t| t.is_stdout() && args.json) {
+        return Err(CliError::Usage(
+            "--json and --svg - both name stdout: give --svg a file".into(),
+        ));
+    }
     let filter = RunFilter {
         config: args.config,
         strategy: args.strategy,
         host: args.host,
         last: args.last as usize,
     };
-    let (runs, points) = match Store::open_existing(&loc) {
-        Ok(store) => match history_rows(&store, &filter) {
-            Ok(found) => found,
-            Err(e) => return history_fail(&e),
-        },
+    let (runs, points) = match Store::open_read_only(&loc) {
+        Ok(store) => history_rows(&store, &filter)?,
         Err(HistoryError::Missing { path }) => {
             warn(format_args!(
                 "no runs saved yet: {} does not exist (`irqbench run` creates it)",
@@ -206,25 +199,22 @@ pub(crate) fn cmd_history(args: HistoryArgs) -> ExitCode {
             ));
             (Vec::new(), Vec::new())
         }
-        Err(e) => return history_fail(&e),
+        Err(e) => return Err(e.into()),
     };
     if let Some(target) = &svg {
         let chart = history::render_trend_svg(&points)
             .map_err(|why| format!("{why} (nothing matched, or no run has result rows)"));
-        if let Err(code) = crate::write_one(target, chart, false) {
-            return code;
-        }
+        write_one(target, chart, false)?;
         // `--svg -` is the whole stdout, as `run --json -` is: a table after it would make
         // `history --svg - > trend.svg` no SVG.
         if target.is_stdout() {
-            return ExitCode::SUCCESS;
+            return Ok(Status::Success);
         }
     }
     if args.json {
-        match history::render_history_json(&loc.path, &runs, &points) {
-            Ok(text) => emit(&text),
-            Err(e) => fail(1, format!("cannot encode the history: {e}")),
-        }
+        let text = history::render_history_json(&loc.path, &runs, &points)
+            .map_err(|e| CliError::Failed(format!("cannot encode the history: {e}")))?;
+        emit(&text)
     } else {
         emit(&history::render_history(&loc.path, &runs, &points))
     }
@@ -281,20 +271,24 @@ enum BaselineAction {
     Rm { name: String },
 }
 
-pub(crate) fn cmd_baseline(args: BaselineArgs) -> ExitCode {
-    let loc = match location(args.db.db.as_deref()) {
-        Ok(l) => l,
-        Err(code) => return code,
+pub(crate) fn cmd_baseline(args: BaselineArgs) -> Result<Status, CliError> {
+    let loc = location(args.db.db.as_deref())?;
+    let list = matches!(args.action, BaselineAction::List);
+    // Listing is a query: a history this user may only read can still be listed.
+    let opened = if list {
+        Store::open_read_only(&loc)
+    } else {
+        Store::open_existing(&loc)
     };
-    let store = match Store::open_existing(&loc) {
+    let store = match opened {
         Ok(s) => s,
-        Err(HistoryError::Missing { .. }) if matches!(args.action, BaselineAction::List) => {
+        Err(HistoryError::Missing { .. }) if list => {
             return emit(&format!(
                 "no baselines: {} does not exist yet\n",
                 loc.path.display()
             ));
         }
-        Err(e) => return history_fail(&e),
+        Err(e) => return Err(e.into()),
     };
     let text = match args.action {
         BaselineAction::Save { name, run } => baseline_save(&store, &name, run),
@@ -302,11 +296,8 @@ pub(crate) fn cmd_baseline(args: BaselineArgs) -> ExitCode {
         BaselineAction::Rm { name } => store
             .remove_baseline(&name)
             .map(|id| format!("removed baseline {name} (run {id} stays in the history)\n")),
-    };
-    match text {
-        Ok(t) => emit(&t),
-        Err(e) => history_fail(&e),
-    }
+    }?;
+    emit(&text)
 }
 
 fn baseline_save(store: &Store, name: &str, run: Option<i64>) -> Result<String, HistoryError> {
@@ -364,22 +355,16 @@ pub(crate) struct ImportArgs {
     db: DbArg,
 }
 
-pub(crate) fn cmd_import(args: ImportArgs) -> ExitCode {
-    let loc = match location(args.db.db.as_deref()) {
-        Ok(l) => l,
-        Err(code) => return code,
-    };
-    let store = match Store::open(&loc) {
-        Ok(s) => s,
-        Err(e) => return history_fail(&e),
-    };
+pub(crate) fn cmd_import(args: ImportArgs) -> Result<Status, CliError> {
+    let loc = location(args.db.db.as_deref())?;
+    let store = Store::open(&loc)?;
     let mut out = String::new();
-    let mut status = ExitCode::SUCCESS;
+    let mut status = Status::Success;
     for file in &args.files {
         let report = match report::read_json(file) {
             Ok(r) => r,
             Err(e) => {
-                status = fail(2, chain(&e));
+                status = status.and(CliError::from(e).report());
                 continue;
             }
         };
@@ -389,51 +374,34 @@ pub(crate) fn cmd_import(args: ImportArgs) -> ExitCode {
             guest: None,
             source_file: Some(file),
         };
-        match store.save(&report, &meta) {
-            Ok(Saved::New(id)) => {
-                out.push_str(&format!("imported {} as run {id}\n", file.display()))
-            }
-            Ok(Saved::Duplicate(id)) => {
+        match store.save(&report, &meta)? {
+            Saved::New(id) => out.push_str(&format!("imported {} as run {id}\n", file.display())),
+            Saved::Duplicate(id) => {
                 out.push_str(&format!("{}: already stored as run {id}\n", file.display()))
             }
-            Err(e) => return history_fail(&e),
         }
     }
-    let printed = emit(&out);
-    if status == ExitCode::SUCCESS {
-        printed
-    } else {
-        status
-    }
+    Ok(emit(&out)?.and(status))
 }
 
 // ---------------------------------------------------------------------------------------------
 // compare and check
 
-/// A compare argument's report: a file, or a run the history holds.
-fn load_ref(arg: &str, loc: &DbLocation, store: &mut Option<Store>) -> Result<RunReport, ExitCode> {
+/// A compare argument's report: a file, or a run the history holds (opened read-only).
+fn load_ref(arg: &str, loc: &DbLocation, store: &mut Option<Store>) -> Result<RunReport, CliError> {
     let r = RunRef::parse(arg);
     if let RunRef::File(path) = &r {
         // read_json is bounded: /dev/zero or a FIFO is refused before anything is read.
-        return report::read_json(path).map_err(|e| fail(2, chain(&e)));
+        return Ok(report::read_json(path)?);
     }
-    if store.is_none() {
-        *store = Some(Store::open_existing(loc).map_err(|e| {
-            fail(
-                2,
-                format!(
-                    "`{arg}` is no file, so it names a stored run: {}",
-                    chain(&e)
-                ),
-            )
-        })?);
-    }
-    let Some(s) = store.as_ref() else {
-        return Err(ExitCode::from(2));
+    let s = match store {
+        Some(s) => s,
+        None => store.insert(Store::open_read_only(loc).map_err(|e| CliError::RunRef {
+            arg: arg.to_owned(),
+            source: Box::new(e),
+        })?),
     };
-    s.resolve(&r)
-        .and_then(|id| s.report(id))
-        .map_err(|e| history_fail(&e))
+    Ok(s.resolve(&r).and_then(|id| s.report(id))?)
 }
 
 pub(crate) fn cmd_compare(
@@ -442,20 +410,11 @@ pub(crate) fn cmd_compare(
     db: Option<&Path>,
     markdown: bool,
     min_change: f64,
-) -> ExitCode {
-    let loc = match location(db) {
-        Ok(l) => l,
-        Err(code) => return code,
-    };
+) -> Result<Status, CliError> {
+    let loc = location(db)?;
     let mut store = None;
-    let a = match load_ref(old, &loc, &mut store) {
-        Ok(r) => r,
-        Err(code) => return code,
-    };
-    let b = match load_ref(new, &loc, &mut store) {
-        Ok(r) => r,
-        Err(code) => return code,
-    };
+    let a = load_ref(old, &loc, &mut store)?;
+    let b = load_ref(new, &loc, &mut store)?;
     let c = report::compare_with(&a, &b, min_change);
     emit(&report::render_compare(&c, markdown))
 }
@@ -472,8 +431,9 @@ at least --max-regression percent. A change for the worse that is beyond noise (
 exits per op, fewer ops/s), or a baseline result this run lacks, is a regression. Prints the
 Markdown compare table and the verdict.
 
-Exit status: 0 no regression; 1 a regression; 2 an error (bad config or arguments, no such
-baseline, no KVM, a phase failed); 130/129 interrupted by a signal.")]
+Exit status, as for `irqbench run`: 0 no regression and every phase measured; 1 a
+regression, a failed phase, a failed host validation, no KVM, or a failed write or save; 2 bad
+config or arguments, or no such baseline; 130/129 interrupted by a signal (no verdict).")]
 pub(crate) struct CheckArgs {
     /// A config file, or the name of a shipped config.
     config: String,
@@ -482,7 +442,7 @@ pub(crate) struct CheckArgs {
     baseline: String,
     /// Changes for the worse below this many percent are never regressions.
     #[arg(long, value_name = "PCT", default_value_t = history::DEFAULT_MAX_REGRESSION_PCT,
-          value_parser = crate::parse_min_change, allow_hyphen_values = true)]
+          value_parser = super::parse_min_change, allow_hyphen_values = true)]
     max_regression: f64,
     /// Also write this run's results as JSON (a new path or a regular file; `-` not allowed:
     /// stdout carries the verdict).
@@ -502,84 +462,53 @@ pub(crate) struct CheckArgs {
 }
 
 /// The baseline's run id and report, from the database the run will be saved in.
-fn load_baseline(args: &CheckArgs) -> Result<(i64, RunReport), ExitCode> {
+fn load_baseline(args: &CheckArgs) -> Result<(i64, RunReport), CliError> {
     let loc = location(args.save.db.as_deref())?;
-    let store = Store::open_existing(&loc).map_err(|e| fail(2, chain(&e)))?;
-    let id = store
-        .baseline_run(&args.baseline)
-        .map_err(|e| fail(2, chain(&e)))?;
-    let report = store.report(id).map_err(|e| fail(2, chain(&e)))?;
-    Ok((id, report))
+    let store = Store::open_read_only(&loc)?;
+    let id = store.baseline_run(&args.baseline)?;
+    Ok((id, store.report(id)?))
 }
 
-fn json_target(path: Option<&Path>, args: &CheckArgs) -> Result<Option<OutputTarget>, ExitCode> {
-    let Some(path) = path else {
-        return Ok(None);
+fn json_target(args: &CheckArgs) -> Result<Outputs, CliError> {
+    let Some(path) = args.json.as_deref() else {
+        return Ok(Outputs::default());
     };
     if path.as_os_str() == irqbench::files::write::STDOUT_ARG {
-        return Err(fail(
-            2,
-            "check --json takes a file: stdout carries the verdict",
+        return Err(CliError::Usage(
+            "check --json takes a file: stdout carries the verdict".into(),
         ));
     }
-    let target = OutputTarget::new("--json", path).map_err(|e| fail(2, chain(&e)))?;
-    let mut inputs: Vec<(&str, &Path)> = vec![("config", Path::new(&args.config))];
-    if let Some(g) = &args.guest {
-        inputs.push(("guest image", g));
-    }
-    irqbench::files::write::check_distinct(&[&target], &inputs).map_err(|e| fail(2, chain(&e)))?;
-    not_over_history(&[&target], args.save.db.as_deref()).map_err(|e| fail(2, chain(&e)))?;
-    Ok(Some(target))
+    let outputs = Outputs {
+        json: Some(OutputTarget::new("--json", path).map_err(CliError::Output)?),
+        ..Outputs::default()
+    };
+    outputs.check(
+        Some(&args.config),
+        args.guest.as_deref(),
+        args.save.db.as_deref(),
+    )?;
+    Ok(outputs)
 }
 
-pub(crate) fn cmd_check(args: CheckArgs) -> ExitCode {
+/// `run`'s pipeline, then the verdict: a regression is 1, as a failed phase is.
+pub(crate) fn cmd_check(args: CheckArgs) -> Result<Status, CliError> {
     // Everything that can be wrong with the arguments is found before the run.
-    let (base_id, base) = match load_baseline(&args) {
-        Ok(b) => b,
-        Err(code) => return code,
-    };
-    let json = match json_target(args.json.as_deref(), &args) {
-        Ok(j) => j,
-        Err(code) => return code,
-    };
-    let saver = match Saver::prepare(&args.save) {
-        Ok(s) => s,
-        Err(code) => return code,
-    };
-    let Ok(prepared) = crate::prepare(Some(&args.config), args.guest.as_deref()) else {
-        return ExitCode::from(2);
-    };
-    let signals = crate::install_signals();
-    let image: Arc<_> = prepared.image.clone();
-    let Ok(report) = crate::measure(
-        &prepared.kvm,
-        &prepared.plan,
-        &image,
-        &signals,
-        args.quiet,
-        args.force,
-    ) else {
-        return ExitCode::from(2);
-    };
-    let mut status = ExitCode::SUCCESS;
-    if let Some(t) = &json {
-        if let Err(code) = crate::write_one(t, crate::render_json(&report), args.quiet) {
-            status = code;
-        }
-    }
-    if let Some(s) = &saver {
-        s.save(
-            &report,
-            &run_meta(Origin::Check, &prepared.config_text, &image),
-            args.quiet,
-        );
-    }
+    let (base_id, base) = load_baseline(&args)?;
+    let outputs = json_target(&args)?;
+    let done = pipeline(&Request {
+        config: Some(&args.config),
+        guest: args.guest.as_deref(),
+        quiet: args.quiet,
+        force: args.force,
+        save: &args.save,
+        outputs: &outputs,
+        out_dir: None,
+        origin: Origin::Check,
+    })?;
+    let report = &done.report;
     if report.partial {
         warn("the run was interrupted: no verdict");
-        return crate::run_status(&report, &signals);
-    }
-    for f in &report.failures {
-        warn(format_args!("phase {} failed:\n{}", f.name, f.error));
+        return Ok(done.status);
     }
     if base.config_name != report.config_name {
         warn(format_args!(
@@ -587,16 +516,13 @@ pub(crate) fn cmd_check(args: CheckArgs) -> ExitCode {
             args.baseline, base.config_name, report.config_name
         ));
     }
-    let outcome = history::check(&base, &report, &args.baseline, base_id, args.max_regression);
-    let printed = emit(&history::render_check(&outcome));
-    if printed != ExitCode::SUCCESS {
-        return printed;
-    }
-    if !report.failures.is_empty() || status != ExitCode::SUCCESS {
-        ExitCode::from(2)
-    } else if outcome.passed() {
-        ExitCode::SUCCESS
+    let outcome = history::check(&base, report, &args.baseline, base_id, args.max_regression);
+    let verdict = if outcome.passed() {
+        Status::Success
     } else {
-        ExitCode::from(1)
-    }
+        Status::Failed
+    };
+    Ok(emit(&history::render_check(&outcome))?
+        .and(done.status)
+        .and(verdict))
 }

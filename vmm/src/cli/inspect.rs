@@ -2,7 +2,6 @@
 //! `list`.
 
 use std::path::Path;
-use std::process::ExitCode;
 use std::sync::Arc;
 
 use irqbench::config::plan::{InsnId, StrategyId};
@@ -10,50 +9,42 @@ use irqbench::machine::decode;
 use irqbench::machine::image::GuestImage;
 use irqbench::{host, validate};
 
-use crate::{chain, emit, fail, load_image};
+use super::config::{load_image, BUILTIN_CONFIGS};
+use super::error::{CliError, Status};
+use super::output::emit;
 
-pub(crate) fn cmd_host(json: bool) -> ExitCode {
-    let kvm = match host::open_kvm() {
-        Ok(k) => k,
-        Err(e) => return fail(1, chain(&e)),
-    };
-    let manifest = host::manifest(&kvm).map(|mut m| {
-        // The declared flavour is confirmed by a guest's behaviour (a few milliseconds).
-        if let Ok(image) = GuestImage::embedded() {
-            validate::probe_flavour(&kvm, &Arc::new(image), &mut m);
-        }
-        m
-    });
-    match manifest {
-        Ok(m) if json => match serde_json::to_string_pretty(&m) {
-            Ok(text) => emit(&format!("{text}\n")),
-            Err(e) => fail(1, format!("cannot encode the host manifest: {e}")),
-        },
-        Ok(m) => emit(&format!("{}\n", host::format_manifest(&m))),
-        Err(e) => fail(1, chain(&e)),
+pub(crate) fn cmd_host(json: bool) -> Result<Status, CliError> {
+    let kvm = host::open_kvm()?;
+    let mut m = host::manifest(&kvm)?;
+    // The declared flavour is confirmed by a guest's behaviour (a few milliseconds).
+    if let Ok(image) = GuestImage::embedded() {
+        validate::probe_flavour(&kvm, &Arc::new(image), &mut m);
+    }
+    if json {
+        let text = serde_json::to_string_pretty(&m)
+            .map_err(|e| CliError::Failed(format!("cannot encode the host manifest: {e}")))?;
+        emit(&format!("{text}\n"))
+    } else {
+        emit(&format!("{}\n", host::format_manifest(&m)))
     }
 }
 
-pub(crate) fn cmd_disasm(names: &[String], guest: Option<&Path>) -> ExitCode {
-    let image = match load_image(guest) {
-        Ok(i) => i,
-        Err(code) => return code,
-    };
+pub(crate) fn cmd_disasm(names: &[String], guest: Option<&Path>) -> Result<Status, CliError> {
+    let image = load_image(guest)?;
     let mut strategies = Vec::new();
     if names.is_empty() {
         strategies.extend(StrategyId::all());
     }
     for n in names {
-        match StrategyId::from_name(n) {
-            Some(s) => strategies.push(s),
-            None => {
-                let valid: Vec<&str> = StrategyId::all().map(StrategyId::name).collect();
-                return fail(
-                    2,
-                    format!("unknown strategy `{n}`; valid: {}", valid.join(", ")),
-                );
-            }
-        }
+        let Some(s) = StrategyId::from_name(n) else {
+            let valid: Vec<&str> = StrategyId::all().map(StrategyId::name).collect();
+            return Err(CliError::Usage(format!(
+                "unknown strategy `{}`; valid: {}",
+                n.escape_debug(),
+                valid.join(", ")
+            )));
+        };
+        strategies.push(s);
     }
     let mut out = String::new();
     for s in strategies {
@@ -114,7 +105,7 @@ pub(crate) fn list_text() -> String {
         let _ = writeln!(out, "  {:<16} {}", s.name, s.describe);
     }
     out.push_str("\nshipped configs (irqbench run NAME, or configs/NAME.toml):\n");
-    for (name, text) in crate::BUILTIN_CONFIGS {
+    for (name, text) in BUILTIN_CONFIGS {
         // Every shipped config opens with "# <name> — <the question it answers>".
         let question = text
             .lines()

@@ -1,11 +1,12 @@
 //! `irqbench validate`: the command-line side of `irqbench::validate`.
 
-use std::process::ExitCode;
 use std::sync::Arc;
 
 use irqbench::{host, validate};
 
-use crate::{chain, emit, fail, load_image};
+use super::config::load_image;
+use super::error::{CliError, Status};
+use super::output::emit;
 
 pub const AFTER_HELP: &str = "Examples:
   irqbench validate                  # every check, expected against measured
@@ -37,8 +38,8 @@ Verdicts:
   FAIL  it does not, and numbers measured here would mislead; `irqbench run` refuses to
         report after a FAIL of its quick checks unless given --force
 
-Exit status: 0 every check PASS or WARN; 1 a check FAILed; 2 the suite could not run (no
-KVM, bad arguments); 141 stdout was a closed pipe.";
+Exit status: 0 every check PASS or WARN; 1 a check FAILed, or the suite could not run (no
+KVM); 2 bad arguments; 141 stdout was a closed pipe.";
 
 #[derive(Debug, clap::Args)]
 pub struct ValidateArgs {
@@ -47,37 +48,24 @@ pub struct ValidateArgs {
     pub json: bool,
 }
 
-pub fn cmd_validate(args: &ValidateArgs) -> ExitCode {
-    let kvm = match host::open_kvm() {
-        Ok(k) => k,
-        Err(e) => return fail(2, chain(&e)),
-    };
-    let mut manifest = match host::manifest(&kvm) {
-        Ok(m) => m,
-        Err(e) => return fail(2, chain(&e)),
-    };
-    let image = match load_image(None) {
-        Ok(i) => Arc::new(i),
-        Err(_) => return ExitCode::from(2),
-    };
+pub fn cmd_validate(args: &ValidateArgs) -> Result<Status, CliError> {
+    let kvm = host::open_kvm()?;
+    let mut manifest = host::manifest(&kvm)?;
+    let image = Arc::new(load_image(None)?);
     let v = validate::run(&kvm, &image, &mut manifest, irqbench::results::Scope::Full);
     let verdict = v.verdict;
     let text = if args.json {
         let doc = serde_json::json!({ "validation": v, "host": manifest });
-        match serde_json::to_string_pretty(&doc) {
-            Ok(t) => format!("{t}\n"),
-            Err(e) => return fail(2, format!("cannot encode the validation: {e}")),
-        }
+        let t = serde_json::to_string_pretty(&doc)
+            .map_err(|e| CliError::Failed(format!("cannot encode the validation: {e}")))?;
+        format!("{t}\n")
     } else {
         validate::render(&v)
     };
-    let printed = emit(&text);
-    if printed != ExitCode::SUCCESS {
-        return printed;
-    }
-    if verdict == irqbench::results::Verdict::Fail {
-        ExitCode::from(1)
+    let printed = emit(&text)?;
+    Ok(if verdict == irqbench::results::Verdict::Fail {
+        printed.and(Status::Failed)
     } else {
-        ExitCode::SUCCESS
-    }
+        printed
+    })
 }

@@ -66,7 +66,7 @@ pub enum HistoryError {
     },
     #[error(
         "no folder for the history database: neither XDG_DATA_HOME nor HOME is an absolute \
-         path (name a file with --db, or pass --no-save)"
+         path (name a file with --db)"
     )]
     NoLocation,
     #[error("cannot create the folder {dir} for the history database")]
@@ -118,6 +118,13 @@ pub enum HistoryError {
          this irqbench knows: use a newer irqbench, or name another file with --db"
     )]
     Newer { path: PathBuf, found: i64 },
+    #[error("history database {path} cannot be written: {why}")]
+    ReadOnly {
+        path: PathBuf,
+        why: &'static str,
+        #[source]
+        source: rusqlite::Error,
+    },
     #[error("history database {path}")]
     Sqlite {
         path: PathBuf,
@@ -163,32 +170,68 @@ pub enum HistoryError {
     NoMatch { what: String, known: String },
 }
 
-impl HistoryError {
-    /// 2 for what the user named wrongly (a path, a run, a baseline, a filter); 1 for the rest.
-    pub fn exit_code(&self) -> u8 {
-        match self {
-            HistoryError::Sqlite { .. }
-            | HistoryError::Encode { .. }
-            | HistoryError::Decode { .. }
-            | HistoryError::CreateDir { .. }
-            | HistoryError::Inspect { .. } => 1,
-            _ => 2,
-        }
-    }
-}
-
-/// An SQLite error as ours: corruption and "not a database" name the damage, the rest the path.
+/// An SQLite error as ours: corruption and "not a database" name the damage, a write refused
+/// by the file system or the file's mode names which, the rest the path.
 fn db_error(path: &Path) -> impl Fn(rusqlite::Error) -> HistoryError + '_ {
     move |source| match source.sqlite_error_code() {
         Some(ErrorCode::DatabaseCorrupt | ErrorCode::NotADatabase) => HistoryError::Corrupt {
             path: path.to_owned(),
             source,
         },
+        // SQLite says "attempt to write a readonly database" or, on a read-only mount where
+        // it cannot create the -shm file, "unable to open database file": neither names why.
+        Some(ErrorCode::ReadOnly | ErrorCode::CannotOpen) => match read_only_cause(path) {
+            Some(why) => HistoryError::ReadOnly {
+                path: path.to_owned(),
+                why,
+                source,
+            },
+            None => HistoryError::Sqlite {
+                path: path.to_owned(),
+                source,
+            },
+        },
         _ => HistoryError::Sqlite {
             path: path.to_owned(),
             source,
         },
     }
+}
+
+fn folder(path: &Path) -> &Path {
+    match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    }
+}
+
+/// Why this process cannot write the database at `path`, if the file system or the modes say.
+fn read_only_cause(path: &Path) -> Option<&'static str> {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = folder(path);
+    let c = |p: &Path| std::ffi::CString::new(p.as_os_str().as_bytes()).ok();
+    let (file_c, dir_c) = (c(path)?, c(dir)?);
+    // SAFETY: statvfs writes only into the zeroed struct it is given; the path is a valid
+    // NUL-terminated string that outlives the call.
+    let read_only_mount = unsafe {
+        let mut st: libc::statvfs = std::mem::zeroed();
+        libc::statvfs(dir_c.as_ptr(), &mut st) == 0 && st.f_flag & libc::ST_RDONLY != 0
+    };
+    if read_only_mount {
+        return Some("the file system it is on is mounted read-only (EROFS)");
+    }
+    // SAFETY: access only reads the NUL-terminated path.
+    let writable = |p: &std::ffi::CString| unsafe { libc::access(p.as_ptr(), libc::W_OK) == 0 };
+    if path.exists() && !writable(&file_c) {
+        return Some("this user may not write the file (EACCES)");
+    }
+    if !writable(&dir_c) {
+        return Some(
+            "this user may not write its folder, where SQLite keeps the -wal and -shm files \
+             (EACCES)",
+        );
+    }
+    None
 }
 
 /// Where the history lives: `--db PATH`, or the default under the XDG data folder.
@@ -244,6 +287,23 @@ pub fn default_path(
         .or_else(|| absolute(home).map(|h| h.join(".local").join("share")))
         .ok_or(HistoryError::NoLocation)?;
     Ok(data.join("irqbench").join(DB_FILE))
+}
+
+/// `file:` URI of `path` with `query`: every byte but unreserved ones and `/` percent-encoded,
+/// so `?`, `#` and `%` in a file name stay part of it.
+fn sqlite_uri(path: &Path, query: &str) -> String {
+    use std::fmt::Write as _;
+    use std::os::unix::ffi::OsStrExt;
+    let mut uri = String::from("file:");
+    for &b in path.as_os_str().as_bytes() {
+        if b.is_ascii_alphanumeric() || b"/._-~".contains(&b) {
+            uri.push(char::from(b));
+        } else {
+            let _ = write!(uri, "%{b:02X}");
+        }
+    }
+    uri.push_str(query);
+    uri
 }
 
 /// The files SQLite keeps beside the database: `<path>-wal`, `-shm`, `-journal`.
@@ -407,6 +467,54 @@ impl Store {
             }),
             FileState::Present => Store::connect(&loc.path),
         }
+    }
+
+    /// Opens an existing history for queries only: nothing is written, so a file this user
+    /// may only read, or one on a read-only mount, can still be queried. A schema older than
+    /// this irqbench's is migrated first, which needs write access.
+    pub fn open_read_only(loc: &DbLocation) -> Result<Store, HistoryError> {
+        if inspect(&loc.path)? == FileState::Missing {
+            return Err(HistoryError::Missing {
+                path: loc.path.clone(),
+            });
+        }
+        let store = match Store::connect_read_only(&loc.path, false) {
+            // A WAL reader needs the -shm file, which SQLite cannot create on a read-only
+            // mount or in another user's folder. With no -wal file no writer has pages
+            // pending, so the file alone is the history and is read as immutable.
+            Err(HistoryError::ReadOnly { .. }) if !beside(&loc.path, "-wal").exists() => {
+                Store::connect_read_only(&loc.path, true)?
+            }
+            other => other?,
+        };
+        if store.schema_version()? < LATEST_VERSION {
+            return Store::connect(&loc.path);
+        }
+        Ok(store)
+    }
+
+    fn connect_read_only(path: &Path, immutable: bool) -> Result<Store, HistoryError> {
+        let err = db_error(path);
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
+            | OpenFlags::SQLITE_OPEN_NOFOLLOW
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX
+            | OpenFlags::SQLITE_OPEN_URI;
+        let uri = sqlite_uri(path, if immutable { "?immutable=1" } else { "" });
+        let conn = Connection::open_with_flags(uri, flags).map_err(&err)?;
+        conn.busy_timeout(BUSY_TIMEOUT).map_err(&err)?;
+        let store = Store {
+            conn,
+            path: path.to_owned(),
+        };
+        store.identify()?;
+        let version = store.schema_version()?;
+        if version > LATEST_VERSION {
+            return Err(HistoryError::Newer {
+                path: path.to_owned(),
+                found: version,
+            });
+        }
+        Ok(store)
     }
 
     fn connect(path: &Path) -> Result<Store, HistoryError> {

@@ -626,3 +626,35 @@ fn a_time_or_count_beyond_sqlite_integers_is_refused_not_wrapped() {
     assert!(err.contains("results[].ops"), "{err}");
     assert_eq!(store.run_count().unwrap(), 0);
 }
+
+/// A read-only open reads what a save wrote, also as immutable (a read-only mount), and a
+/// file name with URI characters (`?`, `#`, `%`, a space) stays one file name.
+#[test]
+fn a_read_only_open_reads_the_runs_under_any_file_name() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let path = dir.path().join("odd ?#%name.sqlite");
+    let s = Store::open(&loc(&path)).expect("open");
+    s.save(&report(1_700_000_000, 14_000.0), &meta())
+        .expect("save");
+    drop(s);
+    for immutable in [false, true] {
+        let s = if immutable {
+            Store::connect_read_only(&path, true).expect("immutable")
+        } else {
+            Store::open_read_only(&loc(&path)).expect("read-only")
+        };
+        assert_eq!(s.run_count().expect("count"), 1, "immutable {immutable}");
+        let err = s.save(&report(1_700_000_600, 15_000.0), &meta());
+        assert!(err.is_err(), "a read-only store saved");
+    }
+    let names: Vec<_> = fs::read_dir(dir.path())
+        .expect("ls")
+        .map(|e| e.expect("entry").file_name())
+        .collect();
+    assert!(
+        names
+            .iter()
+            .all(|n| n.to_string_lossy().starts_with("odd ?#%name.sqlite")),
+        "{names:?}"
+    );
+}

@@ -1016,7 +1016,8 @@ fn text_from_outside_never_reaches_a_terminal_or_an_svg_raw() {
 #[test]
 fn impossible_figures_in_a_results_file_are_refused_by_field() {
     let dir = scratch_dir("implausible");
-    let cases: [(&str, fn(&mut RunReport)); 5] = [
+    type Damage = fn(&mut RunReport);
+    let cases: [(&str, Damage); 5] = [
         ("CI is inverted", |r| {
             r.results[0].cycles_per_op.ci95 = [15000.0, 14000.0]
         }),

@@ -1,0 +1,404 @@
+//! The one run pipeline, for `run` and `check`: prepare (config, guest, KVM, history) →
+//! validate → measure → write → save. The same outcome gives the same status in both.
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use irqbench::config::plan::Plan;
+use irqbench::config::Limits;
+use irqbench::files::write::{self, OutputTarget};
+use irqbench::history::Origin;
+use irqbench::machine::image::GuestImage;
+use irqbench::measure::session::RunOptions;
+use irqbench::report::{self, OutputDir};
+use irqbench::results::RunReport;
+use irqbench::{host, measure, validate};
+
+use super::config::{load_image, load_plan};
+use super::error::{warn, CliError, Status};
+use super::history::{not_over_history, run_meta, SaveArgs, Saver};
+use super::output::{emit, reported, write_one};
+
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// A config file, or the name of a shipped config (see `irqbench list`). Default: the
+    /// built-in quick config.
+    config: Option<String>,
+    /// Guest kernel ELF to boot instead of the embedded one.
+    #[arg(long, value_name = "FILE")]
+    guest: Option<PathBuf>,
+    /// Write the results as JSON (and an SVG chart next to it); `-` for stdout.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// Write one CSV row per result; `-` for stdout.
+    #[arg(long, value_name = "FILE")]
+    csv: Option<PathBuf>,
+    /// Write a Markdown report (host manifest and tables) to paste into a mail; `-` for stdout.
+    #[arg(long, value_name = "FILE")]
+    markdown: Option<PathBuf>,
+    /// Write every format into a new timestamped folder under DIR (never overwritten).
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Print nothing but errors (files are still written).
+    #[arg(long, short)]
+    quiet: bool,
+    #[command(flatten)]
+    save: SaveArgs,
+    /// Measure and report even when the quick host validation FAILs (its lines stay above
+    /// the table and in the JSON's host.validation).
+    #[arg(long)]
+    force: bool,
+}
+
+/// The run's file outputs, each checked before any VM starts.
+#[derive(Debug, Default)]
+pub struct Outputs {
+    pub json: Option<OutputTarget>,
+    pub svg: Option<OutputTarget>,
+    pub csv: Option<OutputTarget>,
+    pub markdown: Option<OutputTarget>,
+}
+
+impl Outputs {
+    fn all(&self) -> Vec<&OutputTarget> {
+        [&self.json, &self.svg, &self.csv, &self.markdown]
+            .into_iter()
+            .flatten()
+            .collect()
+    }
+
+    fn uses_stdout(&self) -> bool {
+        self.all().iter().any(|t| t.is_stdout())
+    }
+
+    /// Refuses outputs that are one path twice, an input of the run, or the history database.
+    pub fn check(
+        &self,
+        config: Option<&str>,
+        guest: Option<&Path>,
+        db: Option<&Path>,
+    ) -> Result<(), CliError> {
+        let mut inputs: Vec<(&str, &Path)> = Vec::new();
+        if let Some(c) = config {
+            inputs.push(("config", Path::new(c)));
+        }
+        if let Some(g) = guest {
+            inputs.push(("guest image", g));
+        }
+        write::check_distinct(&self.all(), &inputs).map_err(CliError::Output)?;
+        not_over_history(&self.all(), db).map_err(CliError::Output)
+    }
+}
+
+/// Every output path is checked up front (a typo must not cost a whole run): kind, folder,
+/// duplicates, and overlap with the config or guest this run reads or the history database.
+fn check_outputs(args: &RunArgs) -> Result<Outputs, CliError> {
+    let target = |what: &str, p: &Option<PathBuf>| p.as_deref().map(|p| OutputTarget::new(what, p));
+    let json = target("--json", &args.json)
+        .transpose()
+        .map_err(CliError::Output)?;
+    let svg = json
+        .as_ref()
+        .and_then(|j| j.sibling("the chart beside --json", "svg"))
+        .transpose()
+        .map_err(CliError::Output)?;
+    let outputs = Outputs {
+        json,
+        svg,
+        csv: target("--csv", &args.csv)
+            .transpose()
+            .map_err(CliError::Output)?,
+        markdown: target("--markdown", &args.markdown)
+            .transpose()
+            .map_err(CliError::Output)?,
+    };
+    outputs.check(
+        args.config.as_deref(),
+        args.guest.as_deref(),
+        args.save.db.as_deref(),
+    )?;
+    Ok(outputs)
+}
+
+/// What one pass through the pipeline needs.
+pub struct Request<'a> {
+    pub config: Option<&'a str>,
+    pub guest: Option<&'a Path>,
+    pub quiet: bool,
+    pub force: bool,
+    pub save: &'a SaveArgs,
+    pub outputs: &'a Outputs,
+    pub out_dir: Option<&'a Path>,
+    pub origin: Origin,
+}
+
+/// A run that was measured (perhaps partly), with the status its outcome gives.
+pub struct Finished {
+    pub report: RunReport,
+    pub status: Status,
+}
+
+/// The pipeline. `Err` only when nothing was measured; a failed phase, output or save is
+/// reported on stderr and counted in [`Finished::status`].
+pub fn pipeline(req: &Request) -> Result<Finished, CliError> {
+    let p = prepare(req.config, req.guest)?;
+    // After KVM, config and guest: a run that cannot start leaves no new database behind.
+    let (saver, mut status) = Saver::prepare(req.save)?;
+    let out_dir = req
+        .out_dir
+        .map(|base| OutputDir::create(base, &p.plan.name))
+        .transpose()?;
+    let signals = install_signals();
+    let report = measure_plan(&p, &signals, req.quiet, req.force)?;
+    status = status.and(signals.status_of(&report));
+    status = status.and(write_outputs(
+        &report,
+        req.outputs,
+        out_dir.as_ref(),
+        req.quiet,
+    ));
+    if let Some(s) = &saver {
+        let meta = run_meta(req.origin, &p.config_text, &p.image);
+        status = status.and(s.save(&report, &meta, req.quiet));
+    }
+    for f in &report.failures {
+        warn(format_args!("phase {} failed:\n{}", f.name, f.error));
+    }
+    if report.partial {
+        warn(format_args!(
+            "run stopped early ({}); results are marked partial",
+            report.partial_reason.as_deref().unwrap_or("?")
+        ));
+    }
+    Ok(Finished { report, status })
+}
+
+pub fn cmd_run(args: &RunArgs) -> Result<Status, CliError> {
+    let outputs = check_outputs(args)?;
+    let done = pipeline(&Request {
+        config: args.config.as_deref(),
+        guest: args.guest.as_deref(),
+        quiet: args.quiet,
+        force: args.force,
+        save: &args.save,
+        outputs: &outputs,
+        out_dir: args.out.as_deref(),
+        origin: Origin::Run,
+    })?;
+    // The table last: a closed stdout must not cost the files or the messages above.
+    if args.quiet || outputs.uses_stdout() {
+        return Ok(done.status);
+    }
+    let table = format!("{}\n", report::render_table(&done.report));
+    let printed = emit(&table).unwrap_or_else(|e| e.report());
+    Ok(done.status.and(printed))
+}
+
+/// Which signal stopped the run (0: none), for the exit status.
+struct Signals {
+    stop: Arc<AtomicBool>,
+    which: Arc<AtomicUsize>,
+}
+
+impl Signals {
+    /// The status of the signal that arrived, if one did.
+    fn arrived(&self) -> Option<(&'static str, Status)> {
+        if !self.stop.load(Ordering::SeqCst) {
+            return None;
+        }
+        Some(match self.which.load(Ordering::SeqCst) as i32 {
+            signal_hook::consts::SIGHUP => ("SIGHUP", Status::Hangup),
+            signal_hook::consts::SIGTERM => ("SIGTERM", Status::Interrupted),
+            _ => ("SIGINT", Status::Interrupted),
+        })
+    }
+
+    /// 130/129 for a run a signal stopped, 1 when a phase failed, else 0.
+    fn status_of(&self, report: &RunReport) -> Status {
+        if report.partial {
+            self.arrived().map_or(Status::Interrupted, |(_, s)| s)
+        } else if !report.failures.is_empty() {
+            Status::Failed
+        } else {
+            Status::Success
+        }
+    }
+}
+
+/// SIGINT, SIGTERM and SIGHUP (a closed terminal or ssh session) stop the run cleanly so the
+/// measured part is written; a second one exits at once.
+fn install_signals() -> Signals {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    let stop = Arc::new(AtomicBool::new(false));
+    let which = Arc::new(AtomicUsize::new(0));
+    for sig in [SIGINT, SIGTERM, SIGHUP] {
+        let status = if sig == SIGHUP {
+            Status::Hangup
+        } else {
+            Status::Interrupted
+        };
+        let _ = signal_hook::flag::register_conditional_shutdown(
+            sig,
+            i32::from(status.code()),
+            stop.clone(),
+        );
+        let _ = signal_hook::flag::register_usize(sig, which.clone(), sig as usize);
+        let _ = signal_hook::flag::register(sig, stop.clone());
+    }
+    Signals { stop, which }
+}
+
+fn progress_bar(quiet: bool, phases: usize) -> Option<indicatif::ProgressBar> {
+    (!quiet && std::io::stderr().is_terminal()).then(|| {
+        let bar = indicatif::ProgressBar::new(phases as u64);
+        bar.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{elapsed_precise} [{bar:30}] {pos}/{len} {msg}",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+            .progress_chars("=> "),
+        );
+        // Shown only once the run has lasted a second: short runs stay quiet.
+        bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
+        bar
+    })
+}
+
+/// What a measured run needs, each part checked: KVM, the plan and its config text, the guest.
+struct Prepared {
+    kvm: kvm_ioctls::Kvm,
+    plan: Plan,
+    config_text: String,
+    image: Arc<GuestImage>,
+}
+
+fn prepare(config: Option<&str>, guest: Option<&Path>) -> Result<Prepared, CliError> {
+    // Config and guest errors come first, so both can be checked on a machine without KVM;
+    // the vCPU limit is KVM's when it can be asked.
+    let kvm = host::open_kvm();
+    let limits = match &kvm {
+        Ok(k) => Limits {
+            max_vcpus: (k.get_max_vcpus() as u32).min(irqbench_abi::MAX_VCPUS),
+        },
+        Err(_) => Limits::default(),
+    };
+    let (plan, config_text) = load_plan(config, &limits)?;
+    let image = Arc::new(load_image(guest)?);
+    Ok(Prepared {
+        kvm: kvm?,
+        plan,
+        config_text,
+        image,
+    })
+}
+
+/// Validates the host, then runs the plan with progress on stderr. A stage that fails after
+/// a signal arrived ends with the signal's status: the user asked to stop.
+fn measure_plan(
+    p: &Prepared,
+    signals: &Signals,
+    quiet: bool,
+    force: bool,
+) -> Result<RunReport, CliError> {
+    let options = RunOptions {
+        stop: signals.stop.clone(),
+    };
+    let plan = &p.plan;
+    let bar = progress_bar(quiet, plan.phases.len());
+    let started = std::time::Instant::now();
+    let mut bar_shown = false;
+    if !quiet {
+        warn(format_args!(
+            "running `{}` ({} phases) from {}",
+            plan.name,
+            plan.phases.len(),
+            plan.source
+        ));
+    }
+    let mut progress = |i: usize, _n: usize, name: &str, step: &str| {
+        if let Some(b) = &bar {
+            if !bar_shown && started.elapsed() > std::time::Duration::from_secs(1) {
+                b.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+                bar_shown = true;
+            }
+            b.set_position(i as u64);
+            b.set_message(format!("{name}: {step}"));
+        }
+    };
+    let result = measure::start_report(&p.kvm, plan)
+        .map_err(|e| run_error(plan, e))
+        .and_then(|mut report| {
+            validate::before_run(&p.kvm, &p.image, &mut report.host, force)?;
+            measure::run_prepared(&p.kvm, plan, &p.image, report, &options, &mut progress)
+                .map_err(|e| run_error(plan, e))
+        });
+    if let Some(b) = &bar {
+        b.finish_and_clear();
+    }
+    result.map_err(|e| match signals.arrived() {
+        Some((signal, status)) => CliError::Stopped {
+            signal,
+            status,
+            source: Box::new(e),
+        },
+        None => e,
+    })
+}
+
+/// A config that asks for what this host cannot give is fixed in the config, like any bad
+/// config (exit 2), and named by its file.
+fn run_error(plan: &Plan, e: measure::RunError) -> CliError {
+    match e {
+        measure::RunError::HypercallRefused { .. } | measure::RunError::HypercallVendor { .. } => {
+            CliError::Unsupported {
+                source_name: plan.source.clone(),
+                source: e,
+            }
+        }
+        measure::RunError::TimerPeriod { .. } => CliError::Unfit(e),
+        e => CliError::Run(e),
+    }
+}
+
+/// Every format rendered in memory, then written through [`OutputTarget`]; a failure is
+/// reported and the remaining outputs are still written.
+fn write_outputs(
+    report: &RunReport,
+    outputs: &Outputs,
+    out_dir: Option<&OutputDir>,
+    quiet: bool,
+) -> Status {
+    let mut jobs: Vec<(OutputTarget, Result<String, String>)> = Vec::new();
+    let mut status = Status::Success;
+    if let Some(t) = &outputs.json {
+        jobs.push((t.clone(), render_json(report)));
+    }
+    if let Some(t) = &outputs.svg {
+        jobs.push((t.clone(), report::render_svg(report)));
+    }
+    if let Some(t) = &outputs.csv {
+        jobs.push((t.clone(), Ok(report::render_csv(report))));
+    }
+    if let Some(t) = &outputs.markdown {
+        jobs.push((t.clone(), Ok(report::render_markdown(report))));
+    }
+    if let Some(d) = out_dir {
+        for (path, text) in d.files(report) {
+            match OutputTarget::new("a file in --out", &path) {
+                Ok(t) => jobs.push((t, text)),
+                Err(e) => status = status.and(CliError::Write(e).report()),
+            }
+        }
+    }
+    for (target, text) in jobs {
+        status = status.and(reported(write_one(&target, text, quiet)));
+    }
+    status
+}
+
+/// Pretty JSON with a trailing newline.
+pub fn render_json(report: &RunReport) -> Result<String, String> {
+    report::to_json(report).map_err(|e| e.to_string())
+}
