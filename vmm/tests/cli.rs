@@ -927,3 +927,84 @@ fn no_kvm_is_one_status_in_every_command() {
         );
     }
 }
+
+/// `--redact cmdline,hostname` keeps /proc/cmdline and the host's name out of the JSON, the
+/// Markdown, the dashboard exports and the stored run, and says what it left out; the exports
+/// have the shapes the dashboards read.
+#[test]
+fn redacted_facts_reach_no_output_and_exports_are_written() {
+    if !kvm_or_skip() {
+        return;
+    }
+    let cmdline = std::fs::read_to_string("/proc/cmdline").expect("/proc/cmdline");
+    let cmdline = cmdline.trim();
+    let dir = tmp();
+    let config = tiny_config(dir.path(), &["native-popf", "native-cli-sti"]);
+    let db = dir.path().join("h.sqlite");
+    let (json, md, bencher, gh) = (
+        dir.path().join("r.json"),
+        dir.path().join("r.md"),
+        dir.path().join("b.json"),
+        dir.path().join("g.json"),
+    );
+    let arg = |p: &Path| p.to_str().expect("utf-8 path").to_owned();
+    let out = run(&[
+        "run",
+        config.to_str().unwrap(),
+        "-q",
+        "--db",
+        &arg(&db),
+        "--json",
+        &arg(&json),
+        "--markdown",
+        &arg(&md),
+        "--export",
+        &format!("bencher={}", arg(&bencher)),
+        "--export",
+        &format!("github-benchmark={}", arg(&gh)),
+        "--redact",
+        "cmdline,hostname",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    // The stored run, as SQLite keeps it on disk (the database and its write-ahead log).
+    let mut stored = std::fs::read(&db).unwrap();
+    stored.extend(std::fs::read(dir.path().join("h.sqlite-wal")).unwrap_or_default());
+    let json_text = std::fs::read_to_string(&json).unwrap();
+    for (what, t) in [
+        ("JSON", json_text.clone()),
+        ("Markdown", std::fs::read_to_string(&md).unwrap()),
+        ("history", text(&stored)),
+    ] {
+        // A command line this short could be part of anything; real ones are long.
+        if cmdline.len() >= 8 {
+            assert!(!t.contains(cmdline), "{what} holds /proc/cmdline");
+        }
+    }
+    let report: serde_json::Value = serde_json::from_str(&json_text).unwrap();
+    assert_eq!(
+        report["host"]["redacted"],
+        serde_json::json!(["cmdline", "hostname"])
+    );
+    let b: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&bencher).unwrap()).unwrap();
+    for (row, measures) in b.as_object().expect("bencher: an object") {
+        let c = &measures["cycles_per_op"];
+        assert!(
+            c["lower_value"].as_f64() <= c["value"].as_f64()
+                && c["value"].as_f64() <= c["upper_value"].as_f64(),
+            "{row}: {c}"
+        );
+    }
+    let g: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&gh).unwrap()).unwrap();
+    let entries = g.as_array().expect("github-benchmark: an array");
+    assert_eq!(entries.len(), b.as_object().unwrap().len());
+    for e in entries {
+        assert_eq!(e["unit"], "cycles");
+        assert!(e["range"].as_str().unwrap().starts_with('±'), "{e}");
+    }
+    // A bad kind is a usage error naming the valid ones.
+    let bad = run(&["run", "--export", "jenkins=x.json", "--no-save"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(text(&bad.stderr).contains("bencher, github-benchmark"));
+}

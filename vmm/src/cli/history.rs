@@ -13,7 +13,7 @@ use irqbench::results::RunReport;
 
 use super::error::{warn, CliError, Status};
 use super::output::{emit, write_one};
-use super::run::{pipeline, Outputs, Request};
+use super::run::{pipeline, Outputs, ReportArgs, Request};
 
 /// Where a run is saved: every command that measures takes these.
 #[derive(Debug, Default, clap::Args)]
@@ -458,6 +458,8 @@ pub(crate) struct CheckArgs {
     #[arg(long)]
     force: bool,
     #[command(flatten)]
+    reporting: ReportArgs,
+    #[command(flatten)]
     save: SaveArgs,
 }
 
@@ -471,7 +473,13 @@ fn load_baseline(args: &CheckArgs) -> Result<(i64, RunReport), CliError> {
 
 fn json_target(args: &CheckArgs) -> Result<Outputs, CliError> {
     let Some(path) = args.json.as_deref() else {
-        return Ok(Outputs::default());
+        let outputs = Outputs::default().with_exports(&args.reporting)?;
+        outputs.check(
+            Some(&args.config),
+            args.guest.as_deref(),
+            args.save.db.as_deref(),
+        )?;
+        return Ok(outputs);
     };
     if path.as_os_str() == irqbench::files::write::STDOUT_ARG {
         return Err(CliError::Usage(
@@ -481,7 +489,8 @@ fn json_target(args: &CheckArgs) -> Result<Outputs, CliError> {
     let outputs = Outputs {
         json: Some(OutputTarget::new("--json", path).map_err(CliError::Output)?),
         ..Outputs::default()
-    };
+    }
+    .with_exports(&args.reporting)?;
     outputs.check(
         Some(&args.config),
         args.guest.as_deref(),
@@ -504,6 +513,7 @@ pub(crate) fn cmd_check(args: CheckArgs) -> Result<Status, CliError> {
         outputs: &outputs,
         out_dir: None,
         origin: Origin::Check,
+        redact: &args.reporting.redact,
     })?;
     let report = &done.report;
     if report.partial {

@@ -12,7 +12,8 @@ use irqbench::files::write::{self, OutputTarget};
 use irqbench::history::Origin;
 use irqbench::machine::image::GuestImage;
 use irqbench::measure::session::RunOptions;
-use irqbench::report::{self, OutputDir};
+use irqbench::report::{self, ExportFormat, OutputDir};
+use irqbench::results::redact::{redact, Redaction};
 use irqbench::results::RunReport;
 use irqbench::{host, measure, validate};
 
@@ -45,6 +46,8 @@ pub struct RunArgs {
     #[arg(long, short)]
     quiet: bool,
     #[command(flatten)]
+    pub reporting: ReportArgs,
+    #[command(flatten)]
     save: SaveArgs,
     /// Measure and report even when the quick host validation FAILs (its lines stay above
     /// the table and in the JSON's host.validation).
@@ -52,21 +55,85 @@ pub struct RunArgs {
     force: bool,
 }
 
+/// What `run` and `check` share about the report: dashboard exports and redaction.
+#[derive(Debug, Default, clap::Args)]
+pub struct ReportArgs {
+    /// Also write the run for a CI dashboard: `bencher=PATH` (Bencher Metric Format) or
+    /// `github-benchmark=PATH` (github-action-benchmark, customSmallerIsBetter). Repeatable.
+    /// Rows without data are left out and named on stderr.
+    #[arg(long, value_name = "KIND=PATH", value_parser = parse_export)]
+    pub export: Vec<(ExportFormat, PathBuf)>,
+    /// Keep these host facts out of every output and the history, comma-separated:
+    /// `cmdline` (the kernel command line), `hostname` (the host's name wherever it appears).
+    /// The report says what was redacted.
+    #[arg(long, value_name = "FACTS", value_delimiter = ',', value_parser = parse_redaction)]
+    pub redact: Vec<Redaction>,
+}
+
+fn parse_export(s: &str) -> Result<(ExportFormat, PathBuf), String> {
+    let names: Vec<&str> = ExportFormat::ALL.iter().map(|f| f.name()).collect();
+    let (kind, path) = s
+        .split_once('=')
+        .ok_or_else(|| format!("expected KIND=PATH, KIND one of {}", names.join(", ")))?;
+    let format = ExportFormat::from_name(kind).ok_or_else(|| {
+        format!(
+            "`{}` is not an export kind; valid: {}",
+            irqbench::text::escape_line(kind),
+            names.join(", ")
+        )
+    })?;
+    if path.is_empty() {
+        return Err("the export needs a path after `=`".into());
+    }
+    Ok((format, PathBuf::from(path)))
+}
+
+fn parse_redaction(s: &str) -> Result<Redaction, String> {
+    Redaction::from_name(s.trim()).ok_or_else(|| {
+        let names: Vec<&str> = Redaction::ALL.iter().map(|r| r.name()).collect();
+        format!(
+            "`{}` is not a fact irqbench can redact; valid: {}",
+            irqbench::text::escape_line(s),
+            names.join(", ")
+        )
+    })
+}
+
 /// The run's file outputs, each checked before any VM starts.
 #[derive(Debug, Default)]
 pub struct Outputs {
     pub json: Option<OutputTarget>,
     pub svg: Option<OutputTarget>,
+    /// The forest plot of the comparisons, beside `--json` (`NAME.forest.svg`).
+    pub forest: Option<OutputTarget>,
     pub csv: Option<OutputTarget>,
     pub markdown: Option<OutputTarget>,
+    pub exports: Vec<(ExportFormat, OutputTarget)>,
 }
 
 impl Outputs {
     fn all(&self) -> Vec<&OutputTarget> {
-        [&self.json, &self.svg, &self.csv, &self.markdown]
-            .into_iter()
-            .flatten()
-            .collect()
+        [
+            &self.json,
+            &self.svg,
+            &self.forest,
+            &self.csv,
+            &self.markdown,
+        ]
+        .into_iter()
+        .flatten()
+        .chain(self.exports.iter().map(|(_, t)| t))
+        .collect()
+    }
+
+    /// The `--export` targets, checked as every output is.
+    pub fn with_exports(mut self, args: &ReportArgs) -> Result<Outputs, CliError> {
+        for (format, path) in &args.export {
+            let what = format!("--export {}", format.name());
+            let target = OutputTarget::new(what, path).map_err(CliError::Output)?;
+            self.exports.push((*format, target));
+        }
+        Ok(self)
     }
 
     fn uses_stdout(&self) -> bool {
@@ -104,16 +171,24 @@ fn check_outputs(args: &RunArgs) -> Result<Outputs, CliError> {
         .and_then(|j| j.sibling("the chart beside --json", "svg"))
         .transpose()
         .map_err(CliError::Output)?;
+    let forest = json
+        .as_ref()
+        .and_then(|j| j.sibling("the forest plot beside --json", "forest.svg"))
+        .transpose()
+        .map_err(CliError::Output)?;
     let outputs = Outputs {
         json,
         svg,
+        forest,
         csv: target("--csv", &args.csv)
             .transpose()
             .map_err(CliError::Output)?,
         markdown: target("--markdown", &args.markdown)
             .transpose()
             .map_err(CliError::Output)?,
-    };
+        exports: Vec::new(),
+    }
+    .with_exports(&args.reporting)?;
     outputs.check(
         args.config.as_deref(),
         args.guest.as_deref(),
@@ -132,6 +207,7 @@ pub struct Request<'a> {
     pub outputs: &'a Outputs,
     pub out_dir: Option<&'a Path>,
     pub origin: Origin,
+    pub redact: &'a [Redaction],
 }
 
 /// A run that was measured (perhaps partly), with the status its outcome gives.
@@ -151,7 +227,9 @@ pub fn pipeline(req: &Request) -> Result<Finished, CliError> {
         .map(|base| OutputDir::create(base, &p.plan.name))
         .transpose()?;
     let signals = install_signals();
-    let report = measure_plan(&p, &signals, req.quiet, req.force)?;
+    let mut report = measure_plan(&p, &signals, req.quiet, req.force)?;
+    // Before anything is written or saved: a redacted fact reaches no output.
+    redact(&mut report, req.redact, host::hostname().as_deref());
     status = status.and(signals.status_of(&report));
     status = status.and(write_outputs(
         &report,
@@ -186,6 +264,7 @@ pub fn cmd_run(args: &RunArgs) -> Result<Status, CliError> {
         outputs: &outputs,
         out_dir: args.out.as_deref(),
         origin: Origin::Run,
+        redact: &args.reporting.redact,
     })?;
     // The table last: a closed stdout must not cost the files or the messages above.
     if args.quiet || outputs.uses_stdout() {
@@ -377,6 +456,21 @@ fn write_outputs(
     }
     if let Some(t) = &outputs.svg {
         jobs.push((t.clone(), report::render_svg(report)));
+    }
+    if let (Some(t), Some(forest)) = (&outputs.forest, report::render_forest(report)) {
+        jobs.push((t.clone(), forest));
+    }
+    for (format, t) in &outputs.exports {
+        let export = report::render_export(report, *format);
+        if !export.left_out.is_empty() {
+            warn(format_args!(
+                "--export {}: left out {} row(s) without data: {}",
+                format.name(),
+                export.left_out.len(),
+                export.left_out.join(", ")
+            ));
+        }
+        jobs.push((t.clone(), Ok(export.text)));
     }
     if let Some(t) = &outputs.csv {
         jobs.push((t.clone(), Ok(report::render_csv(report))));

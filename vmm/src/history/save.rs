@@ -83,13 +83,6 @@ pub(super) fn utc_now() -> String {
         .replacen(' ', "T", 1)
 }
 
-/// This machine's name, for `history --host`.
-fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|s| s.trim().to_owned())
-        .unwrap_or_default()
-}
-
 /// The CI bounds of a summary as two nullable columns (no CI: both NULL).
 fn ci_columns(s: &Summary) -> (Option<f64>, Option<f64>) {
     match Estimate::of(s).ci {
@@ -170,11 +163,14 @@ impl Store {
                 report.config_source,
                 meta.config_text,
                 meta.config_text.map(|t| sha256_hex(t.as_bytes())),
-                // An imported file says nothing about the machine it was measured on.
-                if meta.origin == Origin::Import {
+                // An imported file says nothing about the machine it was measured on, and a
+                // run redacted by `--redact hostname` keeps it out of the history too.
+                if meta.origin == Origin::Import
+                    || report.host.redacted.iter().any(|r| r == "hostname")
+                {
                     String::new()
                 } else {
-                    hostname()
+                    crate::host::hostname().unwrap_or_default()
                 },
                 host_json,
                 host_label(&report.host),

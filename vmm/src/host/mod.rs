@@ -34,6 +34,19 @@ pub mod modules;
 
 pub use manifest::format_manifest;
 
+/// This machine's name (`/proc/sys/kernel/hostname`, at most 64 bytes), for `history --host`
+/// and `--redact hostname`.
+pub fn hostname() -> Option<String> {
+    use std::io::Read as _;
+    let mut name = String::new();
+    fs::File::open("/proc/sys/kernel/hostname")
+        .ok()?
+        .take(256)
+        .read_to_string(&mut name)
+        .ok()?;
+    Some(name.trim().to_owned()).filter(|n| !n.is_empty())
+}
+
 const KVM_PATH: &str = "/dev/kvm";
 const SYS_MODULE: &str = "/sys/module";
 const PROC_CPUINFO: &str = "/proc/cpuinfo";

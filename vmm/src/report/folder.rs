@@ -88,7 +88,7 @@ impl OutputDir {
     /// Every format rendered: (path, text or why it could not be rendered). JSON goes first:
     /// it is the one `compare` needs.
     pub fn files(&self, report: &RunReport) -> Vec<(PathBuf, Result<String, String>)> {
-        vec![
+        let mut files = vec![
             (
                 self.json(),
                 super::json::to_json(report).map_err(|e| e.to_string()),
@@ -100,7 +100,11 @@ impl OutputDir {
             ),
             (self.table(), Ok(super::table::render_table(report))),
             (self.svg(), super::svg::render_svg(report)),
-        ]
+        ];
+        if let Some(forest) = super::forest::render_forest(report) {
+            files.push((self.path.join("forest.svg"), forest));
+        }
+        files
     }
 
     /// Writes every format of [`OutputDir::files`].

@@ -30,6 +30,29 @@ impl Redaction {
 
 const REDACTED: &str = "<redacted>";
 
+/// `text` with every occurrence of `name` that stands as a word of its own (not inside a longer
+/// name: host `vm` must not blank the `vm` of `/dev/kvm`) replaced; `None` when there is none.
+fn replace_word(text: &str, name: &str) -> Option<String> {
+    let part_of_name = |c: char| c.is_alphanumeric() || c == '-' || c == '_';
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    let mut found = false;
+    while let Some(i) = rest.find(name) {
+        let before = rest[..i].chars().next_back();
+        let after = rest[i + name.len()..].chars().next();
+        out.push_str(&rest[..i]);
+        if before.is_some_and(part_of_name) || after.is_some_and(part_of_name) {
+            out.push_str(name);
+        } else {
+            out.push_str(REDACTED);
+            found = true;
+        }
+        rest = &rest[i + name.len()..];
+    }
+    out.push_str(rest);
+    found.then_some(out)
+}
+
 /// Every text field of a report a host name could reach.
 fn text_fields(report: &mut RunReport) -> Vec<&mut String> {
     let mut out: Vec<&mut String> = Vec::new();
@@ -64,8 +87,8 @@ pub fn redact(report: &mut RunReport, what: &[Redaction], hostname: Option<&str>
             Redaction::Hostname => {
                 if let Some(name) = hostname.map(str::trim).filter(|n| n.len() >= 2) {
                     for field in text_fields(report) {
-                        if field.contains(name) {
-                            *field = field.replace(name, REDACTED);
+                        if let Some(scrubbed) = replace_word(field, name) {
+                            *field = scrubbed;
                         }
                     }
                 }
@@ -103,6 +126,16 @@ mod tests {
         );
         assert_eq!(r.host.redacted, ["cmdline", "hostname"]);
         assert!(json.contains("redacted (--redact cmdline)"));
+        // A name inside a longer word is not the host's.
+        let mut r = RunReport::default();
+        r.host
+            .warnings
+            .push("/dev/kvm on vm (vm.local), kvm_pvm".into());
+        redact(&mut r, &[Redaction::Hostname], Some("vm"));
+        assert_eq!(
+            r.host.warnings,
+            ["/dev/kvm on <redacted> (<redacted>.local), kvm_pvm"]
+        );
         // A one-letter name is not searched for.
         let mut r = RunReport::default();
         r.host.warnings.push("a warning".into());
