@@ -1008,3 +1008,151 @@ fn redacted_facts_reach_no_output_and_exports_are_written() {
     assert_eq!(bad.status.code(), Some(2));
     assert!(text(&bad.stderr).contains("bencher, github-benchmark"));
 }
+
+/// ESC (clear screen), OSC (set the title, ended by BEL) and a CR through every channel text
+/// from outside reaches the terminal by: a config's description, an unknown key's name, an
+/// argument echoed in an error (config name, baseline name, disasm strategy, a bad flag
+/// value), and the names of an imported results file shown by `history`, `baseline list` and
+/// `compare`. No byte below 0x20 (but tab and newline) or 0x7f reaches stdout or stderr.
+#[test]
+fn control_sequences_from_outside_are_shown_escaped_on_every_channel() {
+    const HOSTILE: &str = "\u{1b}[2J\u{1b}]0;owned\u{7}\rforged";
+    let raw = |b: &[u8]| {
+        b.iter()
+            .any(|&c| (c < 0x20 && c != b'\n' && c != b'\t') || c == 0x7f)
+    };
+    let dir = tmp();
+    let toml_hostile = "\\u001b[2J\\u001b]0;owned\\u0007\\rforged";
+    let unknown = dir.path().join("unknown.toml");
+    std::fs::write(
+        &unknown,
+        format!("name = \"u\"\n\"{toml_hostile}\" = 1\n[[bench]]\nname = \"b\"\nstrategies = [\"native-popf\"]\n"),
+    )
+    .unwrap();
+    let db = dir.path().join("h.sqlite");
+    let db_arg = db.to_str().unwrap();
+    let mut cases: Vec<(String, Vec<String>)> = vec![
+        (
+            "unknown key".into(),
+            vec![
+                "run".into(),
+                unknown.to_str().unwrap().into(),
+                "--no-save".into(),
+            ],
+        ),
+        (
+            "config argument".into(),
+            vec!["run".into(), HOSTILE.into(), "--no-save".into()],
+        ),
+        (
+            "disasm strategy".into(),
+            vec!["disasm".into(), HOSTILE.into()],
+        ),
+        (
+            "baseline name".into(),
+            vec![
+                "baseline".into(),
+                "save".into(),
+                HOSTILE.into(),
+                "--db".into(),
+                db_arg.into(),
+            ],
+        ),
+        (
+            "a bad flag value".into(),
+            vec![
+                "run".into(),
+                "--export".into(),
+                format!("{HOSTILE}=x"),
+                "--no-save".into(),
+            ],
+        ),
+        (
+            "history --config".into(),
+            vec![
+                "history".into(),
+                "--config".into(),
+                HOSTILE.into(),
+                "--db".into(),
+                db_arg.into(),
+            ],
+        ),
+    ];
+    if kvm_or_skip() {
+        let described = dir.path().join("described.toml");
+        std::fs::write(
+            &described,
+            format!(
+                "name = \"d\"\ndescription = \"{toml_hostile}\"\n[run]\nmax_seconds = 0.3\nmin_rounds = 6\n\
+                 [[bench]]\nname = \"b\"\nstrategies = [\"native-popf\"]\n"
+            ),
+        )
+        .unwrap();
+        let json = dir.path().join("r.json");
+        let out = run(&[
+            "run",
+            described.to_str().unwrap(),
+            "--no-save",
+            "--json",
+            json.to_str().unwrap(),
+        ]);
+        assert!(
+            !raw(&out.stdout) && !raw(&out.stderr),
+            "description: {}",
+            text(&out.stdout)
+        );
+        assert!(
+            text(&out.stdout).contains("\\u{1b}[2J"),
+            "the description is shown, escaped"
+        );
+        // The same results file with hostile names, imported: history, baseline list, compare.
+        let mut doc: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        doc["config_name"] = format!("c{HOSTILE}").into();
+        doc["host"]["cpu_model"] = format!("cpu{HOSTILE}").into();
+        doc["results"][0]["name"] = format!("row{HOSTILE}").into();
+        let hostile_json = dir.path().join("hostile.json");
+        std::fs::write(&hostile_json, doc.to_string()).unwrap();
+        let hj = hostile_json.to_str().unwrap().to_string();
+        cases.push((
+            "import".into(),
+            vec!["import".into(), hj.clone(), "--db".into(), db_arg.into()],
+        ));
+        cases.push((
+            "history".into(),
+            vec!["history".into(), "--db".into(), db_arg.into()],
+        ));
+        cases.push((
+            "baseline save".into(),
+            vec![
+                "baseline".into(),
+                "save".into(),
+                "b1".into(),
+                "--db".into(),
+                db_arg.into(),
+            ],
+        ));
+        cases.push((
+            "baseline list".into(),
+            vec![
+                "baseline".into(),
+                "list".into(),
+                "--db".into(),
+                db_arg.into(),
+            ],
+        ));
+        cases.push((
+            "compare".into(),
+            vec!["compare".into(), hj.clone(), json.to_str().unwrap().into()],
+        ));
+    }
+    for (what, args) in &cases {
+        let out = irqbench().args(args).output().expect("spawn irqbench");
+        assert!(
+            !raw(&out.stdout) && !raw(&out.stderr),
+            "{what}: a control character reached the terminal:\nstdout {:?}\nstderr {:?}",
+            text(&out.stdout),
+            text(&out.stderr)
+        );
+    }
+}
