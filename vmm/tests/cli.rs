@@ -1156,3 +1156,39 @@ fn control_sequences_from_outside_are_shown_escaped_on_every_channel() {
         );
     }
 }
+
+/// A `--json` that cannot be written (here a file-size limit, as a full disk would) keeps the
+/// old file, and the chart beside it is not replaced either: the two stay a pair.
+#[test]
+fn a_json_that_cannot_be_written_takes_its_chart_along() {
+    if !kvm_or_skip() {
+        return;
+    }
+    if Command::new("prlimit").arg("--version").output().is_err() {
+        println!("skipped: needs prlimit (util-linux) to limit the file size");
+        return;
+    }
+    let dir = tmp();
+    let config = tiny_config(dir.path(), &["native-popf", "native-cli-sti"]);
+    let json = dir.path().join("r.json");
+    std::fs::write(&json, "old").unwrap();
+    let out = Command::new("prlimit")
+        .arg("--fsize=60000")
+        .arg(env!("CARGO_BIN_EXE_irqbench"))
+        .args(["run", config.to_str().unwrap(), "-q", "--no-save", "--json"])
+        .arg(&json)
+        .output()
+        .expect("spawn prlimit");
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert_eq!(std::fs::read_to_string(&json).unwrap(), "old");
+    assert!(
+        !dir.path().join("r.svg").exists(),
+        "a new chart beside the old JSON"
+    );
+    assert!(!dir.path().join("r.forest.svg").exists());
+    assert!(
+        text(&out.stderr).contains("stay a pair"),
+        "{}",
+        text(&out.stderr)
+    );
+}

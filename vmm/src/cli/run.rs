@@ -452,13 +452,20 @@ fn write_outputs(
     let mut jobs: Vec<(OutputTarget, Result<String, String>)> = Vec::new();
     let mut status = Status::Success;
     if let Some(t) = &outputs.json {
-        jobs.push((t.clone(), render_json(report)));
-    }
-    if let Some(t) = &outputs.svg {
-        jobs.push((t.clone(), report::render_svg(report)));
-    }
-    if let (Some(t), Some(forest)) = (&outputs.forest, report::render_forest(report)) {
-        jobs.push((t.clone(), forest));
+        let written = reported(write_one(t, render_json(report), quiet));
+        status = status.and(written);
+        // The charts beside the JSON belong to it: after a failed JSON (a full disk keeps the
+        // old file), a new chart beside the old JSON would be a mismatched pair.
+        if written == Status::Success {
+            if let Some(t) = &outputs.svg {
+                jobs.push((t.clone(), report::render_svg(report)));
+            }
+            if let (Some(t), Some(forest)) = (&outputs.forest, report::render_forest(report)) {
+                jobs.push((t.clone(), forest));
+            }
+        } else if outputs.svg.is_some() {
+            warn("the charts beside --json were not written either, so the files stay a pair");
+        }
     }
     for (format, t) in &outputs.exports {
         let export = report::render_export(report, *format);
