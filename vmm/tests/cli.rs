@@ -1079,72 +1079,7 @@ fn control_sequences_from_outside_are_shown_escaped_on_every_channel() {
         ),
     ];
     if kvm_or_skip() {
-        let described = dir.path().join("described.toml");
-        std::fs::write(
-            &described,
-            format!(
-                "name = \"d\"\ndescription = \"{toml_hostile}\"\n[run]\nmax_seconds = 0.3\nmin_rounds = 6\n\
-                 [[bench]]\nname = \"b\"\nstrategies = [\"native-popf\"]\n"
-            ),
-        )
-        .unwrap();
-        let json = dir.path().join("r.json");
-        let out = run(&[
-            "run",
-            described.to_str().unwrap(),
-            "--no-save",
-            "--json",
-            json.to_str().unwrap(),
-        ]);
-        assert!(
-            !raw(&out.stdout) && !raw(&out.stderr),
-            "description: {}",
-            text(&out.stdout)
-        );
-        assert!(
-            text(&out.stdout).contains("\\u{1b}[2J"),
-            "the description is shown, escaped"
-        );
-        // The same results file with hostile names, imported: history, baseline list, compare.
-        let mut doc: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-        doc["config_name"] = format!("c{HOSTILE}").into();
-        doc["host"]["cpu_model"] = format!("cpu{HOSTILE}").into();
-        doc["results"][0]["name"] = format!("row{HOSTILE}").into();
-        let hostile_json = dir.path().join("hostile.json");
-        std::fs::write(&hostile_json, doc.to_string()).unwrap();
-        let hj = hostile_json.to_str().unwrap().to_string();
-        cases.push((
-            "import".into(),
-            vec!["import".into(), hj.clone(), "--db".into(), db_arg.into()],
-        ));
-        cases.push((
-            "history".into(),
-            vec!["history".into(), "--db".into(), db_arg.into()],
-        ));
-        cases.push((
-            "baseline save".into(),
-            vec![
-                "baseline".into(),
-                "save".into(),
-                "b1".into(),
-                "--db".into(),
-                db_arg.into(),
-            ],
-        ));
-        cases.push((
-            "baseline list".into(),
-            vec![
-                "baseline".into(),
-                "list".into(),
-                "--db".into(),
-                db_arg.into(),
-            ],
-        ));
-        cases.push((
-            "compare".into(),
-            vec!["compare".into(), hj.clone(), json.to_str().unwrap().into()],
-        ));
+        cases.extend(imported_hostile_names(dir.path(), db_arg, toml_hostile));
     }
     for (what, args) in &cases {
         let out = irqbench().args(args).output().expect("spawn irqbench");
@@ -1191,4 +1126,86 @@ fn a_json_that_cannot_be_written_takes_its_chart_along() {
         "{}",
         text(&out.stderr)
     );
+}
+
+/// A run whose config description is hostile (checked here), then its results file with
+/// hostile names: the commands that show an imported file's names.
+fn imported_hostile_names(
+    dir: &Path,
+    db_arg: &str,
+    toml_hostile: &str,
+) -> Vec<(String, Vec<String>)> {
+    const HOSTILE: &str = "\u{1b}[2J\u{1b}]0;owned\u{7}\rforged";
+    let raw = |b: &[u8]| {
+        b.iter()
+            .any(|&c| (c < 0x20 && c != b'\n' && c != b'\t') || c == 0x7f)
+    };
+    let mut cases = Vec::new();
+    let described = dir.join("described.toml");
+    std::fs::write(
+        &described,
+        format!(
+            "name = \"d\"\ndescription = \"{toml_hostile}\"\n[run]\nmax_seconds = 0.3\nmin_rounds = 6\n\
+             [[bench]]\nname = \"b\"\nstrategies = [\"native-popf\"]\n"
+        ),
+    )
+    .unwrap();
+    let json = dir.join("r.json");
+    let out = run(&[
+        "run",
+        described.to_str().unwrap(),
+        "--no-save",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(
+        !raw(&out.stdout) && !raw(&out.stderr),
+        "description: {}",
+        text(&out.stdout)
+    );
+    assert!(
+        text(&out.stdout).contains("\\u{1b}[2J"),
+        "the description is shown, escaped"
+    );
+    // The same results file with hostile names, imported: history, baseline list, compare.
+    let mut doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    doc["config_name"] = format!("c{HOSTILE}").into();
+    doc["host"]["cpu_model"] = format!("cpu{HOSTILE}").into();
+    doc["results"][0]["name"] = format!("row{HOSTILE}").into();
+    let hostile_json = dir.join("hostile.json");
+    std::fs::write(&hostile_json, doc.to_string()).unwrap();
+    let hj = hostile_json.to_str().unwrap().to_string();
+    cases.push((
+        "import".into(),
+        vec!["import".into(), hj.clone(), "--db".into(), db_arg.into()],
+    ));
+    cases.push((
+        "history".into(),
+        vec!["history".into(), "--db".into(), db_arg.into()],
+    ));
+    cases.push((
+        "baseline save".into(),
+        vec![
+            "baseline".into(),
+            "save".into(),
+            "b1".into(),
+            "--db".into(),
+            db_arg.into(),
+        ],
+    ));
+    cases.push((
+        "baseline list".into(),
+        vec![
+            "baseline".into(),
+            "list".into(),
+            "--db".into(),
+            db_arg.into(),
+        ],
+    ));
+    cases.push((
+        "compare".into(),
+        vec!["compare".into(), hj.clone(), json.to_str().unwrap().into()],
+    ));
+    cases
 }
