@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::format::{
-    civil_from_days, compact_timestamp, ellipsize, fmt_cost, fmt_count, fmt_fraction, fmt_interval,
-    fmt_rate, fmt_ratio_change, Estimate,
+    compact_timestamp, ellipsize, fmt_cost, fmt_count, fmt_fraction, fmt_interval, fmt_rate,
+    fmt_ratio_change, human_timestamp, Estimate,
 };
 use super::*;
 use crate::results::{
@@ -512,11 +512,26 @@ fn number_formats() {
 }
 
 #[test]
-fn civil_dates() {
-    assert_eq!(civil_from_days(0), (1970, 1, 1));
-    assert_eq!(civil_from_days(11_016), (2000, 2, 29));
-    assert_eq!(civil_from_days(-1), (1969, 12, 31));
+fn utc_dates() {
+    assert_eq!(compact_timestamp(0), "19700101-000000");
+    assert_eq!(compact_timestamp(951_782_400), "20000229-000000");
     assert_eq!(compact_timestamp(1_700_000_000), "20231114-221320");
+    assert_eq!(human_timestamp(1_700_000_000), "2023-11-14 22:13:20 UTC");
+}
+
+#[test]
+fn t_critical_values_match_the_printed_tables() {
+    use super::compare::t_critical_99;
+    for (df, t) in [(1.0, 63.657), (3.0, 5.841), (10.0, 3.169), (30.0, 2.750)] {
+        assert!(
+            (t_critical_99(df) - t).abs() < 1e-3,
+            "df {df}: {}",
+            t_critical_99(df)
+        );
+    }
+    assert!((t_critical_99(f64::INFINITY) - 2.5758).abs() < 1e-3);
+    assert_eq!(t_critical_99(f64::NAN), t_critical_99(0.2));
+    assert!(t_critical_99(2.5) < t_critical_99(2.0) && t_critical_99(2.5) > t_critical_99(3.0));
 }
 
 #[test]
