@@ -253,9 +253,11 @@ fn parse_min_change(s: &str) -> Result<f64, String> {
     Ok(v)
 }
 
-/// Messages go to stderr without `eprintln!`, which panics when stderr is a closed pipe or full.
+/// Messages go to stderr without `eprintln!`, which panics when stderr is a closed pipe or full;
+/// wrapped to the terminal like the report.
 fn warn(msg: impl std::fmt::Display) {
-    let _ = writeln!(std::io::stderr().lock(), "irqbench: {msg}");
+    let text = report::wrap(&format!("irqbench: {msg}"), report::text_width());
+    let _ = writeln!(std::io::stderr().lock(), "{text}");
 }
 
 fn fail(code: u8, msg: impl std::fmt::Display) -> ExitCode {

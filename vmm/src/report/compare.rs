@@ -458,7 +458,12 @@ pub fn render_compare(c: &Comparison, markdown: bool) -> String {
                 })
                 .collect();
             out.push('\n');
-            push_wrapped(&mut out, &format!("{what}: "), "  ", &items);
+            push_wrapped(
+                &mut out,
+                (&format!("{what}: "), "  "),
+                &items,
+                super::width::text_width(),
+            );
         }
     }
     if c.rows.is_empty() && c.only_in_a.is_empty() && c.only_in_b.is_empty() {
