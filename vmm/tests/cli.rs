@@ -928,6 +928,30 @@ fn no_kvm_is_one_status_in_every_command() {
     }
 }
 
+/// `COLUMNS=80 irqbench run quick` prints no line wider than 80 columns, on stdout or stderr
+/// (issue 19): tables fit, everything else wraps.
+#[test]
+fn a_run_fits_the_width_columns_asks_for() {
+    if !kvm_or_skip() {
+        return;
+    }
+    let out = irqbench()
+        .args(["run", "quick", "--no-save"])
+        .env("COLUMNS", "80")
+        .output()
+        .expect("spawn irqbench");
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stdout.contains("cycles/op"), "{stdout}");
+    for line in stdout.lines().chain(stderr.lines()) {
+        assert!(
+            line.chars().count() <= 80,
+            "{} columns: {line}",
+            line.chars().count()
+        );
+    }
+}
+
 /// `--redact cmdline,hostname` keeps /proc/cmdline and the host's name out of the JSON, the
 /// Markdown, the dashboard exports and the stored run, and says what it left out; the exports
 /// have the shapes the dashboards read.
@@ -1208,4 +1232,43 @@ fn imported_hostile_names(
         vec!["compare".into(), hj.clone(), json.to_str().unwrap().into()],
     ));
     cases
+}
+
+/// Issue 20 item 4: a long `--json` name is written (its temporary name no longer grows with
+/// it), and one longer than NAME_MAX is refused before the run.
+#[test]
+fn a_long_json_name_is_written_and_one_too_long_is_refused_before_the_run() {
+    if !kvm_or_skip() {
+        return;
+    }
+    let dir = tmp();
+    let config = tiny_config(dir.path(), &["native-popf"]);
+    let too_long = dir.path().join(format!("{}.json", "r".repeat(251)));
+    let out = run(&[
+        "run",
+        path_str(&config),
+        "--no-save",
+        "--json",
+        path_str(&too_long),
+    ]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("ENAMETOOLONG"), "{err}");
+    // Refused before the run: nothing was measured, so nothing was written or printed.
+    assert!(!err.contains("running `") && out.stdout.is_empty(), "it ran: {err}");
+    // 240 + `.forest.svg` (the longest file beside it) is 251 bytes: every name fits.
+    let long = dir.path().join(format!("{}.json", "r".repeat(240)));
+    let out = run(&[
+        "run",
+        path_str(&config),
+        "-q",
+        "--no-save",
+        "--json",
+        path_str(&long),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&long).expect("the JSON")).expect("JSON");
+    assert!(json["results"].as_array().is_some_and(|r| !r.is_empty()));
+    assert!(long.with_extension("svg").exists(), "the chart beside it");
 }

@@ -197,13 +197,15 @@ pub fn errno_name(e: &io::Error) -> &'static str {
     }
 }
 
-/// Messages go to stderr without `eprintln!`, which panics when stderr is a closed pipe or full.
+/// Messages go to stderr without `eprintln!`, which panics when stderr is a closed pipe or full;
+/// what they quote is escaped, and they wrap to the terminal.
 pub fn warn(msg: impl std::fmt::Display) {
     // What is said may quote a config, an argument, a file or the guest: shown, never sent.
-    let text = msg.to_string();
-    let _ = writeln!(
-        io::stderr().lock(),
-        "irqbench: {}",
-        irqbench::text::escape(&text)
+    // Wrapped to the terminal like the report.
+    let text = format!("irqbench: {msg}");
+    let text = irqbench::report::wrap(
+        &irqbench::text::escape(&text),
+        irqbench::report::text_width(),
     );
+    let _ = writeln!(io::stderr().lock(), "{text}");
 }

@@ -8,12 +8,13 @@
 //! path costs nothing, and again just before the rename, in case the path changed meanwhile.
 
 use std::ffi::CString;
-use std::fs::{self, OpenOptions};
+use std::fs;
 use std::io::{self, Write};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+
+use tempfile::NamedTempFile;
 
 /// The exit status after stdout turned out to be a closed pipe (`irqbench list | head -1`): what
 /// a shell reports for a command killed by SIGPIPE (128 + 13), as `cat` or `ls` would give.
@@ -35,6 +36,17 @@ pub enum OutputError {
     },
     #[error("{what} {path} names no file")]
     NoFileName { what: String, path: PathBuf },
+    #[error(
+        "{what} {path}: the {part} is {len} bytes, longer than the {max} bytes this system allows \
+         (ENAMETOOLONG): no file can have this name, give a shorter one"
+    )]
+    NameTooLong {
+        what: String,
+        path: PathBuf,
+        part: &'static str,
+        len: usize,
+        max: usize,
+    },
     #[error("{what} {path}: the folder {dir} does not exist or cannot be searched")]
     NoFolder {
         what: String,
@@ -136,6 +148,9 @@ impl OutputTarget {
                 what: what.clone(),
                 path: path.to_owned(),
             })?;
+        // A name no file can have is refused before anything looks at it (lstat would fail
+        // with a bare "File name too long").
+        check_name_fits(&what, path, name)?;
         // The kind first: a device or link is refused as such, before anything is created in
         // its folder (for `/dev/full` that would be a probe file in /dev).
         check_not_special(&what, path)?;
@@ -316,55 +331,72 @@ fn check_folder(what: &str, path: &Path, dir: &Path) -> Result<PathBuf, OutputEr
     if unsafe { libc::access(c.as_ptr(), libc::W_OK | libc::X_OK) } != 0 {
         return Err(not_writable(io::Error::last_os_error()));
     }
-    // root passes access(2) even where no file can be created (/proc, /sys); creating the kind
-    // of file the write will create is the only sure test, and costs a hidden, removed file.
-    let probe = canonical.join(format!(
-        ".irqbench-probe.{}-{}",
-        std::process::id(),
-        TEMP_SEQ.fetch_add(1, Ordering::Relaxed)
-    ));
-    OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&probe)
-        .map_err(not_writable)?;
-    // Best effort: a leftover empty hidden file is harmless.
-    let _ = fs::remove_file(&probe);
+    // root passes access(2) even where no file can be created (/proc, /sys); creating the
+    // temporary file the write will create, under the folder's spelling the write will use, is
+    // the only sure test (it is removed when dropped).
+    temp_beside(folder_of(path)).map_err(not_writable)?;
     Ok(canonical)
 }
 
-static TEMP_SEQ: AtomicU64 = AtomicU64::new(0);
+/// The longest file name the folder of `path` takes (`pathconf(_PC_NAME_MAX)`, 255 on Linux
+/// file systems when the folder cannot be asked).
+fn name_max(path: &Path) -> usize {
+    let limit = CString::new(folder_of(path).as_os_str().as_bytes())
+        // SAFETY: `c` is a NUL-terminated path that outlives the call.
+        .map(|c| unsafe { libc::pathconf(c.as_ptr(), libc::_PC_NAME_MAX) })
+        .unwrap_or(-1);
+    usize::try_from(limit).unwrap_or(255)
+}
 
-/// Writes a fresh temporary file beside `path` (O_EXCL: never through an existing name) and
-/// renames it over `path`. A replaced file keeps its permission bits.
+/// Refuses a file name longer than the folder allows, or a path longer than `PATH_MAX`: such a
+/// file can never be created, so the run's results would be lost at the end.
+fn check_name_fits(what: &str, path: &Path, name: &std::ffi::OsStr) -> Result<(), OutputError> {
+    let too_long = |part, len, max| OutputError::NameTooLong {
+        what: what.to_owned(),
+        path: path.to_owned(),
+        part,
+        len,
+        max,
+    };
+    let max = name_max(path);
+    if name.len() > max {
+        return Err(too_long("file name", name.len(), max));
+    }
+    let path_max = libc::PATH_MAX as usize - 1;
+    if path.as_os_str().len() > path_max {
+        return Err(too_long("path", path.as_os_str().len(), path_max));
+    }
+    Ok(())
+}
+
+/// A new, empty file in `dir` with a short random name (O_EXCL, never through an existing
+/// name): its length does not depend on the target's, so it fits wherever the target fits.
+fn temp_beside(dir: &Path) -> io::Result<NamedTempFile> {
+    tempfile::Builder::new()
+        .prefix(".irqbench-")
+        .suffix(".tmp")
+        // What a plain create gives (0o666 less the umask), not tempfile's private 0o600.
+        .permissions(fs::Permissions::from_mode(0o666))
+        .tempfile_in(dir)
+}
+
+/// Writes a temporary file beside `path` and renames it over `path` (`persist`); on failure the
+/// temporary file is removed and the target is untouched. A replaced file keeps its permission
+/// bits.
 fn replace_file(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let name = path
-        .file_name()
-        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "the path names no file"))?;
-    let tmp = folder_of(path).join(format!(
-        ".{}.{}-{}.tmp",
-        name.to_string_lossy(),
-        std::process::id(),
-        TEMP_SEQ.fetch_add(1, Ordering::Relaxed)
-    ));
     let mode = fs::symlink_metadata(path)
         .ok()
         .filter(|m| m.is_file())
         .map(|m| m.permissions().mode());
-    let result = (|| {
-        let mut f = OpenOptions::new().write(true).create_new(true).open(&tmp)?;
-        if let Some(mode) = mode {
-            f.set_permissions(fs::Permissions::from_mode(mode))?;
-        }
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        fs::rename(&tmp, path)
-    })();
-    if result.is_err() {
-        // Best effort: the write already failed, and that error is the one worth reporting.
-        let _ = fs::remove_file(&tmp);
+    let mut tmp = temp_beside(folder_of(path))?;
+    if let Some(mode) = mode {
+        tmp.as_file()
+            .set_permissions(fs::Permissions::from_mode(mode))?;
     }
-    result
+    tmp.write_all(bytes)?;
+    tmp.as_file().sync_all()?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
 }
 
 #[cfg(test)]
@@ -461,6 +493,70 @@ mod tests {
         let err = t.write(b"x").expect_err("refused at write time");
         assert!(err.to_string().contains("FIFO"), "{err}");
         assert!(fs::symlink_metadata(&path).unwrap().file_type().is_fifo());
+    }
+
+    /// Issue 20 item 4: a 250-byte name once passed the check and then lost the run's results,
+    /// because the temporary name was built from it and exceeded NAME_MAX.
+    #[test]
+    fn a_long_name_is_written_and_one_too_long_is_refused_up_front() {
+        let dir = tempfile::tempdir().unwrap();
+        let long = dir.path().join("r".repeat(250));
+        OutputTarget::new("--json", &long)
+            .unwrap()
+            .write(b"{}")
+            .unwrap();
+        assert_eq!(fs::read_to_string(&long).unwrap(), "{}");
+        assert_eq!(
+            fs::read_dir(dir.path()).unwrap().count(),
+            1,
+            "no temporary left"
+        );
+        let too_long = dir.path().join("r".repeat(256));
+        let err = OutputTarget::new("--json", &too_long).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                OutputError::NameTooLong {
+                    len: 256,
+                    max: 255,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        assert!(err.to_string().contains("ENAMETOOLONG"), "{err}");
+        // The chart's name is the JSON's with `.svg`: 252 + 4 bytes no longer fit.
+        let json = OutputTarget::new("--json", &dir.path().join("j".repeat(252))).unwrap();
+        let err = json.sibling("chart", "svg").unwrap().unwrap_err();
+        assert!(matches!(err, OutputError::NameTooLong { .. }), "{err}");
+        let deep = PathBuf::from(format!("{}/x.json", "d/".repeat(2100)));
+        let err = OutputTarget::new("--json", &deep).unwrap_err();
+        assert!(
+            matches!(err, OutputError::NameTooLong { part: "path", .. }),
+            "{err}"
+        );
+        assert_eq!(
+            fs::read_dir(dir.path()).unwrap().count(),
+            1,
+            "nothing created"
+        );
+    }
+
+    /// A rename that fails (here over a non-empty folder, which `new` would have refused) leaves
+    /// the target as it was and no temporary file beside it.
+    #[test]
+    fn a_failed_replace_leaves_the_target_and_no_temporary() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("busy");
+        fs::create_dir(&target).unwrap();
+        fs::write(target.join("keep"), "keep").unwrap();
+        replace_file(&target, b"new").expect_err("cannot rename over a non-empty folder");
+        assert_eq!(fs::read_to_string(target.join("keep")).unwrap(), "keep");
+        assert_eq!(
+            fs::read_dir(dir.path()).unwrap().count(),
+            1,
+            "no temporary left"
+        );
     }
 
     #[test]

@@ -64,13 +64,7 @@ impl Saved {
 
 /// Lower-case hex SHA-256.
 pub fn sha256_hex(bytes: &[u8]) -> String {
-    use std::fmt::Write as _;
-    Sha256::digest(bytes)
-        .iter()
-        .fold(String::with_capacity(64), |mut s, b| {
-            let _ = write!(s, "{b:02x}");
-            s
-        })
+    format!("{:x}", Sha256::digest(bytes))
 }
 
 /// `2026-03-21T14:25:01Z`.

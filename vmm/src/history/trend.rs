@@ -138,7 +138,7 @@ pub fn render_history(db: &std::path::Path, runs: &[RunRow], points: &[TrendPoin
                 fmt_cost(estimate(p)),
             ]);
         }
-        out.push_str(&table.render("  ", crate::report::table::TABLE_WIDTH));
+        out.push_str(&table.render("  ", crate::report::text_width()));
     }
     out
 }

@@ -9,16 +9,17 @@ use std::path::Path;
 
 use irqbench_abi as abi;
 use linux_loader::loader::{elf::Elf, KernelLoader};
+use object::elf;
+use object::read::elf::{FileHeader as _, ProgramHeader as _, Sym as _};
+use object::LittleEndian;
 use vm_memory::{GuestAddress, GuestMemoryMmap};
 
 /// The guest this binary was built with (see vmm/build.rs).
 pub static EMBEDDED_GUEST: &[u8] = include_bytes!(env!("IRQBENCH_GUEST_ELF"));
 
-const PT_LOAD: u32 = 1;
-const PF_X: u32 = 1;
-const SHT_SYMTAB: u32 = 2;
-const STT_FUNC: u8 = 2;
-const STT_NOTYPE: u8 = 0;
+type Header = elf::FileHeader64<LittleEndian>;
+type ProgramHeader = elf::ProgramHeader64<LittleEndian>;
+const LE: LittleEndian = LittleEndian;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ImageError {
@@ -160,41 +161,9 @@ impl GuestImage {
             source_name: source.to_string(),
             reason,
         };
-        let elf = ElfView { bytes: &bytes };
-        check_header(&bytes).map_err(invalid)?;
-        let entry = elf.u64(24).unwrap_or(0);
-        let phoff = elf.u64(32).unwrap_or(0);
-        let shoff = elf.u64(40).unwrap_or(0);
-        let phentsize = u64::from(elf.u16(54).unwrap_or(0));
-        let phnum = u64::from(elf.u16(56).unwrap_or(0));
-        let shentsize = u64::from(elf.u16(58).unwrap_or(0));
-        let shnum = u64::from(elf.u16(60).unwrap_or(0));
-        if phentsize != 56 {
-            return Err(invalid(format!(
-                "program header entry size {phentsize} is not 56"
-            )));
-        }
-        if phnum == 0 || phnum > 64 {
-            return Err(invalid(format!("{phnum} program headers; expected 1..=64")));
-        }
-        let ph_end = phoff.checked_add(phnum * phentsize);
-        if ph_end.is_none_or(|end| end > bytes.len() as u64) {
-            return Err(invalid(format!(
-                "program headers at offset {phoff:#x} ({phnum} × 56 bytes) run past the end of \
-                 the file ({} bytes): truncated?",
-                bytes.len()
-            )));
-        }
-        let mut segments = Vec::new();
-        for i in 0..phnum {
-            let base = (phoff + i * phentsize) as usize;
-            if let Some(seg) = load_segment(&elf, i, base).map_err(invalid)? {
-                segments.push(seg);
-            }
-        }
-        if segments.is_empty() {
-            return Err(invalid("no PT_LOAD segment".into()));
-        }
+        let header = check_header(&bytes).map_err(invalid)?;
+        let entry = header.e_entry(LE);
+        let segments = check_segments(header, &bytes).map_err(invalid)?;
         if !segments
             .iter()
             .any(|s| s.executable && (s.paddr..s.paddr + s.mem_size).contains(&entry))
@@ -203,7 +172,7 @@ impl GuestImage {
                 "entry point {entry:#x} is not inside any executable segment"
             )));
         }
-        let symbols = read_symbols(&elf, shoff, shentsize, shnum);
+        let symbols = read_symbols(header, &bytes);
         Ok(GuestImage {
             source: source.to_string(),
             bytes,
@@ -272,146 +241,148 @@ impl GuestImage {
     }
 }
 
-/// Bounds-checked little-endian reads of an ELF file.
-struct ElfView<'a> {
-    bytes: &'a [u8],
-}
-
-impl ElfView<'_> {
-    fn slice<const N: usize>(&self, at: usize) -> Option<[u8; N]> {
-        self.bytes.get(at..at.checked_add(N)?)?.try_into().ok()
-    }
-    fn u16(&self, at: usize) -> Option<u16> {
-        self.slice(at).map(u16::from_le_bytes)
-    }
-    fn u32(&self, at: usize) -> Option<u32> {
-        self.slice(at).map(u32::from_le_bytes)
-    }
-    fn u64(&self, at: usize) -> Option<u64> {
-        self.slice(at).map(u64::from_le_bytes)
-    }
-}
-
 /// Function and label symbols from `.symtab`. A missing or damaged table yields no symbols (the
 /// guest still runs; attribution then says `?`).
-fn read_symbols(elf: &ElfView<'_>, shoff: u64, shentsize: u64, shnum: u64) -> SymbolTable {
-    let mut symbols = Vec::new();
-    if shentsize != 64 || shnum > 4096 {
+fn read_symbols(header: &Header, bytes: &[u8]) -> SymbolTable {
+    let table = header
+        .sections(LE, bytes)
+        .and_then(|sections| sections.symbols(LE, bytes, elf::SHT_SYMTAB));
+    let Ok(table) = table else {
         return SymbolTable::default();
-    }
-    for i in 0..shnum {
-        let sh = (shoff + i * 64) as usize;
-        if elf.u32(sh + 4) != Some(SHT_SYMTAB) {
-            continue;
-        }
-        let (Some(off), Some(size), Some(link), Some(entsize)) = (
-            elf.u64(sh + 24),
-            elf.u64(sh + 32),
-            elf.u32(sh + 40),
-            elf.u64(sh + 56),
-        ) else {
-            continue;
-        };
-        let strsh = (shoff + u64::from(link) * 64) as usize;
-        let (Some(stroff), Some(strsize)) = (elf.u64(strsh + 24), elf.u64(strsh + 32)) else {
-            continue;
-        };
-        let Some(strtab) = elf
-            .bytes
-            .get(stroff as usize..(stroff.saturating_add(strsize)) as usize)
-        else {
-            continue;
-        };
-        if entsize != 24 {
-            continue;
-        }
-        for j in 0..size / 24 {
-            let at = (off + j * 24) as usize;
-            let (Some(name_off), Some(info), Some(value), Some(size)) = (
-                elf.u32(at),
-                elf.bytes.get(at + 4),
-                elf.u64(at + 8),
-                elf.u64(at + 16),
-            ) else {
-                break;
-            };
-            let kind = info & 0xF;
-            if (kind != STT_FUNC && kind != STT_NOTYPE) || value == 0 {
-                continue;
-            }
-            let Some(name) = strtab
-                .get(name_off as usize..)
-                .and_then(|s| s.split(|b| *b == 0).next())
-                .and_then(|s| std::str::from_utf8(s).ok())
-            else {
-                continue;
-            };
-            if name.is_empty() || name.starts_with(".L") || name.starts_with('$') {
-                continue;
-            }
-            symbols.push(Symbol {
+    };
+    let mut symbols: Vec<Symbol> = table
+        .iter()
+        .filter(|sym| matches!(sym.st_type(), elf::STT_FUNC | elf::STT_NOTYPE))
+        .filter(|sym| sym.st_value(LE) != 0)
+        .filter_map(|sym| {
+            let name = std::str::from_utf8(sym.name(LE, table.strings()).ok()?).ok()?;
+            let label = name.is_empty() || name.starts_with(".L") || name.starts_with('$');
+            (!label).then(|| Symbol {
                 name: name.to_string(),
-                addr: value,
-                size,
-            });
-        }
-    }
+                addr: sym.st_value(LE),
+                size: sym.st_size(LE),
+            })
+        })
+        .collect();
     symbols.sort_by(|a, b| a.addr.cmp(&b.addr).then_with(|| a.name.cmp(&b.name)));
     symbols.dedup_by(|b, a| a.addr == b.addr && a.name == b.name);
     SymbolTable { symbols }
 }
 
 /// The ELF identification and header fields a static x86-64 guest must have.
-fn check_header(bytes: &[u8]) -> Result<(), String> {
-    let elf = ElfView { bytes };
-    if bytes.len() < 64 {
+fn check_header(bytes: &[u8]) -> Result<&Header, String> {
+    let Ok((header, _)) = object::pod::from_bytes::<Header>(bytes) else {
         return Err(format!(
-            "file is {} bytes, shorter than an ELF64 header (64)",
-            bytes.len()
+            "file is {} bytes, shorter than an ELF64 header ({})",
+            bytes.len(),
+            size_of::<Header>()
         ));
-    }
-    if bytes[..4] != *b"\x7fELF" {
+    };
+    let ident = header.e_ident();
+    if ident.magic != elf::ELFMAG {
         return Err("no ELF magic (\\x7fELF) at offset 0".into());
     }
-    if bytes[4] != 2 {
+    if ident.class != elf::ELFCLASS64 {
         return Err(format!(
             "ELF class {} is not ELFCLASS64 (2): the guest must be a 64-bit image",
-            bytes[4]
+            ident.class.0
         ));
     }
-    if bytes[5] != 1 {
+    if ident.data != elf::ELFDATA2LSB {
         return Err(format!(
             "ELF data encoding {} is not little-endian (1)",
-            bytes[5]
+            ident.data.0
         ));
     }
-    let e_type = elf.u16(16);
-    if e_type != Some(2) {
+    if header.e_type(LE) != elf::ET_EXEC {
         return Err(format!(
             "ELF type {} is not ET_EXEC (2): link the guest -static -no-pie",
-            e_type.unwrap_or(0)
+            header.e_type(LE).0
         ));
     }
-    let machine = elf.u16(18).unwrap_or(0);
-    if machine != 62 {
-        return Err(format!("ELF machine {machine} is not x86-64 (62)"));
+    if header.e_machine(LE) != elf::EM_X86_64 {
+        return Err(format!(
+            "ELF machine {} is not x86-64 (62)",
+            header.e_machine(LE).0
+        ));
+    }
+    Ok(header)
+}
+
+/// The PT_LOAD segments, each checked against the guest image area and the file's length, and
+/// none overlapping another (linux-loader would copy the later one over the earlier). A static
+/// guest has no interpreter and no dynamic section: an image with either was linked for a
+/// loader that the guest does not have.
+fn check_segments(header: &Header, bytes: &[u8]) -> Result<Vec<Segment>, String> {
+    let phentsize = header.e_phentsize(LE);
+    if usize::from(phentsize) != size_of::<ProgramHeader>() {
+        return Err(format!("program header entry size {phentsize} is not 56"));
+    }
+    // The raw count: 65535 (PN_XNUM, "the count is in section 0") is no static guest's.
+    let phnum = header.e_phnum(LE);
+    if phnum == 0 || phnum > 64 {
+        return Err(format!("{phnum} program headers; expected 1..=64"));
+    }
+    let phoff = header.e_phoff(LE);
+    let headers = header.program_headers(LE, bytes).map_err(|_| {
+        format!(
+            "program headers at offset {phoff:#x} ({phnum} × 56 bytes) run past the end of \
+             the file ({} bytes): truncated?",
+            bytes.len()
+        )
+    })?;
+    let mut segments = Vec::new();
+    for (i, ph) in headers.iter().enumerate() {
+        match ph.p_type(LE) {
+            elf::PT_LOAD => segments.push((i, load_segment(ph, i, bytes.len())?)),
+            elf::PT_INTERP | elf::PT_DYNAMIC => {
+                let kind = if ph.p_type(LE) == elf::PT_INTERP {
+                    "PT_INTERP (a program interpreter)"
+                } else {
+                    "PT_DYNAMIC (dynamic linking)"
+                };
+                return Err(format!(
+                    "segment {i} is {kind}: the guest must be a static image, link it -static \
+                     -no-pie"
+                ));
+            }
+            _ => {}
+        }
+    }
+    if segments.is_empty() {
+        return Err("no PT_LOAD segment".into());
+    }
+    check_no_overlap(&mut segments)?;
+    Ok(segments.into_iter().map(|(_, s)| s).collect())
+}
+
+/// Sorts (index, segment) by address and refuses two that share guest memory.
+fn check_no_overlap(segments: &mut [(usize, Segment)]) -> Result<(), String> {
+    segments.sort_by_key(|(_, s)| s.paddr);
+    for pair in segments.windows(2) {
+        let [(i, a), (j, b)] = pair else { continue };
+        if a.paddr + a.mem_size > b.paddr {
+            return Err(format!(
+                "segments {i} ({:#x}..{:#x}) and {j} ({:#x}..{:#x}) overlap in guest memory",
+                a.paddr,
+                a.paddr + a.mem_size,
+                b.paddr,
+                b.paddr + b.mem_size
+            ));
+        }
     }
     Ok(())
 }
 
-/// Program header `i` (at file offset `base`, inside the file): `None` unless PT_LOAD, else the
-/// segment once it is checked against the guest image area and the file's length.
-fn load_segment(elf: &ElfView<'_>, i: u64, base: usize) -> Result<Option<Segment>, String> {
-    if elf.u32(base) != Some(PT_LOAD) {
-        return Ok(None);
-    }
-    let len = elf.bytes.len();
+/// PT_LOAD program header `i`, once it is checked against the guest image area and the file's
+/// length `len`.
+fn load_segment(ph: &ProgramHeader, i: usize, len: usize) -> Result<Segment, String> {
     let seg = Segment {
-        executable: elf.u32(base + 4).unwrap_or(0) & PF_X != 0,
-        file_offset: elf.u64(base + 8).unwrap_or(0),
-        paddr: elf.u64(base + 24).unwrap_or(0),
-        file_size: elf.u64(base + 32).unwrap_or(0),
-        mem_size: elf.u64(base + 40).unwrap_or(0),
+        executable: ph.p_flags(LE).0 & elf::PF_X.0 != 0,
+        file_offset: ph.p_offset(LE),
+        paddr: ph.p_paddr(LE),
+        file_size: ph.p_filesz(LE),
+        mem_size: ph.p_memsz(LE),
     };
     let allowed = abi::GUEST_LOAD_GPA..abi::GUEST_IMAGE_END;
     let end = seg.paddr.checked_add(seg.mem_size);
@@ -443,7 +414,7 @@ fn load_segment(elf: &ElfView<'_>, i: u64, base: usize) -> Result<Option<Segment
             seg.file_offset, seg.file_size
         ));
     }
-    Ok(Some(seg))
+    Ok(seg)
 }
 
 #[cfg(test)]
@@ -674,6 +645,19 @@ mod tests {
         let mut entry = good.clone();
         entry[24..32].copy_from_slice(&0x3F_F000u64.to_le_bytes());
         cases.push(("entry outside", entry, "not inside any executable segment"));
+        let mut xnum = good.clone();
+        xnum[56..58].copy_from_slice(&0xFFFFu16.to_le_bytes());
+        cases.push(("phnum PN_XNUM", xnum, "65535 program headers"));
+        let second = phoff + 56;
+        let mut overlap = good.clone();
+        let first_paddr = u64::from_le_bytes(good[phoff + 24..phoff + 32].try_into().unwrap());
+        overlap[second + 24..second + 32].copy_from_slice(&(first_paddr + 0x10).to_le_bytes());
+        cases.push(("overlapping PT_LOAD", overlap, "overlap in guest memory"));
+        for (p_type, name) in [(3u32, "PT_INTERP"), (2, "PT_DYNAMIC")] {
+            let mut linked = good.clone();
+            linked[second..second + 4].copy_from_slice(&p_type.to_le_bytes());
+            cases.push((name, linked, name));
+        }
         for (what, bytes, expected) in cases {
             let err = GuestImage::parse(bytes, "test.elf")
                 .expect_err(what)

@@ -35,8 +35,6 @@ const PTE_TABLE: u64 = 0x03;
 const TSS_GPA: u64 = abi::GDT_GPA + 0x800;
 /// KVM needs three pages for the real-mode TSS on VMX; above 4 GiB-32 MiB like Firecracker.
 const KVM_TSS_ADDRESS: usize = 0xFFFB_D000;
-/// The one hypercall KVM_CAP_EXIT_HYPERCALL can forward to userspace.
-pub const KVM_HC_MAP_GPA_RANGE: u64 = 12;
 
 #[derive(Debug, thiserror::Error)]
 pub enum MachineError {
@@ -188,14 +186,15 @@ impl Machine {
 fn enable_hypercall_exits(vm: &VmFd) -> Result<(), MachineError> {
     // KVM API 8.34: KVM_CHECK_EXTENSION returns the bitmask of hypercalls that can exit.
     let supported = vm.check_extension_raw(u64::from(KVM_CAP_EXIT_HYPERCALL));
-    if supported < 0 || (supported as u64) & (1 << KVM_HC_MAP_GPA_RANGE) == 0 {
+    if supported < 0 || (supported as u64) & (1 << abi::hypercall::KVM_HC_MAP_GPA_RANGE) == 0 {
         return Err(MachineError::HypercallExitUnsupported(supported));
     }
     let mut cap = kvm_enable_cap {
         cap: KVM_CAP_EXIT_HYPERCALL,
         ..Default::default()
     };
-    cap.args[0] = 1 << KVM_HC_MAP_GPA_RANGE;
+    // The one hypercall KVM_CAP_EXIT_HYPERCALL can forward to userspace.
+    cap.args[0] = 1 << abi::hypercall::KVM_HC_MAP_GPA_RANGE;
     vm.enable_cap(&cap)
         .map_err(MachineError::EnableHypercallExit)
 }

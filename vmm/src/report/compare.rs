@@ -85,18 +85,16 @@ fn change_pct(old: f64, new: f64) -> f64 {
     }
 }
 
-/// Two-sided 99 % critical values of Student's t by degrees of freedom (1..=30, then the normal
-/// quantile): with three repeats a v1 run knows its own spread only roughly.
-fn t_critical_99(df: f64) -> f64 {
-    const TABLE: [f64; 30] = [
-        63.657, 9.925, 5.841, 4.604, 4.032, 3.707, 3.499, 3.355, 3.250, 3.169, 3.106, 3.055, 3.012,
-        2.977, 2.947, 2.921, 2.898, 2.878, 2.861, 2.845, 2.831, 2.819, 2.807, 2.797, 2.787, 2.779,
-        2.771, 2.763, 2.756, 2.750,
-    ];
-    if !df.is_finite() || df >= 30.0 {
-        return if df.is_finite() { 2.576 } else { TABLE[0] };
+/// The two-sided 99 % critical value of Student's t with Welch's (fractional) `df`: with three
+/// repeats a v1 run knows its own spread only roughly. A df below 1 counts as 1; an infinite df
+/// (both spreads zero, where the value multiplies zero) takes the normal quantile.
+pub(crate) fn t_critical_99(df: f64) -> f64 {
+    use statrs::distribution::{ContinuousCDF, Normal, StudentsT};
+    let df = if df.is_nan() { 1.0 } else { df.max(1.0) };
+    match StudentsT::new(0.0, 1.0, df) {
+        Ok(t) if df.is_finite() => t.inverse_cdf(0.995),
+        _ => Normal::standard().inverse_cdf(0.995),
     }
-    TABLE[(df.floor().max(1.0) as usize) - 1]
 }
 
 /// The squared standard error of a median (1.2533 σ/√n, the large-sample efficiency of the
@@ -460,7 +458,12 @@ pub fn render_compare(c: &Comparison, markdown: bool) -> String {
                 })
                 .collect();
             out.push('\n');
-            push_wrapped(&mut out, &format!("{what}: "), "  ", &items);
+            push_wrapped(
+                &mut out,
+                (&format!("{what}: "), "  "),
+                &items,
+                super::width::text_width(),
+            );
         }
     }
     if c.rows.is_empty() && c.only_in_a.is_empty() && c.only_in_b.is_empty() {

@@ -98,7 +98,10 @@ impl OutputDir {
                 self.markdown(),
                 Ok(super::markdown::render_markdown(report)),
             ),
-            (self.table(), Ok(super::table::render_table(report))),
+            (
+                self.table(),
+                Ok(super::table::render_table_at(report, super::DEFAULT_WIDTH)),
+            ),
             (self.svg(), super::svg::render_svg(report)),
         ];
         if let Some(forest) = super::forest::render_forest(report) {

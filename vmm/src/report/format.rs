@@ -234,27 +234,15 @@ pub(crate) fn fmt_ratio_change(median: f64, ci: [f64; 2]) -> String {
 // ---------------------------------------------------------------------------------------------
 // Time
 
-/// Days since 1970-01-01 to (year, month, day) in the proleptic Gregorian calendar
-/// (Howard Hinnant's `civil_from_days`), so no date crate is needed for folder names.
-pub(crate) fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month, day)
-}
-
-/// (year, month, day, hour, minute, second) in UTC.
-fn utc_fields(unix: u64) -> (i64, u32, u32, u32, u32, u32) {
-    let secs = unix as i64;
-    let (y, mo, d) = civil_from_days(secs.div_euclid(86_400));
-    let rem = secs.rem_euclid(86_400) as u32;
-    (y, mo, d, rem / 3600, rem / 60 % 60, rem % 60)
+/// (year, month, day, hour, minute, second) in UTC; a time past what `time` represents (year
+/// 9999) shows as the epoch.
+fn utc_fields(unix: u64) -> (i32, u8, u8, u8, u8, u8) {
+    let t = i64::try_from(unix)
+        .ok()
+        .and_then(|s| time::OffsetDateTime::from_unix_timestamp(s).ok())
+        .unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
+    let (h, mi, s) = t.to_hms();
+    (t.year(), u8::from(t.month()), t.day(), h, mi, s)
 }
 
 /// `20260321-142501`: sorts chronologically in a directory listing.

@@ -17,6 +17,7 @@ pub(crate) mod markdown;
 mod scaling;
 mod svg;
 pub(crate) mod table;
+mod width;
 
 #[cfg(test)]
 pub(crate) mod tests;
@@ -38,7 +39,8 @@ pub use json::{read_json, to_json};
 pub use markdown::render_markdown;
 pub use scaling::{render_scaling, scaling_rows, ScalingRow};
 pub use svg::render_svg;
-pub use table::{host_header, render_mixed, render_table, vcpu_spread};
+pub use table::{host_header, render_mixed, render_table, render_table_at, vcpu_spread};
+pub use width::{text_width, wrap, DEFAULT_WIDTH};
 
 #[derive(Debug, Error)]
 pub enum ReportError {

@@ -12,11 +12,10 @@ use super::columns::{grid, stat_estimate, Align, DISTURBED_WARN};
 use super::format::{
     ellipsize, fmt_cost, fmt_count, fmt_interval, fmt_rate, fmt_ratio_change, fmt_spread, tsc_ghz,
 };
+use super::width::{text_width, wrap};
 
 pub use super::columns::vcpu_spread;
 
-/// The terminal width the table is laid out for.
-pub(crate) const TABLE_WIDTH: usize = 120;
 /// Exit sites per result in the terminal table.
 const EXIT_SITES_SHOWN: usize = 6;
 
@@ -40,13 +39,13 @@ impl TextTable {
 
     /// Two spaces before a text column; one between right-aligned numbers, whose
     /// alignment already separates them.
-    fn separator(&self, col: usize) -> &'static str {
-        if col == 0 {
-            ""
-        } else if self.headers[col - 1].1 == Align::Right && self.headers[col].1 == Align::Right {
-            " "
-        } else {
-            "  "
+    fn separator(&self, prev: Option<usize>, col: usize) -> &'static str {
+        match prev {
+            None => "",
+            Some(p) if self.headers[p].1 == Align::Right && self.headers[col].1 == Align::Right => {
+                " "
+            }
+            Some(_) => "  ",
         }
     }
 
@@ -67,7 +66,9 @@ impl TextTable {
         let total = |w: &[usize]| {
             indent.len()
                 + w.iter().sum::<usize>()
-                + (0..w.len()).map(|i| self.separator(i).len()).sum::<usize>()
+                + (0..w.len())
+                    .map(|i| self.separator(i.checked_sub(1), i).len())
+                    .sum::<usize>()
         };
         for &(name, floor) in &self.shrinkable {
             let excess = total(&widths).saturating_sub(max_width);
@@ -85,18 +86,53 @@ impl TextTable {
         widths
     }
 
+    /// The table in `max_width` columns: shrinkable columns first give up their excess, then
+    /// a table still too wide continues below in panels, each repeating the first column (the
+    /// row's name), so that no row is cut at the terminal's edge.
     pub fn render(&self, indent: &str, max_width: usize) -> String {
         let widths = self.widths(indent, max_width);
+        self.panels(indent, &widths, max_width)
+            .iter()
+            .map(|cols| self.render_panel(indent, &widths, cols))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// Column indices per panel; every panel but a lone too-wide column fits `max_width`.
+    fn panels(&self, indent: &str, widths: &[usize], max_width: usize) -> Vec<Vec<usize>> {
+        let Some(&first) = widths.first() else {
+            return vec![Vec::new()];
+        };
+        let mut panels = Vec::new();
+        let (mut cols, mut width) = (vec![0], indent.len() + first);
+        for (col, w) in widths.iter().enumerate().skip(1) {
+            let prev = cols.last().copied();
+            let add = self.separator(prev, col).len() + w;
+            if cols.len() > 1 && width + add > max_width {
+                panels.push(std::mem::replace(&mut cols, vec![0, col]));
+                width = indent.len() + first + self.separator(Some(0), col).len() + w;
+            } else {
+                cols.push(col);
+                width += add;
+            }
+        }
+        panels.push(cols);
+        panels
+    }
+
+    fn render_panel(&self, indent: &str, widths: &[usize], cols: &[usize]) -> String {
         let mut out = String::new();
         let headers: Vec<String> = self.headers.iter().map(|(h, _)| h.clone()).collect();
         let rule: Vec<String> = widths.iter().map(|w| "-".repeat(*w)).collect();
         for row in [&headers, &rule].into_iter().chain(self.rows.iter()) {
             let mut line = String::from(indent);
-            for (i, (_, align)) in self.headers.iter().enumerate() {
+            let mut prev = None;
+            for &i in cols {
                 let cell = ellipsize(row.get(i).map_or("", String::as_str), widths[i]);
                 let pad = widths[i].saturating_sub(cell.chars().count());
-                line.push_str(self.separator(i));
-                match align {
+                line.push_str(self.separator(prev, i));
+                prev = Some(i);
+                match self.headers[i].1 {
                     Align::Left => {
                         line.push_str(&cell);
                         line.extend(std::iter::repeat_n(' ', pad));
@@ -130,8 +166,9 @@ pub(crate) fn irqchip_text(report: &RunReport) -> String {
     }
 }
 
-/// The lines that say where and how the numbers were measured, for the top of every report.
-pub fn host_header(report: &RunReport) -> String {
+/// The lines that say where and how the numbers were measured, for the top of every report,
+/// laid out for `width` columns (unwrapped: [`render_table`] wraps the whole report).
+pub fn host_header(report: &RunReport, width: usize) -> String {
     let h = &report.host;
     let host = format!(
         "host: {} ({} CPUs), kernel {}, {}, TSC {}, irqchip: {}{}",
@@ -148,7 +185,7 @@ pub fn host_header(report: &RunReport) -> String {
         report.irqbench_version, report.config_name, report.config_source
     );
     let mut out = String::new();
-    if host.chars().count() + 2 + run.chars().count() <= TABLE_WIDTH {
+    if host.chars().count() + 2 + run.chars().count() <= width {
         let _ = writeln!(out, "{host}; {run}");
     } else {
         let _ = writeln!(out, "{host}");
@@ -163,12 +200,10 @@ pub fn host_header(report: &RunReport) -> String {
     }
     if h.vcpu_pinning && !h.pinning.cpus.is_empty() {
         let cpus: Vec<String> = h.pinning.cpus.iter().map(u32::to_string).collect();
-        push_words(
-            &mut out,
-            &format!(
-                "vCPU threads pinned to CPUs {} (vCPU i on the i-th)",
-                cpus.join(",")
-            ),
+        let _ = writeln!(
+            out,
+            "vCPU threads pinned to CPUs {} (vCPU i on the i-th)",
+            cpus.join(",")
         );
     }
     if !report.description.is_empty() {
@@ -356,7 +391,7 @@ pub(crate) fn group_heading(group: &Group, uniform: &[(String, String)]) -> Stri
     s
 }
 
-fn render_group(out: &mut String, report: &RunReport, group: &Group) {
+fn render_group(out: &mut String, report: &RunReport, group: &Group, width: usize) {
     let g = grid(group.kind, &group.rows);
     let _ = writeln!(out, "\n{}", group_heading(group, &g.uniform));
     let mut t = TextTable {
@@ -365,7 +400,7 @@ fn render_group(out: &mut String, report: &RunReport, group: &Group) {
         shrinkable: vec![("strategy", 14), ("instruction", 12), ("irq", 10)],
     };
     t.shrinkable.push(("measures", 12));
-    out.push_str(&t.render("  ", TABLE_WIDTH));
+    out.push_str(&t.render("  ", width));
     if !g.all_zero.is_empty() {
         let _ = writeln!(out, "  (0 in every row: {})", g.all_zero.join(", "));
     }
@@ -461,12 +496,17 @@ fn disturbed_warnings(report: &RunReport) -> Vec<String> {
         .collect()
 }
 
-/// The terminal report: host header, one table per group, then the per-stat exits,
-/// exit sites and failures.
+/// The terminal report at the terminal's width ([`text_width`]).
 pub fn render_table(report: &RunReport) -> String {
-    let mut out = host_header(report);
+    render_table_at(report, text_width())
+}
+
+/// The report in `width` columns: host header, one table per group, then the per-stat exits,
+/// exit sites and failures. Tables are laid out to fit; every other line is wrapped.
+pub fn render_table_at(report: &RunReport, width: usize) -> String {
+    let mut out = host_header(report, width);
     for group in groups(report) {
-        render_group(&mut out, report, &group);
+        render_group(&mut out, report, &group, width);
     }
     let orphans = orphan_differences(report);
     if !orphans.is_empty() {
@@ -486,11 +526,11 @@ pub fn render_table(report: &RunReport) -> String {
     } else {
         out.push('\n');
         for line in legend(report).iter().chain(&figure_warnings(report)) {
-            push_words(&mut out, line);
+            let _ = writeln!(out, "{line}");
         }
-        render_stats(&mut out, report);
+        render_stats(&mut out, report, width);
     }
-    render_exit_sites(&mut out, report);
+    render_exit_sites(&mut out, report, width);
     out.push_str(&render_mixed(report));
     out.push_str(&super::scaling::render_scaling(report));
     if !report.failures.is_empty() {
@@ -499,29 +539,18 @@ pub fn render_table(report: &RunReport) -> String {
             let _ = writeln!(out, "  {}: {}", f.name, f.error);
         }
     }
-    // Names, descriptions and guest text come from outside: shown, never sent to the terminal.
-    crate::text::escape(&out).into_owned()
+    // Names, descriptions and guest text come from outside: shown, never sent to the terminal
+    // (escaped first, so the wrap counts what is shown).
+    wrap(&crate::text::escape(&out), width)
 }
 
-/// Appends `text` wrapped at word boundaries to [`TABLE_WIDTH`], continuation lines indented.
-fn push_words(out: &mut String, text: &str) {
-    let mut line = String::new();
-    for word in text.split(' ') {
-        if !line.is_empty() && line.chars().count() + 1 + word.chars().count() > TABLE_WIDTH {
-            out.push_str(&line);
-            out.push('\n');
-            line = "  ".into();
-        } else if !line.is_empty() {
-            line.push(' ');
-        }
-        line.push_str(word);
-    }
-    out.push_str(&line);
-    out.push('\n');
-}
-
-/// Appends `items` as a comma-separated list wrapped at [`TABLE_WIDTH`].
-pub(crate) fn push_wrapped(out: &mut String, first_prefix: &str, indent: &str, items: &[String]) {
+/// Appends `items` as a comma-separated list wrapped at `width`.
+pub(crate) fn push_wrapped(
+    out: &mut String,
+    (first_prefix, indent): (&str, &str),
+    items: &[String],
+    width: usize,
+) {
     let mut line = String::from(first_prefix);
     let mut empty = true;
     for item in items {
@@ -530,7 +559,7 @@ pub(crate) fn push_wrapped(out: &mut String, first_prefix: &str, indent: &str, i
         } else {
             format!(", {item}")
         };
-        if !empty && line.chars().count() + add.chars().count() > TABLE_WIDTH {
+        if !empty && line.chars().count() + add.chars().count() + 1 > width {
             line.push(',');
             out.push_str(&line);
             out.push('\n');
@@ -544,7 +573,7 @@ pub(crate) fn push_wrapped(out: &mut String, first_prefix: &str, indent: &str, i
     out.push('\n');
 }
 
-fn render_stats(out: &mut String, report: &RunReport) {
+fn render_stats(out: &mut String, report: &RunReport, width: usize) {
     // Every result, with its full name: the tables above show only its strategy.
     out.push_str("\nexits per op by KVM stat (net of the baseline ±95% CI; non-zero only)\n");
     for r in &report.results {
@@ -566,7 +595,7 @@ fn render_stats(out: &mut String, report: &RunReport) {
         if items.is_empty() {
             items.push("-".into());
         }
-        push_wrapped(out, &format!("  {}: ", r.name), "      ", &items);
+        push_wrapped(out, (&format!("  {}: ", r.name), "      "), &items, width);
     }
     if report.vm_stats_by_group.is_empty() {
         return;
@@ -580,11 +609,11 @@ fn render_stats(out: &mut String, report: &RunReport) {
             .iter()
             .map(|(k, n)| format!("vm.{k}={}", fmt_count(*n)))
             .collect();
-        push_wrapped(out, &format!("  {group}: "), "      ", &items);
+        push_wrapped(out, (&format!("  {group}: "), "      "), &items, width);
     }
 }
 
-fn render_exit_sites(out: &mut String, report: &RunReport) {
+fn render_exit_sites(out: &mut String, report: &RunReport, width: usize) {
     if report.results.iter().all(|r| r.exit_sites.is_empty()) {
         return;
     }
@@ -619,7 +648,7 @@ fn render_exit_sites(out: &mut String, report: &RunReport) {
             ]);
         }
     }
-    out.push_str(&t.render("  ", TABLE_WIDTH));
+    out.push_str(&t.render("  ", width));
 }
 
 /// Mixed phases: overall throughput, and per strategy the operations the guest counted and the

@@ -7,9 +7,10 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::format::{
-    civil_from_days, compact_timestamp, ellipsize, fmt_cost, fmt_count, fmt_fraction, fmt_interval,
-    fmt_rate, fmt_ratio_change, Estimate,
+    compact_timestamp, ellipsize, fmt_cost, fmt_count, fmt_fraction, fmt_interval, fmt_rate,
+    fmt_ratio_change, human_timestamp, Estimate,
 };
+use super::table::TextTable;
 use super::*;
 use crate::results::{
     ComparedMetric, DisturbanceInfo, ExitSite, HostManifest, Interval, LockStats, PairedComparison,
@@ -283,7 +284,7 @@ fn table_row<'a>(table: &'a str, strategy: &str) -> &'a str {
 #[test]
 fn table_has_every_group_unit_and_section() {
     let report = sample_report();
-    let table = render_table(&report);
+    let table = render_table_at(&report, 120);
     for r in &report.results {
         assert!(
             table.contains(&r.strategy),
@@ -320,7 +321,7 @@ fn table_has_every_group_unit_and_section() {
 #[test]
 fn userspace_exits_and_vm_stats_print_with_what_bounds_them() {
     let report = sample_report();
-    let table = render_table(&report);
+    let table = render_table_at(&report, 120);
     // pvop-popf: 1.5 userspace exits per op, with the CI of its per-round values.
     let popf = table_row(&table, "pvop-popf");
     assert!(popf.contains("1.5000 ±0.0031"), "{popf}");
@@ -341,7 +342,7 @@ fn userspace_exits_and_vm_stats_print_with_what_bounds_them() {
     old.results[0]
         .vm_stats_per_op
         .insert("mmu_pte_write".into(), 0.5);
-    let table = render_table(&old);
+    let table = render_table_at(&old, 120);
     assert!(table.contains("vm.mmu_pte_write=0.5000 ±?"), "{table}");
 }
 
@@ -355,7 +356,7 @@ fn a_net_whose_ci_spans_zero_prints_approximately_zero() {
     assert_eq!(fmt_cost(e(-1.5, -3.0, 0.5)), "≈0 (±2.0)");
     assert_eq!(fmt_cost(e(-5.0, -7.0, -3.0)), "<0 (±2.0)");
     assert_eq!(fmt_cost(e(0.0, 0.0, 0.0)), "0");
-    let table = render_table(&sample_report());
+    let table = render_table_at(&sample_report(), 120);
     let native = table_row(&table, "native-skip");
     assert!(native.contains("≈0 (±"), "{native}");
     // Its exits CI spans zero too.
@@ -369,7 +370,7 @@ fn no_cost_is_printed_with_a_minus_sign() {
     // A net that subtracting the baseline pushed below zero in most rounds.
     report.results[2].cycles_per_op = rounds(-2.0, 3.0, ROUNDS);
     report.results[2].ns_per_op = rounds(-0.8, 1.2, ROUNDS);
-    let (table, md) = (render_table(&report), render_markdown(&report));
+    let (table, md) = (render_table_at(&report, 120), render_markdown(&report));
     // The results sections: tables, comparisons, derived costs, legend.
     let sections = [
         &table[table.find("\npv/n0").unwrap()..table.find("exits per op by").unwrap()],
@@ -420,7 +421,7 @@ fn digits_follow_the_ci() {
         "−9.1% [−10.0, −8.2]"
     );
     // A table never shows a median finer than its CI.
-    let table = render_table(&sample_report());
+    let table = render_table_at(&sample_report(), 120);
     assert!(!table.contains("12371.4"), "{table}");
     assert!(
         table_row(&table, "pvop-popf").contains("12371 ±"),
@@ -430,7 +431,7 @@ fn digits_follow_the_ci() {
 
 #[test]
 fn comparisons_and_differences_follow_their_group() {
-    let table = render_table(&sample_report());
+    let table = render_table_at(&sample_report(), 120);
     let line = table
         .lines()
         .find(|l| l.contains("pvop-skip vs pvop-popf"))
@@ -460,7 +461,7 @@ fn comparisons_and_differences_follow_their_group() {
 
 #[test]
 fn insn_rows_say_what_they_measure() {
-    let table = render_table(&sample_report());
+    let table = render_table_at(&sample_report(), 120);
     assert!(
         table_row(&table, "popf-set-if").contains("cli; push; popf"),
         "{table}"
@@ -474,7 +475,7 @@ fn insn_rows_say_what_they_measure() {
 
 #[test]
 fn imprecise_and_disturbed_rows_are_flagged_with_a_legend() {
-    let table = render_table(&sample_report());
+    let table = render_table_at(&sample_report(), 120);
     let row = table_row(&table, "native-skip");
     assert!(row.contains(")~"), "{row}");
     assert!(row.contains("12.0%!"), "{row}");
@@ -490,7 +491,7 @@ fn partial_runs_say_so() {
     let mut report = sample_report();
     report.partial = true;
     report.partial_reason = Some("SIGINT".into());
-    assert!(host_header(&report).contains("PARTIAL: SIGINT"));
+    assert!(host_header(&report, 100).contains("PARTIAL: SIGINT"));
 }
 
 #[test]
@@ -512,11 +513,26 @@ fn number_formats() {
 }
 
 #[test]
-fn civil_dates() {
-    assert_eq!(civil_from_days(0), (1970, 1, 1));
-    assert_eq!(civil_from_days(11_016), (2000, 2, 29));
-    assert_eq!(civil_from_days(-1), (1969, 12, 31));
+fn utc_dates() {
+    assert_eq!(compact_timestamp(0), "19700101-000000");
+    assert_eq!(compact_timestamp(951_782_400), "20000229-000000");
     assert_eq!(compact_timestamp(1_700_000_000), "20231114-221320");
+    assert_eq!(human_timestamp(1_700_000_000), "2023-11-14 22:13:20 UTC");
+}
+
+#[test]
+fn t_critical_values_match_the_printed_tables() {
+    use super::compare::t_critical_99;
+    for (df, t) in [(1.0, 63.657), (3.0, 5.841), (10.0, 3.169), (30.0, 2.750)] {
+        assert!(
+            (t_critical_99(df) - t).abs() < 1e-3,
+            "df {df}: {}",
+            t_critical_99(df)
+        );
+    }
+    assert!((t_critical_99(f64::INFINITY) - 2.5758).abs() < 1e-3);
+    assert_eq!(t_critical_99(f64::NAN), t_critical_99(0.2));
+    assert!(t_critical_99(2.5) < t_critical_99(2.0) && t_critical_99(2.5) > t_critical_99(3.0));
 }
 
 #[test]
@@ -695,7 +711,7 @@ fn compare_reads_a_v1_file_and_says_it_has_no_ci() {
     assert!(text.contains("old: quick, 2026-02-02"), "{text}");
     assert!(text.contains("(irqbench-results/1)"), "{text}");
     // The v1 table renders too: no CI, so `±?`.
-    assert!(render_table(&old).contains("13600 ±?"));
+    assert!(render_table_at(&old, 120).contains("13600 ±?"));
 }
 
 #[test]
@@ -891,7 +907,7 @@ fn markdown_has_group_tables_comparisons_and_legend() {
 #[test]
 fn run_warnings_are_printed() {
     let report = sample_report();
-    for text in [render_table(&report), render_markdown(&report)] {
+    for text in [render_table_at(&report, 120), render_markdown(&report)] {
         assert!(
             text.contains("warning: lt/native-popf: the guest took 12 of the 100"),
             "{text}"
@@ -902,14 +918,14 @@ fn run_warnings_are_printed() {
 #[test]
 fn lapic_rows_show_delivered_over_expected_ticks_and_others_no_column() {
     let mut report = sample_report();
-    assert!(!render_table(&report).contains(" ticks"));
+    assert!(!render_table_at(&report, 120).contains(" ticks"));
     report.results[0].timer_ticks = Some(crate::results::TimerTicks {
         period_us: 200.0,
         expected: 3486.2,
         delivered: 24,
         delivered_fraction: 24.0 / 3486.2,
     });
-    let table = render_table(&report);
+    let table = render_table_at(&report, 120);
     assert!(table.contains(" ticks"), "{table}");
     let row = table_row(&table, &report.results[0].strategy);
     assert!(row.contains("24/3486"), "{row}");
@@ -924,7 +940,7 @@ fn lapic_rows_show_delivered_over_expected_ticks_and_others_no_column() {
 #[test]
 fn the_tsc_rate_why_not_core_cycles_and_derived_ns_are_printed() {
     let report = sample_report();
-    for text in [render_table(&report), render_markdown(&report)] {
+    for text in [render_table_at(&report, 120), render_markdown(&report)] {
         assert!(
             text.contains("cycles are TSC cycles at 2.45 GHz")
                 && text.contains("Core cycles: CPUID"),
@@ -955,7 +971,7 @@ fn validation_problems_are_printed_above_the_table_and_kept_in_the_json() {
             check("noise.load", Verdict::Warn),
         ],
     });
-    let table = render_table(&report);
+    let table = render_table_at(&report, 120);
     let header = table.split("\n\n").next().unwrap_or_default();
     assert!(
         header.contains(
@@ -1043,4 +1059,51 @@ fn impossible_figures_in_a_results_file_are_refused_by_field() {
     let good = dir.join("good.json");
     fs::write(&good, to_json(&sample_report()).unwrap()).unwrap();
     read_json(&good).expect("a report as written reads back");
+}
+
+/// At any width from 40 up, no line is wider than the width, and every table row still shows
+/// its row's name and its cells (a table too wide continues below, it is not cut).
+#[test]
+fn the_report_fits_narrow_terminals_without_cutting_rows() {
+    let report = sample_report();
+    for width in [40, 60, 80, 100] {
+        let table = render_table_at(&report, width);
+        let widest = table.lines().map(|l| l.chars().count()).max().unwrap_or(0);
+        assert!(widest <= width, "{width}: a line of {widest}:\n{table}");
+        for r in &report.results {
+            let row = table_row(&table, &ellipsize(&r.strategy, 14));
+            assert!(row.chars().count() <= width, "{row}");
+        }
+    }
+    let wide = render_table_at(&report, 200);
+    assert!(
+        wide.lines().any(|l| l.chars().count() > 100),
+        "200 columns are used"
+    );
+}
+
+#[test]
+fn a_table_wider_than_the_width_continues_in_panels_that_repeat_the_first_column() {
+    use super::columns::Align::{Left, Right};
+    let mut t = TextTable::new(&[
+        ("name", Left),
+        ("first", Right),
+        ("second", Right),
+        ("third", Left),
+    ]);
+    t.rows.push(vec![
+        "alpha".into(),
+        "1".repeat(12),
+        "2".repeat(12),
+        "three".repeat(3),
+    ]);
+    let one = t.render("  ", 80);
+    assert_eq!(one.lines().count(), 3, "{one}");
+    let panels = t.render("  ", 30);
+    assert!(panels.lines().all(|l| l.chars().count() <= 30), "{panels}");
+    let rows: Vec<&str> = panels.lines().filter(|l| l.contains("alpha")).collect();
+    assert!(rows.len() >= 2, "{panels}");
+    for cell in ["1".repeat(12), "2".repeat(12), "three".repeat(3)] {
+        assert!(rows.iter().any(|r| r.contains(&cell)), "{cell}:\n{panels}");
+    }
 }

@@ -150,7 +150,7 @@ pub enum ExitAction {
 }
 
 /// KVM_HC_MAP_GPA_RANGE: the one hypercall KVM_CAP_EXIT_HYPERCALL forwards to userspace.
-pub const KVM_HC_MAP_GPA_RANGE: u64 = 12;
+const MAP_GPA_RANGE: u64 = abi::hypercall::KVM_HC_MAP_GPA_RANGE as u64;
 
 fn mmio_reason(addr: u64) -> ExitReason {
     if (abi::MMIO_PROBE_GPA..abi::MMIO_PROBE_GPA + 0x1000).contains(&addr) {
@@ -182,12 +182,12 @@ pub fn handle_exit(exit: &ExitEvent, state: LoopState) -> ExitAction {
         // injection; on VMX/SVM that can be the very next instruction boundary. Either way the
         // loop's injection step runs before the next KVM_RUN.
         ExitEvent::IrqWindowOpen => ExitAction::Resume(ExitReason::IrqWindowOpen),
-        ExitEvent::Hypercall { nr } if *nr == KVM_HC_MAP_GPA_RANGE => {
+        ExitEvent::Hypercall { nr } if *nr == MAP_GPA_RANGE => {
             ExitAction::Hypercall(ExitReason::Vmcall)
         }
         ExitEvent::Hypercall { nr } => ExitAction::Fault(format!(
             "unexpected hypercall {nr} (KVM_EXIT_HYPERCALL); irqbench enables only \
-             KVM_HC_MAP_GPA_RANGE ({KVM_HC_MAP_GPA_RANGE})"
+             KVM_HC_MAP_GPA_RANGE ({MAP_GPA_RANGE})"
         )),
         ExitEvent::Hlt if state.shutting_down => ExitAction::Finished,
         // Userspace irqchip: KVM hands every HLT to us (the `hlt-exit` probe); resuming runs
@@ -444,12 +444,7 @@ mod tests {
     #[test]
     fn the_vmcall_transport_and_signals() {
         assert_eq!(
-            handle_exit(
-                &ExitEvent::Hypercall {
-                    nr: KVM_HC_MAP_GPA_RANGE
-                },
-                IN_PHASE
-            ),
+            handle_exit(&ExitEvent::Hypercall { nr: MAP_GPA_RANGE }, IN_PHASE),
             ExitAction::Hypercall(ExitReason::Vmcall)
         );
         assert_eq!(
