@@ -18,13 +18,24 @@ fn acts_on_terminal(c: char) -> bool {
 
 /// `text` with every character that would act on a terminal written as `\u{1b}` (what Rust's
 /// `{:?}` shows), tabs and newlines kept. Borrowed when nothing needs escaping.
+///
+/// A CR right before a newline (CSV's CRLF line end) is kept: it cannot overwrite anything.
 pub fn escape(text: &str) -> Cow<'_, str> {
-    if !text.chars().any(acts_on_terminal) {
+    let mut chars = text.chars().peekable();
+    let mut needed = false;
+    while let Some(c) = chars.next() {
+        if acts_on_terminal(c) && !(c == '\r' && chars.peek() == Some(&'\n')) {
+            needed = true;
+            break;
+        }
+    }
+    if !needed {
         return Cow::Borrowed(text);
     }
     let mut out = String::with_capacity(text.len() + 8);
-    for c in text.chars() {
-        if acts_on_terminal(c) {
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if acts_on_terminal(c) && !(c == '\r' && chars.peek() == Some(&'\n')) {
             let _ = write!(out, "\\u{{{:x}}}", c as u32);
         } else {
             out.push(c);
@@ -84,6 +95,12 @@ mod tests {
             e,
             "a\\u{1b}[2Jb\\u{1b}]0;pwned\\u{7}c\\u{d}d\\u{7f}e\\u{9b}31mf\\u{202e}g"
         );
+    }
+
+    #[test]
+    fn a_crlf_line_end_is_kept_and_a_lone_cr_is_not() {
+        assert!(matches!(escape("a,b\r\nc,d\r\n"), Cow::Borrowed(_)));
+        assert_eq!(escape("a\rb\r\n"), "a\\u{d}b\r\n");
     }
 
     #[test]

@@ -1255,7 +1255,10 @@ fn a_long_json_name_is_written_and_one_too_long_is_refused_before_the_run() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("ENAMETOOLONG"), "{err}");
     // Refused before the run: nothing was measured, so nothing was written or printed.
-    assert!(!err.contains("running `") && out.stdout.is_empty(), "it ran: {err}");
+    assert!(
+        !err.contains("running `") && out.stdout.is_empty(),
+        "it ran: {err}"
+    );
     // 240 + `.forest.svg` (the longest file beside it) is 251 bytes: every name fits.
     let long = dir.path().join(format!("{}.json", "r".repeat(240)));
     let out = run(&[

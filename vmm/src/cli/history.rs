@@ -457,6 +457,11 @@ pub(crate) struct CheckArgs {
     /// Measure and judge even when the quick host validation FAILs (as `run --force`).
     #[arg(long)]
     force: bool,
+    /// Refuse to judge (exit 2) when the baseline's host differs in kernel release,
+    /// microcode, KVM flavour, CPU, TSC rate or KVM module parameters: its numbers may not be
+    /// comparable at all. Without it the differences are listed above the verdict.
+    #[arg(long)]
+    strict_host: bool,
     #[command(flatten)]
     reporting: ReportArgs,
     #[command(flatten)]
@@ -527,6 +532,15 @@ pub(crate) fn cmd_check(args: CheckArgs) -> Result<Status, CliError> {
         ));
     }
     let outcome = history::check(&base, report, &args.baseline, base_id, args.max_regression);
+    let host_differs = &outcome.comparison.host_differs;
+    if args.strict_host && !host_differs.is_empty() {
+        return Err(CliError::Usage(format!(
+            "baseline {} (run {base_id}) was measured on another host or setup, and \
+             --strict-host refuses to judge across it: {}",
+            args.baseline,
+            host_differs.join("; ")
+        )));
+    }
     let verdict = if outcome.passed() {
         Status::Success
     } else {

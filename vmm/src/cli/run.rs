@@ -294,11 +294,16 @@ impl Signals {
         })
     }
 
-    /// 130/129 for a run a signal stopped, 1 when a phase failed, else 0.
+    /// 130/129 for a run a signal stopped, 1 when a phase failed or a row has no data (its
+    /// figure is missing: the run did not measure what it was asked to), else 0.
     fn status_of(&self, report: &RunReport) -> Status {
+        let no_data = report
+            .results
+            .iter()
+            .any(|r| r.no_data.is_some() || !r.cycles_per_op.has_data());
         if report.partial {
             self.arrived().map_or(Status::Interrupted, |(_, s)| s)
-        } else if !report.failures.is_empty() {
+        } else if !report.failures.is_empty() || no_data {
             Status::Failed
         } else {
             Status::Success

@@ -21,14 +21,18 @@ pub struct CheckOutcome {
     pub improvements: Vec<CompareRow>,
     /// Baseline results this run does not have (a phase failed, or the config changed).
     pub missing: Vec<String>,
+    /// Rows the gate could not judge: no data in either run, or too few rounds for any rule.
+    pub unjudged: Vec<CompareRow>,
     pub baseline: String,
     pub baseline_run: i64,
     pub threshold_pct: f64,
 }
 
 impl CheckOutcome {
+    /// Passed only when every baseline row was found and judged and none regressed: a gate
+    /// that cannot judge does not pass.
     pub fn passed(&self) -> bool {
-        self.regressions.is_empty() && self.missing.is_empty()
+        self.regressions.is_empty() && self.missing.is_empty() && self.unjudged.is_empty()
     }
 }
 
@@ -56,8 +60,15 @@ pub fn check(
         .filter(|r| r.beyond_noise)
         .cloned()
         .partition(worse);
+    let unjudged = comparison
+        .rows
+        .iter()
+        .filter(|r| !r.basis.judged())
+        .cloned()
+        .collect();
     CheckOutcome {
         missing: comparison.only_in_a.clone(),
+        unjudged,
         comparison,
         regressions,
         improvements,
@@ -110,17 +121,23 @@ pub fn render_check(o: &CheckOutcome) -> String {
             o.comparison.rows.len()
         );
     } else {
+        let mut also = String::new();
+        if !o.missing.is_empty() {
+            let _ = write!(also, ", {} baseline result(s) missing", o.missing.len());
+        }
+        if !o.unjudged.is_empty() {
+            let _ = write!(
+                also,
+                ", {} figure(s) that could not be judged",
+                o.unjudged.len()
+            );
+        }
         let _ = writeln!(
             out,
-            "**check FAILED** against baseline `{}` (run {}): {} regression(s) {rule}{}.",
+            "**check FAILED** against baseline `{}` (run {}): {} regression(s) {rule}{also}.",
             o.baseline,
             o.baseline_run,
             o.regressions.len(),
-            if o.missing.is_empty() {
-                String::new()
-            } else {
-                format!(", {} baseline result(s) missing", o.missing.len())
-            }
         );
         let _ = writeln!(out);
         for r in &o.regressions {
@@ -128,6 +145,14 @@ pub fn render_check(o: &CheckOutcome) -> String {
         }
         for m in &o.missing {
             let _ = writeln!(out, "- `{m}`: in the baseline, missing from this run");
+        }
+        for r in &o.unjudged {
+            let why = if r.old.is_finite() && r.new.is_finite() {
+                "too few rounds in a run to judge"
+            } else {
+                "no data (no kept round) in a run"
+            };
+            let _ = writeln!(out, "- `{}` {}: not judged: {why}", r.name, r.metric);
         }
     }
     if !o.improvements.is_empty() {

@@ -195,7 +195,13 @@ fn insert_rows(tx: &Transaction, id: i64, report: &RunReport) -> rusqlite::Resul
              ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27)",
     )?;
     for (position, r) in report.results.iter().enumerate() {
-        insert_result(&mut result, id, position, r)?;
+        // A row without data has no figure to index or trend: the stored report keeps it.
+        if [&r.cycles_per_op, &r.ns_per_op, &r.ops_per_sec]
+            .iter()
+            .all(|s| s.has_data())
+        {
+            insert_result(&mut result, id, position, r)?;
+        }
     }
     let mut comparison = tx.prepare(
         "INSERT INTO comparisons (run_id, position, a, b, group_name, metric, ratio_median,
@@ -203,6 +209,9 @@ fn insert_rows(tx: &Transaction, id: i64, report: &RunReport) -> rusqlite::Resul
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
     )?;
     for (position, c) in report.comparisons.iter().enumerate() {
+        if c.no_ratio.is_some() || !c.ratio.median.is_finite() {
+            continue;
+        }
         let metric = match c.metric {
             crate::results::ComparedMetric::CyclesPerOp => "cycles_per_op",
             crate::results::ComparedMetric::OpsPerSec => "ops_per_sec",

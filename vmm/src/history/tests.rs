@@ -59,6 +59,7 @@ fn report(started: u64, popf: f64) -> RunReport {
                 ci95: [0.87, 0.89],
             },
             rounds: 25,
+            no_ratio: None,
         }],
         ..RunReport::default()
     }
@@ -485,6 +486,75 @@ fn check_fails_on_a_slower_run_and_passes_on_the_same_one() {
     fewer.results.pop();
     let o = check(&base, &fewer, "B", 1, DEFAULT_MAX_REGRESSION_PCT);
     assert!(!o.passed() && o.missing.len() == 1);
+}
+
+/// A gate that cannot judge does not pass: a new run whose row has no data (it kept no
+/// round) fails the check with the row named, and `compare` shows "no data", never −100%.
+#[test]
+fn check_fails_closed_on_a_row_without_data_and_compare_says_no_data() {
+    let base = report(10, 14_750.0);
+    let mut empty = report(20, 14_750.0);
+    let row = &mut empty.results[0];
+    row.rounds = 0;
+    row.no_data = Some("no data (35 of 35 blocks disturbed)".into());
+    for s in [
+        &mut row.cycles_per_op,
+        &mut row.ns_per_op,
+        &mut row.ops_per_sec,
+    ] {
+        *s = crate::results::Summary::no_data();
+    }
+    let name = row.name.clone();
+    let o = check(&base, &empty, "B", 1, DEFAULT_MAX_REGRESSION_PCT);
+    let text = render_check(&o);
+    assert!(!o.passed(), "{text}");
+    assert!(
+        text.contains("check FAILED") && !text.contains("check passed"),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("`{name}` cycles/op: not judged")),
+        "{text}"
+    );
+    assert!(!text.contains("-100") && !text.contains("−100"), "{text}");
+    let compared = crate::report::render_compare(&crate::report::compare(&base, &empty), false);
+    assert!(compared.contains("no data"), "{compared}");
+    assert!(
+        !compared.contains("-100") && !compared.contains("−100"),
+        "{compared}"
+    );
+}
+
+/// Rows are matched by what they measured: the same name with another `body_ops` is not the
+/// same row (it is named, with the field that differs, and the check fails), and a changed
+/// host (kernel, microcode, KVM module parameters) is listed.
+#[test]
+fn check_matches_rows_by_what_they_measured_and_names_host_changes() {
+    let base = report(10, 14_750.0);
+    let mut other = report(20, 14_750.0);
+    other.results[0].body_ops += 4;
+    other.host.kernel_release = "6.99.0-new".into();
+    other
+        .host
+        .module_params
+        .insert("kvm_amd.avic".into(), "1".into());
+    let o = check(&base, &other, "B", 1, DEFAULT_MAX_REGRESSION_PCT);
+    assert!(!o.passed());
+    let text = render_check(&o);
+    assert!(text.contains("config differs, not compared"), "{text}");
+    assert!(
+        text.contains(&format!(
+            "body_ops {} --> {}",
+            base.results[0].body_ops,
+            base.results[0].body_ops + 4
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains("kernel_release:") && text.contains("6.99.0-new"),
+        "{text}"
+    );
+    assert!(text.contains("kvm_amd.avic: (absent) --> 1"), "{text}");
 }
 
 /// `history` over a run with very many rows (an import of a 250 MB results file holds 400k):

@@ -192,6 +192,22 @@ impl RoundTable {
     }
 
     /// Fraction of the rounds in which `v` or the baseline was disturbed.
+    /// Rounds in which row `v` and the baseline both ran, and how many of those had either
+    /// disturbed.
+    pub fn blocks_disturbed(&self, v: usize) -> (usize, usize) {
+        let mut seen = 0usize;
+        let mut disturbed = 0usize;
+        for round in &self.rounds {
+            if let (Some(Some(e)), Some(Some(x))) = (round.first(), round.get(v)) {
+                seen += 1;
+                if e.disturbed || x.disturbed {
+                    disturbed += 1;
+                }
+            }
+        }
+        (seen, disturbed)
+    }
+
     pub fn disturbed_fraction(&self, v: usize) -> f64 {
         let mut seen = 0usize;
         let mut disturbed = 0usize;

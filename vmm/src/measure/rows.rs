@@ -101,7 +101,22 @@ pub(super) fn build(
         {
             warnings.push(w);
         }
+        if !r.cycles_per_op.has_data() {
+            let (seen, disturbed) = table.blocks_disturbed(v);
+            r.no_data = Some(format!("no data ({disturbed} of {seen} blocks disturbed)"));
+        }
         results.push(r);
+    }
+    let empty: Vec<String> = results
+        .iter()
+        .filter_map(|r| r.no_data.as_ref().map(|why| format!("{} {why}", r.name)))
+        .collect();
+    if !empty.is_empty() {
+        warnings.push(format!(
+            "no data: {} row(s) kept no round, so they have no figure: {}",
+            empty.len(),
+            empty.join("; ")
+        ));
     }
     let comparisons = comparisons(run, &table, &results, tsc_hz);
     let differences = differences(run, &table, &results, tsc_hz);
@@ -302,23 +317,36 @@ fn comparisons(
     };
     let mut out = Vec::new();
     for a in 0..results.len() {
-        // A ratio to a net whose CI spans zero has no meaning.
+        // A ratio to a net whose CI spans zero has no meaning: the comparison stays, without.
         let ci = results[a].cycles_per_op.ci95;
-        if !lock && ci[0] <= 0.0 && ci[1] >= 0.0 {
-            continue;
-        }
+        let a_near_zero = !lock && ci[0] <= 0.0 && ci[1] >= 0.0;
         for b in a + 1..results.len() {
             let ratios = table.paired_ratios(a + 1, b + 1, metric, tsc_hz);
-            if ratios.is_empty() {
-                continue;
-            }
+            let no_ratio = if a_near_zero {
+                Some(format!(
+                    "{}'s cost is within noise of 0, so a ratio to it means nothing",
+                    results[a].strategy
+                ))
+            } else if ratios.is_empty() {
+                Some(format!(
+                    "0 of {} paired rounds undisturbed",
+                    table.rounds.len()
+                ))
+            } else {
+                None
+            };
             out.push(PairedComparison {
                 a: results[a].name.clone(),
                 b: results[b].name.clone(),
                 group: results[a].group.clone(),
                 metric: compared,
                 rounds: ratios.len() as u32,
-                ratio: interval(&ratios),
+                ratio: if no_ratio.is_some() {
+                    interval(&[])
+                } else {
+                    interval(&ratios)
+                },
+                no_ratio,
             });
         }
     }
@@ -391,5 +419,80 @@ mod tests {
             .expect("0%")
             .contains("none at all"));
         assert_eq!(timer_ticks(&IrqSource::None, 1, 1, 1e9), None);
+    }
+
+    fn strategy_row(name: &str) -> PhasePlan {
+        let strategy = StrategyId::from_name(name).expect("strategy");
+        let mut p = crate::config::plan::Plan::single(Workload::Strategy { strategy }, 1, 1)
+            .phases
+            .remove(0);
+        p.name = format!("g/{name}");
+        p.group = "g".into();
+        p
+    }
+
+    fn cell(cycles: f64, disturbed: bool) -> Option<Cell> {
+        Some(Cell {
+            cycles_mean: cycles,
+            cycles_max: cycles,
+            ops: 10,
+            vcpus: 1,
+            disturbed,
+            ..Cell::default()
+        })
+    }
+
+    /// Every block of the second row disturbed (the verdict injected): that row has no figure
+    /// (JSON `null`, "no data (30 of 30 blocks disturbed)"), and its comparisons stay, each
+    /// saying why it has no ratio; the first row is measured as usual.
+    #[test]
+    fn a_row_without_kept_rounds_has_no_figure_and_its_comparisons_stay() {
+        let rows = [strategy_row("native-popf"), strategy_row("native-skip")];
+        let mut table = RoundTable::new(3);
+        for i in 0..30 {
+            let jitter = f64::from(i % 5);
+            table.rounds.push(vec![
+                cell(70_000.0 + jitter, false),
+                cell(220_000.0 + jitter * 3.0, false),
+                cell(200_000.0, true),
+            ]);
+        }
+        let results: Vec<PhaseResult> = rows
+            .iter()
+            .enumerate()
+            .map(|(i, row)| {
+                let mut r = row_result(row, &table, i + 1, 1e9, 0.02);
+                if !r.cycles_per_op.has_data() {
+                    let (seen, disturbed) = table.blocks_disturbed(i + 1);
+                    r.no_data = Some(format!("no data ({disturbed} of {seen} blocks disturbed)"));
+                }
+                r
+            })
+            .collect();
+        assert!(results[0].cycles_per_op.has_data());
+        assert!(!results[1].cycles_per_op.has_data());
+        assert_eq!(
+            results[1].no_data.as_deref(),
+            Some("no data (30 of 30 blocks disturbed)")
+        );
+        let json = serde_json::to_value(&results[1]).expect("json");
+        assert!(json["cycles_per_op"]["median"].is_null(), "{json}");
+        assert!(json["ns_per_op"]["ci95"][0].is_null(), "{json}");
+        let image = GuestImage::embedded().expect("embedded guest");
+        let refs: Vec<&PhasePlan> = rows.iter().collect();
+        let facts = GroupFacts {
+            rows: &refs,
+            image: &image,
+            tsc_khz: 1_000_000,
+            precision: 0.02,
+        };
+        let cmp = comparisons(facts, &table, &results, 1e9);
+        assert_eq!(cmp.len(), 1, "the comparison stays");
+        assert_eq!(
+            cmp[0].no_ratio.as_deref(),
+            Some("0 of 30 paired rounds undisturbed")
+        );
+        let json = serde_json::to_value(&cmp[0]).expect("json");
+        assert!(json["ratio"]["median"].is_null(), "{json}");
     }
 }

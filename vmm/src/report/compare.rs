@@ -28,6 +28,15 @@ pub enum NoiseBasis {
     Poisson,
     /// Too few samples in a run to say anything.
     Unknown,
+    /// A run has no figure for the row at all (it kept no round).
+    NoData,
+}
+
+impl NoiseBasis {
+    /// Whether the row was judged at all: a gate that cannot judge a row does not pass it.
+    pub fn judged(self) -> bool {
+        !matches!(self, NoiseBasis::Unknown | NoiseBasis::NoData)
+    }
 }
 
 /// One run as the comparison header names it.
@@ -51,6 +60,9 @@ pub struct Comparison {
     /// `field: old --> new` for host manifest fields that differ: the numbers may not be
     /// comparable at all then.
     pub host_differs: Vec<String>,
+    /// `row: field old --> new` for rows of one name that measured different things (a
+    /// config changed under its name): not compared, and named.
+    pub config_differs: Vec<String>,
     /// Partial runs, duplicate result names.
     pub warnings: Vec<String>,
 }
@@ -137,8 +149,21 @@ pub(crate) fn summary_row(
     b: &Summary,
     min_change_pct: f64,
 ) -> CompareRow {
-    let change = change_pct(a.median, b.median);
     let (ea, eb) = (Estimate::of(a), Estimate::of(b));
+    if !a.has_data() || !b.has_data() {
+        return CompareRow {
+            name: name.into(),
+            metric: metric.into(),
+            old: a.median,
+            new: b.median,
+            old_ci95: ea.ci,
+            new_ci95: eb.ci,
+            change_pct: f64::NAN,
+            beyond_noise: false,
+            basis: NoiseBasis::NoData,
+        };
+    }
+    let change = change_pct(a.median, b.median);
     let (beyond_noise, basis) = match (ea.ci, eb.ci) {
         (Some(ca), Some(cb)) => (
             disjoint(ca, cb) && change.abs() >= min_change_pct,
@@ -214,29 +239,78 @@ fn label(r: &RunReport) -> RunLabel {
     }
 }
 
-/// Each name's first result; later ones with the same name are reported, not compared.
-fn by_name<'a>(
+/// What a row measured, field by field: two rows are the same measurement only when all of
+/// these agree, whatever their names (a config may keep its name and change `body_ops`).
+/// `block_ops` is not among them: it is calibrated per run to `run.block_us` unless fixed, and
+/// the per-op figures do not depend on it. The hypercall transport is the run's (see
+/// `host_differences`).
+fn identity(r: &PhaseResult) -> [(&'static str, String); 7] {
+    [
+        ("kind", r.kind.name().to_string()),
+        ("strategy", r.strategy.clone()),
+        ("nesting", r.nesting.to_string()),
+        ("body_ops", r.body_ops.to_string()),
+        ("irq", r.irq_source.clone()),
+        ("vcpus", r.vcpus.to_string()),
+        ("bench", bench_of(&r.name).to_string()),
+    ]
+}
+
+/// A row's bench, the first part of its name (`quick/native-popf/n0/none/1v` → `quick`; v1
+/// files have no group): two benches of one config may measure the same row, and are still
+/// different rows.
+fn bench_of(name: &str) -> &str {
+    name.split('/').next().unwrap_or(name)
+}
+
+fn identity_key(r: &PhaseResult) -> String {
+    identity(r)
+        .iter()
+        .map(|(_, v)| v.as_str())
+        .collect::<Vec<_>>()
+        .join("|")
+}
+
+/// Each measurement's first result; later ones that measured the same are reported, not
+/// compared.
+fn by_identity<'a>(
     run: &'a RunReport,
     which: &str,
     warnings: &mut Vec<String>,
-) -> BTreeMap<&'a str, &'a PhaseResult> {
-    let mut map: BTreeMap<&str, &PhaseResult> = BTreeMap::new();
+) -> BTreeMap<String, &'a PhaseResult> {
+    let mut map: BTreeMap<String, &PhaseResult> = BTreeMap::new();
     let mut dups: Vec<&str> = Vec::new();
     for r in &run.results {
-        if map.contains_key(r.name.as_str()) {
-            if !dups.contains(&r.name.as_str()) {
-                dups.push(&r.name);
+        match map.entry(identity_key(r)) {
+            std::collections::btree_map::Entry::Occupied(_) => {
+                if !dups.contains(&r.name.as_str()) {
+                    dups.push(&r.name);
+                }
             }
-        } else {
-            map.insert(&r.name, r);
+            std::collections::btree_map::Entry::Vacant(v) => {
+                v.insert(r);
+            }
         }
     }
     for d in dups {
         warnings.push(format!(
-            "the {which} run has more than one result named {d}: comparing the first"
+            "the {which} run measured {d} more than once: comparing the first"
         ));
     }
     map
+}
+
+/// For a row of the old run that the new one does not have, the new row of the same name
+/// that measured something else, and how.
+fn config_difference(ra: &PhaseResult, b: &RunReport) -> Option<String> {
+    let rb = b.results.iter().find(|r| r.name == ra.name)?;
+    let diffs: Vec<String> = identity(ra)
+        .iter()
+        .zip(identity(rb).iter())
+        .filter(|((_, x), (_, y))| x != y)
+        .map(|((field, x), (_, y))| format!("{field} {x} --> {y}"))
+        .collect();
+    (!diffs.is_empty()).then(|| format!("{}: {}", ra.name, diffs.join(", ")))
 }
 
 fn run_warnings(which: &str, r: &RunReport, warnings: &mut Vec<String>) {
@@ -256,16 +330,19 @@ pub fn compare_with(a: &RunReport, b: &RunReport, min_change_pct: f64) -> Compar
     };
     run_warnings("old", a, &mut c.warnings);
     run_warnings("new", b, &mut c.warnings);
-    let a_by_name = by_name(a, "old", &mut c.warnings);
-    let b_by_name = by_name(b, "new", &mut c.warnings);
+    let a_by_id = by_identity(a, "old", &mut c.warnings);
+    let b_by_id = by_identity(b, "new", &mut c.warnings);
 
     for ra in a
         .results
         .iter()
-        .filter(|r| std::ptr::eq(a_by_name[r.name.as_str()], *r))
+        .filter(|r| std::ptr::eq(a_by_id[&identity_key(r)], *r))
     {
-        let Some(rb) = b_by_name.get(ra.name.as_str()) else {
+        let Some(rb) = b_by_id.get(&identity_key(ra)) else {
             c.only_in_a.push(ra.name.clone());
+            if let Some(d) = config_difference(ra, b) {
+                c.config_differs.push(d);
+            }
             continue;
         };
         let (ca, cb) = (&ra.cycles_per_op, &rb.cycles_per_op);
@@ -281,7 +358,7 @@ pub fn compare_with(a: &RunReport, b: &RunReport, min_change_pct: f64) -> Compar
     c.only_in_b = b
         .results
         .iter()
-        .filter(|r| !a_by_name.contains_key(r.name.as_str()))
+        .filter(|r| !a_by_id.contains_key(&identity_key(r)))
         .map(|r| r.name.clone())
         .collect();
     c.only_in_b.dedup();
@@ -305,12 +382,36 @@ fn host_differences(a: &RunReport, b: &RunReport) -> Vec<String> {
         ),
         ("tsc_khz", ha.tsc_khz.to_string(), hb.tsc_khz.to_string()),
         ("nested", ha.nested.to_string(), hb.nested.to_string()),
+        (
+            "microcode",
+            ha.microcode.text(Clone::clone),
+            hb.microcode.text(Clone::clone),
+        ),
+        (
+            "hypercall transport",
+            a.hypercall_transport.clone(),
+            b.hypercall_transport.clone(),
+        ),
     ];
-    fields
+    let mut out: Vec<String> = fields
         .into_iter()
         .filter(|(_, old, new)| old != new)
         .map(|(field, old, new)| format!("{field}: {old} --> {new}"))
-        .collect()
+        .collect();
+    // KVM module parameters change exits (ept, avic, enable_apicv, min_timer_period_us).
+    let keys: std::collections::BTreeSet<&String> = ha
+        .module_params
+        .keys()
+        .chain(hb.module_params.keys())
+        .collect();
+    for k in keys {
+        let (x, y) = (ha.module_params.get(k), hb.module_params.get(k));
+        if x != y {
+            let show = |v: Option<&String>| v.map_or("(absent)".to_string(), Clone::clone);
+            out.push(format!("{k}: {} --> {}", show(x), show(y)));
+        }
+    }
+    out
 }
 
 /// A compared value at the resolution of its CI (cycles and exits follow the table's `≈0`
@@ -328,7 +429,9 @@ fn fmt_value(metric: &str, v: f64, ci: Option<[f64; 2]>) -> String {
 }
 
 fn fmt_change(pct: f64) -> String {
-    if pct.is_infinite() {
+    if pct.is_nan() {
+        "(no data)".into()
+    } else if pct.is_infinite() {
         if pct > 0.0 { "(new)" } else { "(gone)" }.into()
     } else {
         format!("({pct:+.1}%)")
@@ -341,7 +444,16 @@ fn verdict(r: &CompareRow) -> String {
     } else {
         "no CI in new file"
     };
+    let no_data = |v: f64| !v.is_finite();
     match (r.beyond_noise, r.basis) {
+        (_, NoiseBasis::NoData) => format!(
+            "(no data in the {} run: cannot judge)",
+            match (no_data(r.old), no_data(r.new)) {
+                (true, true) => "old and the new",
+                (true, false) => "old",
+                _ => "new",
+            }
+        ),
         (true, NoiseBasis::Welch) => format!("beyond noise ({without}: Welch)"),
         (true, NoiseBasis::Poisson) => "beyond noise (no CI: Poisson)".into(),
         (true, _) => "beyond noise".into(),
@@ -368,6 +480,9 @@ fn header(c: &Comparison) -> String {
     }
     for d in &c.host_differs {
         let _ = writeln!(out, "host differs: {d}");
+    }
+    for d in &c.config_differs {
+        let _ = writeln!(out, "config differs, not compared: {d}");
     }
     out.push('\n');
     out

@@ -9,8 +9,10 @@ use crate::results::{PhaseResult, RunReport};
 use super::columns::COLUMNS;
 use super::format::raw_number;
 
-/// RFC 4180 quoting: only when needed, so plain cells stay greppable.
+/// RFC 4180 quoting: only when needed, so plain cells stay greppable. Names come from configs
+/// and imported files: a control character in one is written escaped, never raw.
 fn csv_field(s: &str) -> String {
+    let s = &*crate::text::escape_line(s);
     if s.contains([',', '"', '\n', '\r']) || s.starts_with(' ') || s.ends_with(' ') {
         format!("\"{}\"", s.replace('"', "\"\""))
     } else {
@@ -59,6 +61,5 @@ pub fn render_csv(report: &RunReport) -> String {
         row.extend(uexits.iter().map(|k| get(&r.userspace_exits_per_op, k)));
         csv_line(&mut out, &row);
     }
-    // Names come from configs and imported files: no control character reaches a cell.
-    crate::text::escape(&out).into_owned()
+    out
 }

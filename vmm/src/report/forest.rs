@@ -54,10 +54,15 @@ fn lines<'a>(report: &'a RunReport) -> Vec<Line<'a>> {
                 }
             };
             let label = format!(
-                "{} vs {}{}",
+                "{} vs {}{}{}",
                 strategy(b, &c.b),
                 strategy(a, &c.a),
-                if imprecise { " ~" } else { "" }
+                if imprecise { " ~" } else { "" },
+                if c.no_ratio.is_some() {
+                    " (no ratio)"
+                } else {
+                    ""
+                }
             );
             out.push(Line::Comparison {
                 c,
@@ -135,6 +140,10 @@ fn draw(
         let Line::Comparison { c, imprecise, .. } = line else {
             continue;
         };
+        if !c.ratio.median.is_finite() {
+            // No ratio: the label says so (see `lines`), nothing is drawn.
+            continue;
+        }
         let colour = if c.ratio.excludes(1.0) {
             BEYOND
         } else {

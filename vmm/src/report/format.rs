@@ -81,7 +81,10 @@ pub(crate) fn fmt_fraction(v: f64) -> String {
 
 /// `-0` reads as a sign error in a spreadsheet; every other value prints as Rust prints it.
 pub(crate) fn raw_number(v: f64) -> String {
-    if v == 0.0 {
+    if v.is_nan() {
+        // No figure: an empty cell, as a spreadsheet reads a missing value.
+        String::new()
+    } else if v == 0.0 {
         "0".into()
     } else {
         v.to_string()
@@ -102,6 +105,9 @@ pub(crate) fn ellipsize(s: &str, max: usize) -> String {
     out.extend(s.chars().skip(n - tail));
     out
 }
+
+/// What a figure without data prints as.
+pub(crate) const NO_DATA: &str = "no data";
 
 /// A median with the 95% CI that bounds it, `None` when too few rounds gave one.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -169,6 +175,10 @@ pub(crate) fn fmt_spread(half: f64) -> String {
 /// negative number that is noise, never a negative cost. Without a CI: 3 significant digits
 /// and `±?`.
 pub(crate) fn fmt_cost(e: Estimate) -> String {
+    // No figure at all (no kept rounds): said so, never a 0.
+    if !e.median.is_finite() {
+        return NO_DATA.into();
+    }
     let Some(ci) = e.ci else {
         if e.median < 0.0 {
             return "<0 (±?)".into();

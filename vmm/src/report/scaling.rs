@@ -71,7 +71,8 @@ pub fn scaling_rows(report: &RunReport) -> Vec<ScalingRow> {
             a_ci95: Estimate::of(&ra.ops_per_sec).ci,
             b_ci95: Estimate::of(&rb.ops_per_sec).ci,
             change_pct: (c.ratio.median - 1.0) * 100.0,
-            ratio_ci95: Some(c.ratio.ci95),
+            // A comparison without a ratio stays as a line that says so.
+            ratio_ci95: c.ratio.median.is_finite().then_some(c.ratio.ci95),
             beyond_noise: c.ratio.excludes(1.0),
         });
     }
@@ -162,6 +163,7 @@ pub fn render_scaling(report: &RunReport) -> String {
                     "no difference beyond noise"
                 },
             ),
+            None if !r.change_pct.is_finite() => ("no ratio".to_string(), "no data"),
             None => (format!("{:+.1}%", r.change_pct), "no CI (unpaired)"),
         };
         let _ = writeln!(

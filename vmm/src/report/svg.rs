@@ -126,22 +126,25 @@ fn draw_panel<DB: DrawingBackend>(
         let y = (n - 1 - i) as f64;
         let colour =
             PALETTE[variants.iter().position(|v| *v == variant(r)).unwrap_or(0) % PALETTE.len()];
-        chart
-            .draw_series([Rectangle::new(
-                [(0.0, y + 0.15), (e.median.max(0.0), y + 0.85)],
-                colour.filled(),
-            )])
-            .map_err(|e| e.to_string())?;
+        // A row without data gets no bar, only its name and "no data".
         let [wlo, whi] = e.ci.unwrap_or([e.median, e.median]);
-        let style = BLACK.stroke_width(2);
-        let whisker = [
-            vec![(wlo, y + 0.5), (whi, y + 0.5)],
-            vec![(wlo, y + 0.3), (wlo, y + 0.7)],
-            vec![(whi, y + 0.3), (whi, y + 0.7)],
-        ];
-        chart
-            .draw_series(whisker.into_iter().map(|l| PathElement::new(l, style)))
-            .map_err(|e| e.to_string())?;
+        if e.median.is_finite() {
+            chart
+                .draw_series([Rectangle::new(
+                    [(0.0, y + 0.15), (e.median.max(0.0), y + 0.85)],
+                    colour.filled(),
+                )])
+                .map_err(|e| e.to_string())?;
+            let style = BLACK.stroke_width(2);
+            let whisker = [
+                vec![(wlo, y + 0.5), (whi, y + 0.5)],
+                vec![(wlo, y + 0.3), (wlo, y + 0.7)],
+                vec![(whi, y + 0.3), (whi, y + 0.7)],
+            ];
+            chart
+                .draw_series(whisker.into_iter().map(|l| PathElement::new(l, style)))
+                .map_err(|e| e.to_string())?;
+        }
         let (px, py) = chart.backend_coord(&(x_min, y + 0.5));
         area.draw(&Text::new(
             r.name.clone(),
@@ -149,7 +152,11 @@ fn draw_panel<DB: DrawingBackend>(
             name_style.clone(),
         ))
         .map_err(|e| e.to_string())?;
-        let text_x = whi.max(e.median).max(0.0) + (x_max - x_min) * 0.01;
+        let text_x = [whi, e.median, 0.0]
+            .into_iter()
+            .filter(|v| v.is_finite())
+            .fold(0.0f64, f64::max)
+            + (x_max - x_min) * 0.01;
         chart
             .draw_series([Text::new(
                 fmt_cost(*e),

@@ -288,6 +288,14 @@ pub(crate) fn comparison_lines(report: &RunReport, group: &Group) -> Vec<String>
     picked
         .iter()
         .map(|c| {
+            if let Some(why) = &c.no_ratio {
+                return format!(
+                    "{} vs {}  {} no ratio: {why}",
+                    short_name(report, &c.b),
+                    short_name(report, &c.a),
+                    metric_label(c.metric, group.kind),
+                );
+            }
             let verdict = if c.ratio.excludes(1.0) {
                 String::new()
             } else {

@@ -86,26 +86,64 @@ pub struct HostManifest {
 
 /// Median with its 95% confidence interval, min, 5th and 95th percentile and coefficient of
 /// variation of per-round samples (one sample per undisturbed round).
+///
+/// No samples is no figure: every number is NaN, written as JSON `null` (and read back from
+/// it), and every renderer shows "no data" for it, never a 0.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Summary {
+    #[serde(deserialize_with = "f64_or_null")]
     pub median: f64,
     /// 95% CI of the median ([`CI_METHOD`]); `[median, median]` with too few samples to say.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "pair_or_null")]
     pub ci95: [f64; 2],
-    #[serde(default)]
+    #[serde(default, deserialize_with = "f64_or_null")]
     pub min: f64,
+    #[serde(deserialize_with = "f64_or_null")]
     pub p5: f64,
+    #[serde(deserialize_with = "f64_or_null")]
     pub p95: f64,
     /// Standard deviation / mean (0 when fewer than two samples or mean is 0).
+    #[serde(deserialize_with = "f64_or_null")]
     pub cv: f64,
     pub samples: Vec<f64>,
 }
 
+/// `null` (no figure, as NaN is written) reads back as NaN.
+pub(crate) fn f64_or_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
+}
+
+pub(crate) fn pair_or_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<[f64; 2], D::Error> {
+    Ok(
+        Option::<[Option<f64>; 2]>::deserialize(d)?.map_or([f64::NAN; 2], |[a, b]| {
+            [a.unwrap_or(f64::NAN), b.unwrap_or(f64::NAN)]
+        }),
+    )
+}
+
 impl Summary {
+    /// The figure of nothing measured.
+    pub fn no_data() -> Summary {
+        Summary {
+            median: f64::NAN,
+            ci95: [f64::NAN; 2],
+            min: f64::NAN,
+            p5: f64::NAN,
+            p95: f64::NAN,
+            cv: f64::NAN,
+            samples: Vec::new(),
+        }
+    }
+
+    /// Whether there is a figure at all (a run with no kept rounds has none).
+    pub fn has_data(&self) -> bool {
+        self.median.is_finite()
+    }
+
     pub fn from_samples(samples: &[f64]) -> Summary {
         let sorted = crate::statistics::sorted_finite(samples);
         if sorted.is_empty() {
-            return Summary::default();
+            return Summary::no_data();
         }
         let cv = match crate::statistics::mean_sd(&sorted) {
             Some((mean, sd)) if mean.abs() > f64::EPSILON => sd / mean.abs(),
@@ -186,6 +224,10 @@ pub struct PhaseResult {
     /// The CI half-width reached the plan's precision before the time budget ran out.
     #[serde(default)]
     pub precision_reached: bool,
+    /// Set when the row kept no round ("no data (35 of 35 blocks disturbed)"): its figures are
+    /// `null`, the run exits 1, and `check` cannot judge it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub no_data: Option<String>,
     /// Net TSC cycles per operation: per round (block − empty block) / ops; median, CI, min.
     pub cycles_per_op: Summary,
     /// Nanoseconds per operation: `cycles_per_op` over the TSC frequency.
@@ -323,7 +365,10 @@ pub enum ComparedMetric {
 /// Median and 95% CI of a per-round statistic.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Interval {
+    /// NaN (JSON `null`) when there is no figure, e.g. a comparison with no paired rounds.
+    #[serde(deserialize_with = "f64_or_null")]
     pub median: f64,
+    #[serde(deserialize_with = "pair_or_null")]
     pub ci95: [f64; 2],
 }
 
@@ -343,9 +388,14 @@ pub struct PairedComparison {
     pub b: String,
     pub group: String,
     pub metric: ComparedMetric,
+    /// NaN (JSON `null`) when there is no ratio; `no_ratio` says why.
     pub ratio: Interval,
     /// Rounds in which both blocks (and the baseline) were undisturbed.
     pub rounds: u32,
+    /// Why this comparison has no ratio ("0 of 35 paired rounds undisturbed"): a comparison
+    /// never disappears for lack of data, it says so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub no_ratio: Option<String>,
 }
 
 /// A cost derived from two rows of one group by a paired difference per round, e.g. the popf
@@ -432,27 +482,6 @@ pub struct RunReport {
     pub cycles_source: CyclesSource,
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn summary_of_known_samples() {
-        let s = Summary::from_samples(&[4.0, 1.0, 3.0, 2.0, 5.0]);
-        assert_eq!(s.median, 3.0);
-        assert!((s.p5 - 1.2).abs() < 1e-9);
-        assert!((s.p95 - 4.8).abs() < 1e-9);
-        // sample stddev of 1..5 is sqrt(2.5); mean 3
-        assert!((s.cv - 2.5f64.sqrt() / 3.0).abs() < 1e-9);
-    }
-
-    #[test]
-    fn summary_of_nothing_is_zero() {
-        assert_eq!(Summary::from_samples(&[]).median, 0.0);
-        assert_eq!(Summary::from_samples(&[7.0]).cv, 0.0);
-    }
-}
-
 /// A count per operation with its 95% CI.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct CountEstimate {
@@ -473,5 +502,39 @@ impl CountEstimate {
     /// The whole CI is 0: the only case a count may print as `0`.
     pub fn is_zero(&self) -> bool {
         self.ci95 == [0.0, 0.0]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn summary_of_known_samples() {
+        let s = Summary::from_samples(&[4.0, 1.0, 3.0, 2.0, 5.0]);
+        assert_eq!(s.median, 3.0);
+        assert!((s.p5 - 1.2).abs() < 1e-9);
+        assert!((s.p95 - 4.8).abs() < 1e-9);
+        // sample stddev of 1..5 is sqrt(2.5); mean 3
+        assert!((s.cv - 2.5f64.sqrt() / 3.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn summary_of_nothing_is_no_figure_and_round_trips_as_null() {
+        let none = Summary::from_samples(&[]);
+        assert!(!none.has_data() && none.median.is_nan());
+        assert_eq!(Summary::from_samples(&[7.0]).cv, 0.0);
+        let json = serde_json::to_value(&none).unwrap();
+        assert!(
+            json["median"].is_null() && json["ci95"][0].is_null(),
+            "{json}"
+        );
+        let back: Summary = serde_json::from_value(json).unwrap();
+        assert!(!back.has_data());
+        let ci_null: Summary = serde_json::from_str(
+            r#"{"median": null, "ci95": null, "p5": null, "p95": null, "cv": null, "samples": []}"#,
+        )
+        .unwrap();
+        assert!(!ci_null.has_data() && ci_null.ci95[0].is_nan());
     }
 }
