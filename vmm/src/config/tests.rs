@@ -355,6 +355,34 @@ fn wrong_type_tables() {
     );
 }
 
+/// Between i64::MAX and u64::MAX toml reads an integer as u64: the error still names the key
+/// and its valid range, not serde's "expected i64".
+#[test]
+fn integers_above_i64_max_name_the_key_and_range() {
+    for (key, col, range) in [
+        ("body_ops", "12", "0..=4096"),
+        ("block_ops", "13", "1..=1_000_000_000"),
+        ("seed", "8", "0..=9_223_372_036_854_775_807"),
+    ] {
+        let msg = bad(
+            &bench(&format!("{key} = 9223372036854775808")),
+            &format!("4:{col}"),
+            &format!("`bench[0].{key}`"),
+            &[
+                "9223372036854775808 is beyond the largest 64-bit integer",
+                range,
+            ],
+        );
+        assert!(!msg.contains("expected i64"), "{msg}");
+    }
+    bad(
+        "name = \"x\"\n[run]\nmin_rounds = 18446744073709551615\n[[bench]]\nname = \"b\"\n",
+        "3:14",
+        "`run.min_rounds`",
+        &["beyond the largest 64-bit integer", "3..=100_000"],
+    );
+}
+
 #[test]
 fn dotted_keys_are_located() {
     bad(
