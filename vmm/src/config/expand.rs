@@ -51,6 +51,22 @@ impl Ctx<'_> {
         };
         self.keys_of_other_kinds(key, kind, b)?;
         let workloads = self.workloads(key, kind, b)?;
+        // The size first, from the lists' lengths: a list of 100 000 values is refused before
+        // any of them is checked or a phase is built.
+        let count = [
+            b.nesting.as_ref().map(|l| l.get_ref().len()),
+            b.irq.as_ref().map(|l| l.get_ref().len()),
+            b.vcpus.as_ref().map(|l| l.get_ref().len()),
+        ]
+        .into_iter()
+        .fold(workloads.len(), |n, len| n.saturating_mul(len.unwrap_or(1)));
+        if count > MAX_PHASES {
+            return Err(self.invalid(
+                b.name.span(),
+                key,
+                format!("expands to {count} phases, more than {MAX_PHASES}; shorten the lists"),
+            ));
+        }
         let nesting = match &b.nesting {
             None => vec![defaults::NESTING],
             Some(list) => self.unique_list(list, &format!("{key}.nesting"), |v, ek| {
@@ -82,14 +98,6 @@ impl Ctx<'_> {
             .map(|v| self.int::<u64>(v, &format!("{key}.block_ops")))
             .transpose()?;
 
-        let count = workloads.len() * nesting.len() * irqs.len() * vcpus.len();
-        if count > MAX_PHASES {
-            return Err(self.invalid(
-                b.name.span(),
-                key,
-                format!("expands to {count} phases, more than {MAX_PHASES}; shorten the lists"),
-            ));
-        }
         if workloads.len() > self.max_group {
             let (rows, max) = (workloads.len(), self.max_group);
             return Err(self.invalid(

@@ -713,6 +713,85 @@ fn too_many_phases() {
     );
 }
 
+/// The phase count comes from the lists' lengths, before their elements are checked: a
+/// 100 000-value list is refused for its size, not after every value (and a quadratic
+/// duplicate search over them, 7 s) reached its bad last element.
+#[test]
+fn a_bench_too_large_is_refused_before_its_values_are_checked() {
+    let mut nesting: Vec<String> = (0..100_000)
+        .map(|i| format!("{}", f64::from(i) / 200_000.0))
+        .collect();
+    nesting.push("7.5".into());
+    bad(
+        &bench(&format!("nesting = [{}]", nesting.join(", "))),
+        "3:8",
+        "`bench[0]`",
+        &["expands to 700007 phases, more than 10000"],
+    );
+}
+
+thread_local! {
+    /// Equality tests of [`Probe`] values on this thread.
+    static EQ_TESTS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// A list of n distinct values is checked for duplicates in O(n) comparisons, not n²/2.
+#[test]
+fn duplicate_checks_are_linear_in_the_list_length() {
+    /// A list element's show that counts its equality tests.
+    #[derive(Debug, Hash)]
+    struct Probe(u32);
+    impl PartialEq for Probe {
+        fn eq(&self, other: &Probe) -> bool {
+            EQ_TESTS.with(|c| c.set(c.get() + 1));
+            self.0 == other.0
+        }
+    }
+    impl Eq for Probe {}
+    impl std::fmt::Display for Probe {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "{}", self.0)
+        }
+    }
+    let ctx = validate::Ctx {
+        src: Source {
+            file: FILE,
+            text: "",
+        },
+        limits: limits(),
+        max_group: 15,
+    };
+    let n = 20_000u32;
+    let list = toml::Spanned::new(
+        0..0,
+        (0..n)
+            .map(|i| toml::Spanned::new(0..0, i))
+            .collect::<Vec<_>>(),
+    );
+    EQ_TESTS.with(|c| c.set(0));
+    let values = ctx
+        .unique_list(&list, "bench[0].vcpus", |v, _| {
+            Ok((*v.get_ref(), Probe(*v.get_ref())))
+        })
+        .expect("distinct values");
+    assert_eq!(values.len(), n as usize);
+    let tests = EQ_TESTS.with(std::cell::Cell::get);
+    assert!(tests <= u64::from(n), "{tests} comparisons for {n} values");
+    // A duplicate is still found, and named with its first place.
+    let mut dup = list.into_inner();
+    dup.push(toml::Spanned::new(0..0, 7));
+    let err = ctx
+        .unique_list(&toml::Spanned::new(0..0, dup), "bench[0].vcpus", |v, _| {
+            Ok((*v.get_ref(), Probe(*v.get_ref())))
+        })
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("duplicate value 7 (also bench[0].vcpus[7])"),
+        "{err}"
+    );
+}
+
 // ---- good configs -----------------------------------------------------------------------
 
 #[test]

@@ -1,6 +1,9 @@
 //! Checks of single values against the schema, the `[run]` table, and the assembly of the plan.
 
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
+use std::fmt;
+use std::hash::Hash;
 use std::ops::Range;
 
 use toml::Spanned;
@@ -194,30 +197,39 @@ impl Ctx<'_> {
     }
 
     /// The checked elements of a non-empty list whose elements must differ; `check` returns an
-    /// element's value and how messages show it (equal shows are duplicates).
-    pub(super) fn unique_list<T, U>(
+    /// element's value and how messages show it (equal shows are duplicates). Linear in the
+    /// list's length: the shows seen so far are a hash map, not a list searched per element.
+    pub(super) fn unique_list<T, U, S>(
         &self,
         list: &SpannedList<T>,
         key: &str,
-        mut check: impl FnMut(&Spanned<T>, &str) -> Checked<(U, String)>,
-    ) -> Checked<Vec<U>> {
+        mut check: impl FnMut(&Spanned<T>, &str) -> Checked<(U, S)>,
+    ) -> Checked<Vec<U>>
+    where
+        S: Hash + Eq + fmt::Display,
+    {
         if list.get_ref().is_empty() {
             let expected = schema::expected(&key_norm(key)).unwrap_or_default();
             return Err(self.invalid(list.span(), key, format!("empty list; expected {expected}")));
         }
-        let mut shown: Vec<String> = Vec::new();
-        let mut out = Vec::new();
+        let mut seen: HashMap<S, usize> = HashMap::with_capacity(list.get_ref().len());
+        let mut out = Vec::with_capacity(list.get_ref().len());
         for (j, v) in list.get_ref().iter().enumerate() {
             let ek = format!("{key}[{j}]");
             let (value, show) = check(v, &ek)?;
-            if let Some(first) = shown.iter().position(|s| *s == show) {
-                return Err(self.invalid(
-                    v.span(),
-                    &ek,
-                    format!("duplicate value {show} (also {key}[{first}]); it would yield the same phase names twice"),
-                ));
+            match seen.entry(show) {
+                Entry::Occupied(first) => {
+                    let (show, first) = (first.key(), first.get());
+                    return Err(self.invalid(
+                        v.span(),
+                        &ek,
+                        format!("duplicate value {show} (also {key}[{first}]); it would yield the same phase names twice"),
+                    ));
+                }
+                Entry::Vacant(slot) => {
+                    slot.insert(j);
+                }
             }
-            shown.push(show);
             out.push(value);
         }
         Ok(out)
