@@ -6,9 +6,13 @@ use toml::Spanned;
 
 use super::raw::{RawBench, RawIrq, SpannedList};
 use super::schema;
-use super::validate::{int_range_of, Checked, Ctx, RunValues};
+use super::validate::{fmt_int, int_range_of, Checked, Ctx, RunValues};
 use super::{defaults, MAX_PHASES};
 use crate::plan::{InsnId, IrqSource, PhasePlan, StrategyId, Workload};
+
+/// A floor of one operation's cost on any host, in ns: a loop iteration takes at least a
+/// cycle, and no host runs at 10 GHz.
+const MIN_OP_NS: f64 = 0.1;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Kind {
@@ -85,18 +89,17 @@ impl Ctx<'_> {
         let irqs = match &b.irq {
             None => vec![IrqSource::None],
             Some(list) => self.unique_list(list, &format!("{key}.irq"), |v, ek| {
-                let irq = self.irq(v, ek)?;
+                let irq = self.irq(v, ek, run)?;
                 Ok((irq, irq.label()))
             })?,
         };
         self.measures_what_it_says(key, b, &workloads, &irqs)?;
         let body_ops = self.opt_int(&b.body_ops, &format!("{key}.body_ops"), defaults::BODY_OPS)?;
         let seed = self.opt_int(&b.seed, &format!("{key}.seed"), defaults::SEED)?;
-        let block_ops = b
-            .block_ops
-            .as_ref()
-            .map(|v| self.int::<u64>(v, &format!("{key}.block_ops")))
-            .transpose()?;
+        let block_ops = match &b.block_ops {
+            None => None,
+            Some(v) => Some(self.block_ops(v, &format!("{key}.block_ops"), &workloads, run)?),
+        };
 
         if workloads.len() > self.max_group {
             let (rows, max) = (workloads.len(), self.max_group);
@@ -254,7 +257,78 @@ impl Ctx<'_> {
         })
     }
 
-    fn irq(&self, v: &Spanned<RawIrq>, key: &str) -> Checked<IrqSource> {
+    /// A fixed block size whose round fits the budget. Before boot only a floor of an
+    /// operation's cost is known (`MIN_OP_NS`); the measured round is checked again after
+    /// calibration.
+    fn block_ops(
+        &self,
+        v: &Spanned<i64>,
+        key: &str,
+        workloads: &[Workload],
+        run: &RunValues,
+    ) -> Checked<u64> {
+        let n: u64 = self.int(v, key)?;
+        // The group's rows and the `empty` baseline, one block each per round.
+        let blocks = workloads.len() as u64 + 1;
+        let floor_s = (n * blocks) as f64 * MIN_OP_NS / 1e9;
+        if floor_s <= run.max_seconds {
+            return Ok(n);
+        }
+        let most = (run.max_seconds * 1e9 / (blocks as f64 * MIN_OP_NS)).round() as i64;
+        Err(self.invalid(
+            v.span(),
+            key,
+            format!(
+                "{} operations per block make one round ({blocks} blocks: the group's rows and \
+                 the `empty` baseline) last at least {} s even at {MIN_OP_NS} ns per operation, \
+                 longer than {}; valid with this budget: 1..={}",
+                fmt_int(n as i64),
+                schema::fmt_num(floor_s),
+                run.budget(),
+                fmt_int(most.max(1))
+            ),
+        ))
+    }
+
+    /// A rate or period whose one event fits the budget: a slower load would not reach a
+    /// group's rounds at all (and its thread would wait a whole period).
+    fn irq_period(
+        &self,
+        value: &Spanned<f64>,
+        key: &str,
+        param: &str,
+        run: &RunValues,
+    ) -> Checked<f64> {
+        let x = self.num(value, key)?;
+        let (period_s, unit, valid) = match param {
+            "rate_hz" => (
+                1.0 / x,
+                "Hz",
+                format!("{}..=1_000_000", schema::fmt_num(1.0 / run.max_seconds)),
+            ),
+            _ => (
+                x * 1e-6,
+                "µs",
+                format!("1..={}", schema::fmt_num(run.max_seconds * 1e6)),
+            ),
+        };
+        if period_s <= run.max_seconds {
+            return Ok(x);
+        }
+        Err(self.invalid(
+            value.span(),
+            key,
+            format!(
+                "{} {unit} is one event every {} s, longer than {}, so no event would land in a \
+                 group's rounds; valid with this budget: {valid}",
+                self.src.text.get(value.span()).unwrap_or("?"),
+                schema::fmt_num(period_s),
+                run.budget()
+            ),
+        ))
+    }
+
+    fn irq(&self, v: &Spanned<RawIrq>, key: &str, run: &RunValues) -> Checked<IrqSource> {
         let raw = v.get_ref();
         let sk = format!("{key}.source");
         let id = self.choice_index(&raw.source, &sk, "irq source", &abi::irq::NAMES)?;
@@ -291,7 +365,7 @@ impl Ctx<'_> {
                 format!("missing; source \"{source_name}\" needs `{param}`: {expected}"),
             ));
         };
-        Ok(with(self.num(value, &pk)?))
+        Ok(with(self.irq_period(value, &pk, param, run)?))
     }
 }
 

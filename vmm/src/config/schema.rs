@@ -297,9 +297,16 @@ fn joined<'a>(items: impl Iterator<Item = &'a str>, quote: &str, last: &str) -> 
     }
 }
 
-/// `8.0` → `8`, `1e6` → `1_000_000`, `0.02` → `0.02`.
+/// `8.0` → `8`, `1e6` → `1_000_000`, `0.02` → `0.02`; beyond those, four significant digits
+/// in exponent form (`1e300`, `1.25e-7`) rather than 300 digits.
 pub(super) fn fmt_num(x: f64) -> String {
-    if x.fract() == 0.0 && x.abs() < 1e15 {
+    let tiny = x != 0.0 && x.abs() < 1e-4;
+    if x.is_finite() && (tiny || x.abs() >= 1e15) {
+        let s = format!("{x:.3e}");
+        let (mantissa, exponent) = s.split_once('e').unwrap_or((&s, "0"));
+        let mantissa = mantissa.trim_end_matches('0').trim_end_matches('.');
+        format!("{mantissa}e{exponent}")
+    } else if x.fract() == 0.0 && x.abs() < 1e15 {
         fmt_int(x as i64)
     } else {
         x.to_string()

@@ -739,8 +739,13 @@ thread_local! {
 #[test]
 fn duplicate_checks_are_linear_in_the_list_length() {
     /// A list element's show that counts its equality tests.
-    #[derive(Debug, Hash)]
+    #[derive(Debug)]
     struct Probe(u32);
+    impl std::hash::Hash for Probe {
+        fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+            self.0.hash(state);
+        }
+    }
     impl PartialEq for Probe {
         fn eq(&self, other: &Probe) -> bool {
             EQ_TESTS.with(|c| c.set(c.get() + 1));
@@ -748,8 +753,8 @@ fn duplicate_checks_are_linear_in_the_list_length() {
         }
     }
     impl Eq for Probe {}
-    impl std::fmt::Display for Probe {
-        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+    impl fmt::Display for Probe {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
             write!(f, "{}", self.0)
         }
     }
@@ -790,6 +795,68 @@ fn duplicate_checks_are_linear_in_the_list_length() {
         err.contains("duplicate value 7 (also bench[0].vcpus[7])"),
         "{err}"
     );
+}
+
+/// A load whose one event is further apart than the group's budget is refused, naming the
+/// budget and the rates it allows: at 1e-300 Hz the period did not even fit a Duration (a
+/// panic), at 0.05 Hz the load thread slept 20 s past a 0.5 s budget.
+#[test]
+fn an_interrupt_load_slower_than_the_budget_is_refused() {
+    let run = "name = \"x\"\n[run]\nmax_seconds = 0.5\n[[bench]]\nname = \"b\"\n";
+    for (rate, every) in [("0.05", "20 s"), ("1e-300", "1e300 s"), ("1e-19", "1e19 s")] {
+        for source in ["inject", "pv-event"] {
+            let line = format!("irq = [{{ source = \"{source}\", rate_hz = {rate} }}]");
+            let col = line.find(rate).expect("rate") + 1;
+            bad(
+                &format!("{run}{line}\n"),
+                &format!("6:{col}"),
+                "`bench[0].irq[0].rate_hz`",
+                &[
+                    &format!("{rate} Hz is one event every {every}"),
+                    "longer than run.max_seconds = 0.5",
+                    "valid with this budget: 2..=1_000_000",
+                ],
+            );
+        }
+    }
+    bad(
+        &bench("irq = [{ source = \"lapic-timer\", period_us = 1_000_000 }]\n[run]\nmax_seconds = 0.25"),
+        "4:46",
+        "`bench[0].irq[0].period_us`",
+        &["1_000_000 µs is one event every 1 s", "run.max_seconds = 0.25", "valid with this budget: 1..=250_000"],
+    );
+    // The default budget is named as such; a period inside it passes.
+    bad(
+        &bench("irq = [{ source = \"inject\", rate_hz = 0.1 }]"),
+        "4:39",
+        "`bench[0].irq[0].rate_hz`",
+        &["run.max_seconds = 8 (the default)", "0.125..=1_000_000"],
+    );
+    ok(&format!(
+        "{run}irq = [{{ source = \"inject\", rate_hz = 2 }}]\n"
+    ));
+}
+
+/// A fixed block size whose one round cannot fit the budget on any host is refused before
+/// boot: 1e9 operations took about 12 h per round on this host against a 0.1 s budget.
+#[test]
+fn block_ops_whose_round_exceeds_the_budget_are_refused() {
+    let text = bench(
+        "block_ops = 1_000_000_000\nstrategies = [\"native-popf\"]\n[run]\nmax_seconds = 0.1",
+    );
+    bad(
+        &text,
+        "4:13",
+        "`bench[0].block_ops`",
+        &[
+            "1_000_000_000 operations per block",
+            "2 blocks",
+            "at least 0.2 s",
+            "longer than run.max_seconds = 0.1",
+            "valid with this budget: 1..=500_000_000",
+        ],
+    );
+    ok(&text.replace("1_000_000_000", "500_000_000"));
 }
 
 // ---- good configs -----------------------------------------------------------------------
@@ -941,6 +1008,10 @@ fn helpers() {
     assert_eq!(schema::fmt_num(8.0), "8");
     assert_eq!(schema::fmt_num(1e6), "1_000_000");
     assert_eq!(schema::fmt_num(0.02), "0.02");
+    assert_eq!(schema::fmt_num(1e300), "1e300");
+    assert_eq!(schema::fmt_num(1.0 / 1e-300), "1e300");
+    assert_eq!(schema::fmt_num(1.25e-7), "1.25e-7");
+    assert_eq!(schema::fmt_num(1e-19), "1e-19");
     assert_eq!(
         closest("native-pop", &irqbench_abi::strategy::NAMES),
         Some("native-popf")

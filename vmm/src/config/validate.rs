@@ -57,6 +57,24 @@ const HYPERCALLS: [(&str, HypercallTransport); 3] = [
 #[derive(Debug)]
 pub(super) struct RunValues {
     pub vcpus: u32,
+    /// `run.max_seconds` and where it was set (`None`: the default).
+    pub max_seconds: f64,
+    pub max_seconds_span: Option<Range<usize>>,
+}
+
+impl RunValues {
+    /// How an error shows the budget: `run.max_seconds = 0.5` (or its default).
+    pub(super) fn budget(&self) -> String {
+        let at = if self.max_seconds_span.is_some() {
+            ""
+        } else {
+            " (the default)"
+        };
+        format!(
+            "run.max_seconds = {}{at}",
+            schema::fmt_num(self.max_seconds)
+        )
+    }
 }
 
 /// What validation needs besides the raw values.
@@ -315,6 +333,8 @@ impl Ctx<'_> {
                 None => defaults::VCPUS,
                 Some(v) => self.vcpus(v, "run.vcpus")?,
             },
+            max_seconds: plan.max_seconds,
+            max_seconds_span: run.max_seconds.as_ref().map(Spanned::span),
         };
 
         let benches = match &raw.bench {
