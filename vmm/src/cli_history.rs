@@ -497,6 +497,9 @@ pub(crate) struct CheckArgs {
     /// Measure and judge even when the quick host validation FAILs (as `run --force`).
     #[arg(long)]
     force: bool,
+    /// Run a plan whose budgets add up to more than an hour (as `run --yes`).
+    #[arg(long)]
+    yes: bool,
     #[command(flatten)]
     save: SaveArgs,
 }
@@ -546,7 +549,7 @@ pub(crate) fn cmd_check(args: CheckArgs) -> ExitCode {
         Ok(s) => s,
         Err(code) => return code,
     };
-    let Ok(prepared) = super::prepare(Some(&args.config), args.guest.as_deref()) else {
+    let Ok(prepared) = super::prepare(Some(&args.config), args.guest.as_deref(), args.yes) else {
         return ExitCode::from(2);
     };
     let signals = super::install_signals();

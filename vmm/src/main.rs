@@ -3,7 +3,7 @@
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use clap::{CommandFactory, Parser, Subcommand};
@@ -101,7 +101,8 @@ are recorded as host.validation in the JSON, WARN and FAIL lines are printed abo
 and a FAIL stops the run before it measures unless --force is given.
 
 Exit status: 0 all phases measured; 1 a phase failed (guest fault, timeout, protocol
-violation), the host failed validation, or the run could not start; 2 bad config or arguments (outputs included); 130
+violation), the host failed validation, or the run could not start; 2 bad config or arguments
+(outputs included, and a plan over an hour of budgets without --yes); 130
 interrupted by SIGINT or SIGTERM, 129 by SIGHUP (partial results are still written and marked
 \"partial\"); 141 stdout was a closed pipe.")]
     Run(RunArgs),
@@ -334,6 +335,9 @@ struct RunArgs {
     /// the table and in the JSON's host.validation).
     #[arg(long)]
     force: bool,
+    /// Run a plan whose budgets add up to more than an hour (refused without it).
+    #[arg(long)]
+    yes: bool,
 }
 
 /// The plan and the config text it came from (saved with the run).
@@ -422,19 +426,82 @@ struct Signals {
     which: Arc<AtomicUsize>,
 }
 
+/// A second signal this soon after the first is the same one delivered twice: timeout(1) and
+/// a kill of the process group send it to irqbench and to its group.
+const REPEAT_NS: u64 = 300_000_000;
+
+/// When the first stop signal came (CLOCK_MONOTONIC ns; 0: none yet).
+static FIRST_SIGNAL_NS: AtomicU64 = AtomicU64::new(0);
+
+/// CLOCK_MONOTONIC in ns (async-signal-safe: clock_gettime is on POSIX's list).
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the timespec we own and nothing else.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    (ts.tv_sec as u64).saturating_mul(1_000_000_000) + ts.tv_nsec as u64
+}
+
 /// SIGINT, SIGTERM and SIGHUP (a closed terminal or ssh session) stop the run cleanly so the
-/// measured part is written; a second one exits at once.
+/// measured part is written; a second one exits at once, unless it is the first delivered
+/// twice (within [`REPEAT_NS`]).
 fn install_signals() -> Signals {
     use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
     let stop = Arc::new(AtomicBool::new(false));
     let which = Arc::new(AtomicUsize::new(0));
     for sig in [SIGINT, SIGTERM, SIGHUP] {
-        let _ =
-            signal_hook::flag::register_conditional_shutdown(sig, exit_status(sig), stop.clone());
+        let status = exit_status(sig);
+        let second = move || {
+            let now = monotonic_ns().max(1);
+            if let Err(first) =
+                FIRST_SIGNAL_NS.compare_exchange(0, now, Ordering::SeqCst, Ordering::SeqCst)
+            {
+                if now.saturating_sub(first) >= REPEAT_NS {
+                    signal_hook::low_level::exit(status);
+                }
+            }
+        };
+        // SAFETY: the action only reads the clock, compares and swaps an atomic and may call
+        // _exit (signal_hook::low_level::exit), all async-signal-safe; it allocates nothing.
+        let _ = unsafe { signal_hook::low_level::register(sig, second) };
         let _ = signal_hook::flag::register_usize(sig, which.clone(), sig as usize);
         let _ = signal_hook::flag::register(sig, stop.clone());
     }
     Signals { stop, which }
+}
+
+/// Says at the first SIGINT, SIGTERM or SIGHUP that the run is stopping (it still writes what
+/// it measured, which may take a moment); above the progress bar when one is shown. The
+/// listening thread is never joined: it ends with the process.
+fn announce_stop(bar: Option<indicatif::ProgressBar>) {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP]) else {
+        return;
+    };
+    let _ = std::thread::Builder::new()
+        .name("signals".into())
+        .spawn(move || {
+            let Some(sig) = signals.forever().next() else {
+                return;
+            };
+            let name = match sig {
+                SIGINT => "SIGINT",
+                SIGTERM => "SIGTERM",
+                _ => "SIGHUP",
+            };
+            let msg = format!(
+                "{name}: stopping; what was measured so far is written, marked partial (a second \
+                 signal exits at once)"
+            );
+            match &bar {
+                Some(b) if !b.is_hidden() && !b.is_finished() => {
+                    b.println(format!("irqbench: {msg}"));
+                }
+                _ => warn(msg),
+            }
+        });
 }
 
 /// SIGHUP gives 128 + 1 as a shell would; SIGINT and SIGTERM keep the documented 130.
@@ -470,7 +537,24 @@ struct Prepared {
     image: Arc<GuestImage>,
 }
 
-fn prepare(config: Option<&str>, guest: Option<&Path>) -> Result<Prepared, ExitCode> {
+/// A plan longer than an hour by its budgets runs only with `--yes`: 10 000 groups of
+/// `max_seconds = 3600` would run for over a year.
+fn confirm_length(plan: &Plan, yes: bool) -> Result<(), ExitCode> {
+    let length = measure::pacing::PlanLength::of(plan);
+    if !length.needs_confirmation() || yes {
+        return Ok(());
+    }
+    Err(fail(
+        2,
+        format!(
+            "{}: the plan runs for about {length}, more than an hour; pass --yes to run it \
+             anyway, or shorten its lists or run.max_seconds",
+            plan.source
+        ),
+    ))
+}
+
+fn prepare(config: Option<&str>, guest: Option<&Path>, yes: bool) -> Result<Prepared, ExitCode> {
     // Config and guest errors come first, so both can be checked on a machine without KVM;
     // the vCPU limit is KVM's when it can be asked.
     let kvm = host::open_kvm();
@@ -481,6 +565,7 @@ fn prepare(config: Option<&str>, guest: Option<&Path>) -> Result<Prepared, ExitC
         Err(_) => Limits::default(),
     };
     let (plan, config_text) = load_plan(config, &limits)?;
+    confirm_length(&plan, yes)?;
     let image = Arc::new(load_image(guest)?);
     let kvm = kvm.map_err(|e| fail(1, chain(&e)))?;
     Ok(Prepared {
@@ -491,9 +576,10 @@ fn prepare(config: Option<&str>, guest: Option<&Path>) -> Result<Prepared, ExitC
     })
 }
 
-/// 130/129 for a run a signal stopped, 1 when a phase failed, else 0.
+/// 130/129 for a run a signal stopped (also one that came after the measuring, while the
+/// results were written), 1 when a phase failed, else 0.
 fn run_status(report: &RunReport, signals: &Signals) -> ExitCode {
-    if report.partial {
+    if report.partial || signals.stop.load(Ordering::SeqCst) {
         let sig = signals.which.load(Ordering::SeqCst) as i32;
         ExitCode::from(if sig == 0 {
             130
@@ -517,7 +603,7 @@ fn cmd_run(args: RunArgs) -> ExitCode {
         Ok(s) => s,
         Err(code) => return code,
     };
-    let p = match prepare(args.config.as_deref(), args.guest.as_deref()) {
+    let p = match prepare(args.config.as_deref(), args.guest.as_deref(), args.yes) {
         Ok(p) => p,
         Err(code) => return code,
     };
@@ -529,10 +615,14 @@ fn cmd_run(args: RunArgs) -> ExitCode {
         None => None,
     };
     let signals = install_signals();
-    let report = match measure(&p.kvm, &p.plan, &p.image, &signals, args.quiet, args.force) {
+    let mut report = match measure(&p.kvm, &p.plan, &p.image, &signals, args.quiet, args.force) {
         Ok(r) => r,
         Err(code) => return code,
     };
+    if signals.stop.load(Ordering::SeqCst) && !report.partial {
+        report.partial = true;
+        report.partial_reason = Some("stopped by signal after the measuring".into());
+    }
     let mut status = run_status(&report, &signals);
     if let Err(code) = write_outputs(&report, &outputs, out_dir.as_ref(), args.quiet) {
         status = code;
@@ -578,14 +668,16 @@ fn measure(
         validation: host::validate::Policy::Quick { force },
     };
     let bar = progress_bar(quiet, plan.phases.len());
+    announce_stop(bar.clone());
     let started = std::time::Instant::now();
     let mut bar_shown = false;
     if !quiet {
         warn(format_args!(
-            "running `{}` ({} phases) from {}",
+            "running `{}` ({} phases) from {}: about {}",
             plan.name,
             plan.phases.len(),
-            plan.source
+            plan.source,
+            measure::pacing::PlanLength::of(plan)
         ));
     }
     let mut progress = |i: usize, _n: usize, name: &str, step: &str| {
@@ -684,6 +776,27 @@ fn render_json(report: &RunReport) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A signal that lands after the last round (while the figures are computed, or the
+    /// results written) still ends the run with 130, not 0.
+    #[test]
+    fn a_signal_after_the_rounds_still_exits_130() {
+        let signals = Signals {
+            stop: Arc::new(AtomicBool::new(false)),
+            which: Arc::new(AtomicUsize::new(0)),
+        };
+        let report = RunReport::default();
+        assert_eq!(run_status(&report, &signals), ExitCode::SUCCESS);
+        signals.stop.store(true, Ordering::SeqCst);
+        signals
+            .which
+            .store(signal_hook::consts::SIGINT as usize, Ordering::SeqCst);
+        assert_eq!(run_status(&report, &signals), ExitCode::from(130));
+        signals
+            .which
+            .store(signal_hook::consts::SIGHUP as usize, Ordering::SeqCst);
+        assert_eq!(run_status(&report, &signals), ExitCode::from(129));
+    }
 
     #[test]
     fn min_change_must_be_a_finite_percentage() {
