@@ -510,6 +510,39 @@ mod tests {
         }
     }
 
+    /// A fixed block size whose calibrated round is longer than the whole budget fails the
+    /// group at once, naming the block_ops that would fit (1e8 operations take over 0.2 s on
+    /// any host; this one, about 5 h per round).
+    #[test]
+    fn a_round_longer_than_the_budget_fails_after_calibration() {
+        let mut row = adaptive(
+            Workload::Strategy {
+                strategy: strategy("native-popf"),
+            },
+            IrqSource::None,
+            0.0,
+        );
+        row.block_ops = Some(100_000_000);
+        let mut plan = small_plan(vec![row]);
+        plan.max_seconds = 0.1;
+        let Some(kvm) = host::test_kvm() else { return };
+        let report = run_plan(
+            &kvm,
+            &plan,
+            &image(),
+            &RunOptions::default(),
+            &mut |_, _, _, _| {},
+        )
+        .expect("run");
+        assert!(report.results.is_empty(), "{:?}", report.results);
+        let error = &report.failures[0].error;
+        assert!(
+            error.contains("longer than run.max_seconds = 0.1")
+                && error.contains("set block_ops to at most"),
+            "{error}"
+        );
+    }
+
     #[test]
     fn inject_load_counts_window_exits_and_never_blames_the_critical_section() {
         let plan = small_plan(vec![adaptive(
