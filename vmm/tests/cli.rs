@@ -94,6 +94,51 @@ fn a_bad_config_names_file_line_and_key() {
     assert!(err.contains("native-popf"), "no suggestion: {err}");
 }
 
+/// 2000 groups of an hour each (83 days) are refused before anything opens KVM, unless
+/// --yes confirms them.
+#[test]
+fn a_plan_longer_than_an_hour_needs_yes() {
+    let dir = tmp();
+    let config = dir.path().join("long.toml");
+    let nesting: Vec<String> = (0..2000)
+        .map(|i| format!("{}", f64::from(i) / 2000.0))
+        .collect();
+    std::fs::write(
+        &config,
+        format!(
+            "name = \"long\"\n[run]\nmax_seconds = 3600\n[[bench]]\nname = \"l\"\n\
+             strategies = [\"native-popf\"]\nnesting = [{}]\n",
+            nesting.join(", ")
+        ),
+    )
+    .expect("write");
+    let no_kvm = dir.path().join("no-kvm");
+    let run = |extra: &[&str]| {
+        irqbench()
+            .args(["run", path_str(&config), "--no-save"])
+            .args(extra)
+            .env("IRQBENCH_KVM_DEVICE", &no_kvm)
+            .output()
+            .expect("spawn")
+    };
+    let out = run(&[]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    for w in [
+        "long.toml",
+        "about 83 days (2000 groups",
+        "more than an hour",
+        "--yes",
+    ] {
+        assert!(stderr.contains(w), "{w:?} missing: {stderr}");
+    }
+    // Confirmed, it goes on to open KVM (which this test made absent).
+    let out = run(&["--yes"]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(!stderr.contains("more than an hour"), "{stderr}");
+}
+
 #[test]
 fn a_missing_or_malformed_guest_gives_a_clear_error() {
     if !kvm_or_skip() {
@@ -384,6 +429,82 @@ fn signal_mid_run(signal: i32) -> (Option<i32>, String, serde_json::Value) {
         .unwrap_or_else(|e| panic!("partial JSON not written ({e}); stderr:\n{stderr}"));
     let report = serde_json::from_str(&text).expect("valid JSON");
     (status.code(), stderr, report)
+}
+
+/// Runs `config` with --json, sends `signal` after `after`, and waits at most `bound` for the
+/// exit (then kills it): (exit code, stderr, JSON text if written).
+fn signal_run(
+    config: &Path,
+    signal: i32,
+    after: Duration,
+    bound: Duration,
+) -> (Option<i32>, String, Option<String>) {
+    let dir = tmp();
+    let json = dir.path().join("out.json");
+    let mut child = irqbench()
+        .args([
+            "run",
+            path_str(config),
+            "--no-save",
+            "--json",
+            path_str(&json),
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    std::thread::sleep(after);
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(child.id() as i32, signal) };
+    let sent = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break Some(status);
+        }
+        if sent.elapsed() > bound {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut stderr = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        let _ = std::io::Read::read_to_string(&mut e, &mut stderr);
+    }
+    let status =
+        status.unwrap_or_else(|| panic!("still running {bound:?} after the signal:\n{stderr}"));
+    (status.code(), stderr, std::fs::read_to_string(&json).ok())
+}
+
+/// An interrupt load of one event per 20 s: its thread used to sleep the whole period, and
+/// stopping it joined that sleep, so SIGTERM took 20 s (at 0.01 Hz, SIGKILL). The run now
+/// stops at once, says so, and leaves a partial JSON.
+#[test]
+fn a_signal_stops_a_run_under_a_slow_interrupt_load_at_once() {
+    if !kvm_or_skip() {
+        return;
+    }
+    let dir = tmp();
+    let config = dir.path().join("slow.toml");
+    std::fs::write(
+        &config,
+        "name = \"slow\"\n[run]\nmax_seconds = 30\nprecision = 0.0001\n\n[[bench]]\nname = \"s\"\n\
+         strategies = [\"native-popf\"]\nirq = [{ source = \"inject\", rate_hz = 0.05 }]\n",
+    )
+    .expect("write");
+    // Bound: ten times what a stop may take (1 s); the period is 20 s.
+    let (code, stderr, json) = signal_run(
+        &config,
+        libc::SIGTERM,
+        Duration::from_millis(2500),
+        Duration::from_secs(10),
+    );
+    assert_eq!(code, Some(130), "stderr:\n{stderr}");
+    assert!(stderr.contains("SIGTERM: stopping"), "{stderr}");
+    let report: serde_json::Value =
+        serde_json::from_str(&json.expect("partial JSON")).expect("valid JSON");
+    assert_eq!(report["partial"], serde_json::Value::Bool(true));
 }
 
 #[test]

@@ -464,6 +464,9 @@ pub(crate) struct CheckArgs {
     strict_host: bool,
     #[command(flatten)]
     reporting: ReportArgs,
+    /// Run a plan whose budgets add up to more than an hour (as `run --yes`).
+    #[arg(long)]
+    yes: bool,
     #[command(flatten)]
     save: SaveArgs,
 }
@@ -519,6 +522,7 @@ pub(crate) fn cmd_check(args: CheckArgs) -> Result<Status, CliError> {
         out_dir: None,
         origin: Origin::Check,
         redact: &args.reporting.redact,
+        yes: args.yes,
     })?;
     let report = &done.report;
     if report.partial {

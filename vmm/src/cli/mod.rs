@@ -82,9 +82,9 @@ passed over with a note and the shipped config runs; any other folder is refused
 cannot be looked at says why (ELOOP, ENOTDIR, EACCES).
 
 Exit status: 0 all phases measured, written and saved; 1 a phase failed (guest fault,
-timeout, protocol violation), the host failed validation, the run could not start (no KVM, a
-bad guest), or an output or the save failed; 2 bad config or arguments (outputs and --db
-included); 130 interrupted by SIGINT or SIGTERM, 129 by SIGHUP (partial results are still
+timeout, protocol violation), a row has no data, the host failed validation, the run could not
+start (no KVM, a bad guest), or an output or the save failed; 2 bad config or arguments
+(outputs and --db included, and a plan over an hour of budgets without --yes); 130 interrupted by SIGINT or SIGTERM, 129 by SIGHUP (partial results are still
 written and marked \"partial\"); 141 stdout was a closed pipe.")]
     Run(run::RunArgs),
     /// Print the host manifest: CPU, kernel, KVM flavour, TSC, capabilities.

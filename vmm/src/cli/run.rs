@@ -3,7 +3,7 @@
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use irqbench::config::plan::Plan;
@@ -53,6 +53,9 @@ pub struct RunArgs {
     /// the table and in the JSON's host.validation).
     #[arg(long)]
     force: bool,
+    /// Run a plan whose budgets add up to more than an hour (refused without it).
+    #[arg(long)]
+    yes: bool,
 }
 
 /// What `run` and `check` share about the report: dashboard exports and redaction.
@@ -208,6 +211,8 @@ pub struct Request<'a> {
     pub out_dir: Option<&'a Path>,
     pub origin: Origin,
     pub redact: &'a [Redaction],
+    /// `--yes`: a plan over an hour of budgets may run.
+    pub yes: bool,
 }
 
 /// A run that was measured (perhaps partly), with the status its outcome gives.
@@ -219,7 +224,7 @@ pub struct Finished {
 /// The pipeline. `Err` only when nothing was measured; a failed phase, output or save is
 /// reported on stderr and counted in [`Finished::status`].
 pub fn pipeline(req: &Request) -> Result<Finished, CliError> {
-    let p = prepare(req.config, req.guest)?;
+    let p = prepare(req.config, req.guest, req.yes)?;
     // After KVM, config and guest: a run that cannot start leaves no new database behind.
     let (saver, mut status) = Saver::prepare(req.save)?;
     let out_dir = req
@@ -228,6 +233,10 @@ pub fn pipeline(req: &Request) -> Result<Finished, CliError> {
         .transpose()?;
     let signals = install_signals();
     let mut report = measure_plan(&p, &signals, req.quiet, req.force)?;
+    if signals.stop.load(Ordering::SeqCst) && !report.partial {
+        report.partial = true;
+        report.partial_reason = Some("stopped by signal after the measuring".into());
+    }
     // Before anything is written or saved: a redacted fact reaches no output.
     redact(&mut report, req.redact, host::hostname().as_deref());
     status = status.and(signals.status_of(&report));
@@ -265,6 +274,7 @@ pub fn cmd_run(args: &RunArgs) -> Result<Status, CliError> {
         out_dir: args.out.as_deref(),
         origin: Origin::Run,
         redact: &args.reporting.redact,
+        yes: args.yes,
     })?;
     // The table last: a closed stdout must not cost the files or the messages above.
     if args.quiet || outputs.uses_stdout() {
@@ -301,7 +311,9 @@ impl Signals {
             .results
             .iter()
             .any(|r| r.no_data.is_some() || !r.cycles_per_op.has_data());
-        if report.partial {
+        // A signal after the last round (while the figures were computed, or the results
+        // written) still ends the run with its status.
+        if report.partial || self.stop.load(Ordering::SeqCst) {
             self.arrived().map_or(Status::Interrupted, |(_, s)| s)
         } else if !report.failures.is_empty() || no_data {
             Status::Failed
@@ -311,8 +323,27 @@ impl Signals {
     }
 }
 
+/// A second signal this soon after the first is the same one delivered twice: timeout(1) and
+/// a kill of the process group send it to irqbench and to its group.
+const REPEAT_NS: u64 = 300_000_000;
+
+/// When the first stop signal came (CLOCK_MONOTONIC ns; 0: none yet).
+static FIRST_SIGNAL_NS: AtomicU64 = AtomicU64::new(0);
+
+/// CLOCK_MONOTONIC in ns (async-signal-safe: clock_gettime is on POSIX's list).
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the timespec we own and nothing else.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    (ts.tv_sec as u64).saturating_mul(1_000_000_000) + ts.tv_nsec as u64
+}
+
 /// SIGINT, SIGTERM and SIGHUP (a closed terminal or ssh session) stop the run cleanly so the
-/// measured part is written; a second one exits at once.
+/// measured part is written; a second one exits at once, unless it is the first delivered
+/// twice (within [`REPEAT_NS`]).
 fn install_signals() -> Signals {
     use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
     let stop = Arc::new(AtomicBool::new(false));
@@ -323,15 +354,70 @@ fn install_signals() -> Signals {
         } else {
             Status::Interrupted
         };
-        let _ = signal_hook::flag::register_conditional_shutdown(
-            sig,
-            i32::from(status.code()),
-            stop.clone(),
-        );
+        let code = i32::from(status.code());
+        let second = move || {
+            let now = monotonic_ns().max(1);
+            if let Err(first) =
+                FIRST_SIGNAL_NS.compare_exchange(0, now, Ordering::SeqCst, Ordering::SeqCst)
+            {
+                if now.saturating_sub(first) >= REPEAT_NS {
+                    signal_hook::low_level::exit(code);
+                }
+            }
+        };
+        // SAFETY: the action only reads the clock, compares and swaps an atomic and may call
+        // _exit (signal_hook::low_level::exit), all async-signal-safe; it allocates nothing.
+        let _ = unsafe { signal_hook::low_level::register(sig, second) };
         let _ = signal_hook::flag::register_usize(sig, which.clone(), sig as usize);
         let _ = signal_hook::flag::register(sig, stop.clone());
     }
     Signals { stop, which }
+}
+
+/// Says at the first SIGINT, SIGTERM or SIGHUP that the run is stopping (it still writes what
+/// it measured, which may take a moment); above the progress bar when one is shown. The
+/// listening thread is never joined: it ends with the process.
+fn announce_stop(bar: Option<indicatif::ProgressBar>) {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP]) else {
+        return;
+    };
+    let _ = std::thread::Builder::new()
+        .name("signals".into())
+        .spawn(move || {
+            let Some(sig) = signals.forever().next() else {
+                return;
+            };
+            let name = match sig {
+                SIGINT => "SIGINT",
+                SIGTERM => "SIGTERM",
+                _ => "SIGHUP",
+            };
+            let msg = format!(
+                "{name}: stopping; what was measured so far is written, marked partial (a second \
+                 signal exits at once)"
+            );
+            match &bar {
+                Some(b) if !b.is_hidden() && !b.is_finished() => {
+                    b.println(format!("irqbench: {msg}"));
+                }
+                _ => warn(msg),
+            }
+        });
+}
+
+/// A plan longer than an hour by its budgets runs only with `--yes`: 10 000 groups of
+/// `max_seconds = 3600` would run for over a year.
+fn confirm_length(plan: &Plan, yes: bool) -> Result<(), CliError> {
+    let length = measure::pacing::PlanLength::of(plan);
+    if !length.needs_confirmation() || yes {
+        return Ok(());
+    }
+    Err(CliError::Usage(format!(
+        "{}: the plan runs for about {length}, more than an hour; pass --yes to run it anyway, \
+         or shorten its lists or run.max_seconds",
+        plan.source
+    )))
 }
 
 fn progress_bar(quiet: bool, phases: usize) -> Option<indicatif::ProgressBar> {
@@ -358,7 +444,7 @@ struct Prepared {
     image: Arc<GuestImage>,
 }
 
-fn prepare(config: Option<&str>, guest: Option<&Path>) -> Result<Prepared, CliError> {
+fn prepare(config: Option<&str>, guest: Option<&Path>, yes: bool) -> Result<Prepared, CliError> {
     // Config and guest errors come first, so both can be checked on a machine without KVM;
     // the vCPU limit is KVM's when it can be asked.
     let kvm = host::open_kvm();
@@ -369,6 +455,7 @@ fn prepare(config: Option<&str>, guest: Option<&Path>) -> Result<Prepared, CliEr
         Err(_) => Limits::default(),
     };
     let (plan, config_text) = load_plan(config, &limits)?;
+    confirm_length(&plan, yes)?;
     let image = Arc::new(load_image(guest)?);
     Ok(Prepared {
         kvm: kvm?,
@@ -391,14 +478,16 @@ fn measure_plan(
     };
     let plan = &p.plan;
     let bar = progress_bar(quiet, plan.phases.len());
+    announce_stop(bar.clone());
     let started = std::time::Instant::now();
     let mut bar_shown = false;
     if !quiet {
         warn(format_args!(
-            "running `{}` ({} phases) from {}",
+            "running `{}` ({} phases) from {}: about {}",
             plan.name,
             plan.phases.len(),
-            plan.source
+            plan.source,
+            measure::pacing::PlanLength::of(plan)
         ));
     }
     let mut progress = |i: usize, _n: usize, name: &str, step: &str| {
@@ -507,4 +596,35 @@ fn write_outputs(
 /// Pretty JSON with a trailing newline.
 pub fn render_json(report: &RunReport) -> Result<String, String> {
     report::to_json(report).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A signal that lands after the last round (while the figures are computed, or the
+    /// results written) still ends the run with 130, not 0; a row without data is 1.
+    #[test]
+    fn a_signal_after_the_rounds_still_exits_130_and_no_data_is_1() {
+        let signals = Signals {
+            stop: Arc::new(AtomicBool::new(false)),
+            which: Arc::new(AtomicUsize::new(0)),
+        };
+        let mut report = RunReport::default();
+        assert_eq!(signals.status_of(&report), Status::Success);
+        report.results.push(irqbench::results::PhaseResult {
+            cycles_per_op: irqbench::results::Summary::no_data(),
+            ..Default::default()
+        });
+        assert_eq!(signals.status_of(&report), Status::Failed);
+        signals.stop.store(true, Ordering::SeqCst);
+        signals
+            .which
+            .store(signal_hook::consts::SIGINT as usize, Ordering::SeqCst);
+        assert_eq!(signals.status_of(&report), Status::Interrupted);
+        signals
+            .which
+            .store(signal_hook::consts::SIGHUP as usize, Ordering::SeqCst);
+        assert_eq!(signals.status_of(&report), Status::Hangup);
+    }
 }

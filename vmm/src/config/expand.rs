@@ -6,9 +6,14 @@ use toml::Spanned;
 
 use super::raw::{RawBench, RawIrq, SpannedList};
 use super::schema;
+use super::schema::fmt_int;
 use super::values::{int_range_of, Checked, Ctx, RunValues};
 use super::{defaults, MAX_PHASES};
 use crate::config::plan::{InsnId, IrqSource, PhasePlan, StrategyId, Workload};
+
+/// A floor of one operation's cost on any host, in ns: a loop iteration takes at least a
+/// cycle, and no host runs at 10 GHz.
+const MIN_OP_NS: f64 = 0.1;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Kind {
@@ -51,6 +56,22 @@ impl Ctx<'_> {
         };
         self.keys_of_other_kinds(key, kind, b)?;
         let workloads = self.workloads(key, kind, b)?;
+        // The size first, from the lists' lengths: a list of 100 000 values is refused before
+        // any of them is checked or a phase is built.
+        let count = [
+            b.nesting.as_ref().map(|l| l.get_ref().len()),
+            b.irq.as_ref().map(|l| l.get_ref().len()),
+            b.vcpus.as_ref().map(|l| l.get_ref().len()),
+        ]
+        .into_iter()
+        .fold(workloads.len(), |n, len| n.saturating_mul(len.unwrap_or(1)));
+        if count > MAX_PHASES {
+            return Err(self.invalid(
+                b.name.span(),
+                key,
+                format!("expands to {count} phases, more than {MAX_PHASES}; shorten the lists"),
+            ));
+        }
         let nesting = match &b.nesting {
             None => vec![defaults::NESTING],
             Some(list) => self.unique_list(list, &format!("{key}.nesting"), |v, ek| {
@@ -69,27 +90,18 @@ impl Ctx<'_> {
         let irqs = match &b.irq {
             None => vec![IrqSource::None],
             Some(list) => self.unique_list(list, &format!("{key}.irq"), |v, ek| {
-                let irq = self.irq(v, ek)?;
+                let irq = self.irq(v, ek, run)?;
                 Ok((irq, irq.label()))
             })?,
         };
         self.measures_what_it_says(key, b, &workloads, &irqs)?;
         let body_ops = self.opt_int(&b.body_ops, &format!("{key}.body_ops"), defaults::BODY_OPS)?;
         let seed = self.opt_int(&b.seed, &format!("{key}.seed"), defaults::SEED)?;
-        let block_ops = b
-            .block_ops
-            .as_ref()
-            .map(|v| self.int::<u64>(v, &format!("{key}.block_ops")))
-            .transpose()?;
+        let block_ops = match &b.block_ops {
+            None => None,
+            Some(v) => Some(self.block_ops(v, &format!("{key}.block_ops"), &workloads, run)?),
+        };
 
-        let count = workloads.len() * nesting.len() * irqs.len() * vcpus.len();
-        if count > MAX_PHASES {
-            return Err(self.invalid(
-                b.name.span(),
-                key,
-                format!("expands to {count} phases, more than {MAX_PHASES}; shorten the lists"),
-            ));
-        }
         if workloads.len() > self.max_group {
             let (rows, max) = (workloads.len(), self.max_group);
             return Err(self.invalid(
@@ -246,7 +258,78 @@ impl Ctx<'_> {
         })
     }
 
-    fn irq(&self, v: &Spanned<RawIrq>, key: &str) -> Checked<IrqSource> {
+    /// A fixed block size whose round fits the budget. Before boot only a floor of an
+    /// operation's cost is known (`MIN_OP_NS`); the measured round is checked again after
+    /// calibration.
+    fn block_ops(
+        &self,
+        v: &Spanned<i64>,
+        key: &str,
+        workloads: &[Workload],
+        run: &RunValues,
+    ) -> Checked<u64> {
+        let n: u64 = self.int(v, key)?;
+        // The group's rows and the `empty` baseline, one block each per round.
+        let blocks = workloads.len() as u64 + 1;
+        let floor_s = (n * blocks) as f64 * MIN_OP_NS / 1e9;
+        if floor_s <= run.max_seconds {
+            return Ok(n);
+        }
+        let most = (run.max_seconds * 1e9 / (blocks as f64 * MIN_OP_NS)).round() as i64;
+        Err(self.invalid(
+            v.span(),
+            key,
+            format!(
+                "{} operations per block make one round ({blocks} blocks: the group's rows and \
+                 the `empty` baseline) last at least {} s even at {MIN_OP_NS} ns per operation, \
+                 longer than {}; valid with this budget: 1..={}",
+                fmt_int(n as i64),
+                schema::fmt_num(floor_s),
+                run.budget(),
+                fmt_int(most.max(1))
+            ),
+        ))
+    }
+
+    /// A rate or period whose one event fits the budget: a slower load would not reach a
+    /// group's rounds at all (and its thread would wait a whole period).
+    fn irq_period(
+        &self,
+        value: &Spanned<f64>,
+        key: &str,
+        param: &str,
+        run: &RunValues,
+    ) -> Checked<f64> {
+        let x = self.num(value, key)?;
+        let (period_s, unit, valid) = match param {
+            "rate_hz" => (
+                1.0 / x,
+                "Hz",
+                format!("{}..=1_000_000", schema::fmt_num(1.0 / run.max_seconds)),
+            ),
+            _ => (
+                x * 1e-6,
+                "µs",
+                format!("1..={}", schema::fmt_num(run.max_seconds * 1e6)),
+            ),
+        };
+        if period_s <= run.max_seconds {
+            return Ok(x);
+        }
+        Err(self.invalid(
+            value.span(),
+            key,
+            format!(
+                "{} {unit} is one event every {} s, longer than {}, so no event would land in a \
+                 group's rounds; valid with this budget: {valid}",
+                self.src.text.get(value.span()).unwrap_or("?"),
+                schema::fmt_num(period_s),
+                run.budget()
+            ),
+        ))
+    }
+
+    fn irq(&self, v: &Spanned<RawIrq>, key: &str, run: &RunValues) -> Checked<IrqSource> {
         let raw = v.get_ref();
         let sk = format!("{key}.source");
         let id = self.choice_index(&raw.source, &sk, "irq source", &abi::irq::NAMES)?;
@@ -283,7 +366,7 @@ impl Ctx<'_> {
                 format!("missing; source \"{source_name}\" needs `{param}`: {expected}"),
             ));
         };
-        Ok(with(self.num(value, &pk)?))
+        Ok(with(self.irq_period(value, &pk, param, run)?))
     }
 }
 

@@ -125,10 +125,10 @@ pub(super) const KEYS: &[Key] = &[
           meaning: "the target half-width of each row's 95% confidence interval, relative to its value (for a net below 2% of the baseline loop's cycles, relative to that 2%); rounds stop once every row of a group reaches it" },
     Key { table: "run", key: "max_seconds", ty: "a number", range: Range::Num { lo: 0.1, hi: 3600.0, lo_open: false },
           default: KeyDefault::Num(plan_defaults::MAX_SECONDS),
-          meaning: "the time budget of one group's rounds, in seconds; rounds stop when it runs out, precision reached or not" },
+          meaning: "the time budget of one group (warm-up, calibration and rounds), in seconds; rounds stop when it runs out, precision reached or not, within about one round" },
     Key { table: "run", key: "min_rounds", ty: "an integer", range: Range::Int(3, 100_000),
           default: KeyDefault::Int(plan_defaults::MIN_ROUNDS as i64),
-          meaning: "rounds every group runs at least" },
+          meaning: "rounds every group runs at least, past max_seconds if need be; only a cap of 10 × max_seconds ends a group short of them, and its rows are then marked min_rounds_missed with a warning" },
     Key { table: "run", key: "block_us", ty: "an integer", range: Range::Int(20, 100_000),
           default: KeyDefault::Int(plan_defaults::BLOCK_US as i64),
           meaning: "the target length of one block (one row's operations within a round), in microseconds" },
@@ -296,9 +296,16 @@ fn joined<'a>(items: impl Iterator<Item = &'a str>, quote: &str, last: &str) -> 
     }
 }
 
-/// `8.0` → `8`, `1e6` → `1_000_000`, `0.02` → `0.02`.
+/// `8.0` → `8`, `1e6` → `1_000_000`, `0.02` → `0.02`; beyond those, four significant digits
+/// in exponent form (`1e300`, `1.25e-7`) rather than 300 digits.
 pub(super) fn fmt_num(x: f64) -> String {
-    if x.fract() == 0.0 && x.abs() < 1e15 {
+    let tiny = x != 0.0 && x.abs() < 1e-4;
+    if x.is_finite() && (tiny || x.abs() >= 1e15) {
+        let s = format!("{x:.3e}");
+        let (mantissa, exponent) = s.split_once('e').unwrap_or((&s, "0"));
+        let mantissa = mantissa.trim_end_matches('0').trim_end_matches('.');
+        format!("{mantissa}e{exponent}")
+    } else if x.fract() == 0.0 && x.abs() < 1e15 {
         fmt_int(x as i64)
     } else {
         x.to_string()

@@ -356,6 +356,34 @@ fn wrong_type_tables() {
     );
 }
 
+/// Between i64::MAX and u64::MAX toml reads an integer as u64: the error still names the key
+/// and its valid range, not serde's "expected i64".
+#[test]
+fn integers_above_i64_max_name_the_key_and_range() {
+    for (key, col, range) in [
+        ("body_ops", "12", "0..=4096"),
+        ("block_ops", "13", "1..=1_000_000_000"),
+        ("seed", "8", "0..=9_223_372_036_854_775_807"),
+    ] {
+        let msg = bad(
+            &bench(&format!("{key} = 9223372036854775808")),
+            &format!("4:{col}"),
+            &format!("`bench[0].{key}`"),
+            &[
+                "9223372036854775808 is beyond the largest 64-bit integer",
+                range,
+            ],
+        );
+        assert!(!msg.contains("expected i64"), "{msg}");
+    }
+    bad(
+        "name = \"x\"\n[run]\nmin_rounds = 18446744073709551615\n[[bench]]\nname = \"b\"\n",
+        "3:14",
+        "`run.min_rounds`",
+        &["beyond the largest 64-bit integer", "3..=100_000"],
+    );
+}
+
 #[test]
 fn dotted_keys_are_located() {
     bad(
@@ -686,6 +714,152 @@ fn too_many_phases() {
     );
 }
 
+/// The phase count comes from the lists' lengths, before their elements are checked: a
+/// 100 000-value list is refused for its size, not after every value (and a quadratic
+/// duplicate search over them, 7 s) reached its bad last element.
+#[test]
+fn a_bench_too_large_is_refused_before_its_values_are_checked() {
+    let mut nesting: Vec<String> = (0..100_000)
+        .map(|i| format!("{}", f64::from(i) / 200_000.0))
+        .collect();
+    nesting.push("7.5".into());
+    bad(
+        &bench(&format!("nesting = [{}]", nesting.join(", "))),
+        "3:8",
+        "`bench[0]`",
+        &["expands to 700007 phases, more than 10000"],
+    );
+}
+
+thread_local! {
+    /// Equality tests of [`Probe`] values on this thread.
+    static EQ_TESTS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// A list of n distinct values is checked for duplicates in O(n) comparisons, not n²/2.
+#[test]
+fn duplicate_checks_are_linear_in_the_list_length() {
+    /// A list element's show that counts its equality tests.
+    #[derive(Debug)]
+    struct Probe(u32);
+    impl std::hash::Hash for Probe {
+        fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+            self.0.hash(state);
+        }
+    }
+    impl PartialEq for Probe {
+        fn eq(&self, other: &Probe) -> bool {
+            EQ_TESTS.with(|c| c.set(c.get() + 1));
+            self.0 == other.0
+        }
+    }
+    impl Eq for Probe {}
+    impl fmt::Display for Probe {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            write!(f, "{}", self.0)
+        }
+    }
+    let ctx = values::Ctx {
+        src: Source {
+            file: FILE,
+            text: "",
+        },
+        limits: limits(),
+        max_group: 15,
+    };
+    let n = 20_000u32;
+    let list = toml::Spanned::new(
+        0..0,
+        (0..n)
+            .map(|i| toml::Spanned::new(0..0, i))
+            .collect::<Vec<_>>(),
+    );
+    EQ_TESTS.with(|c| c.set(0));
+    let values = ctx
+        .unique_list(&list, "bench[0].vcpus", |v, _| {
+            Ok((*v.get_ref(), Probe(*v.get_ref())))
+        })
+        .expect("distinct values");
+    assert_eq!(values.len(), n as usize);
+    let tests = EQ_TESTS.with(std::cell::Cell::get);
+    assert!(tests <= u64::from(n), "{tests} comparisons for {n} values");
+    // A duplicate is still found, and named with its first place.
+    let mut dup = list.into_inner();
+    dup.push(toml::Spanned::new(0..0, 7));
+    let err = ctx
+        .unique_list(&toml::Spanned::new(0..0, dup), "bench[0].vcpus", |v, _| {
+            Ok((*v.get_ref(), Probe(*v.get_ref())))
+        })
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("duplicate value 7 (also bench[0].vcpus[7])"),
+        "{err}"
+    );
+}
+
+/// A load whose one event is further apart than the group's budget is refused, naming the
+/// budget and the rates it allows: at 1e-300 Hz the period did not even fit a Duration (a
+/// panic), at 0.05 Hz the load thread slept 20 s past a 0.5 s budget.
+#[test]
+fn an_interrupt_load_slower_than_the_budget_is_refused() {
+    let run = "name = \"x\"\n[run]\nmax_seconds = 0.5\n[[bench]]\nname = \"b\"\n";
+    for (rate, every) in [("0.05", "20 s"), ("1e-300", "1e300 s"), ("1e-19", "1e19 s")] {
+        for source in ["inject", "pv-event"] {
+            let line = format!("irq = [{{ source = \"{source}\", rate_hz = {rate} }}]");
+            let col = line.find(rate).expect("rate") + 1;
+            bad(
+                &format!("{run}{line}\n"),
+                &format!("6:{col}"),
+                "`bench[0].irq[0].rate_hz`",
+                &[
+                    &format!("{rate} Hz is one event every {every}"),
+                    "longer than run.max_seconds = 0.5",
+                    "valid with this budget: 2..=1_000_000",
+                ],
+            );
+        }
+    }
+    bad(
+        &bench("irq = [{ source = \"lapic-timer\", period_us = 1_000_000 }]\n[run]\nmax_seconds = 0.25"),
+        "4:46",
+        "`bench[0].irq[0].period_us`",
+        &["1_000_000 µs is one event every 1 s", "run.max_seconds = 0.25", "valid with this budget: 1..=250_000"],
+    );
+    // The default budget is named as such; a period inside it passes.
+    bad(
+        &bench("irq = [{ source = \"inject\", rate_hz = 0.1 }]"),
+        "4:39",
+        "`bench[0].irq[0].rate_hz`",
+        &["run.max_seconds = 8 (the default)", "0.125..=1_000_000"],
+    );
+    ok(&format!(
+        "{run}irq = [{{ source = \"inject\", rate_hz = 2 }}]\n"
+    ));
+}
+
+/// A fixed block size whose one round cannot fit the budget on any host is refused before
+/// boot: 1e9 operations took about 12 h per round on this host against a 0.1 s budget.
+#[test]
+fn block_ops_whose_round_exceeds_the_budget_are_refused() {
+    let text = bench(
+        "block_ops = 1_000_000_000\nstrategies = [\"native-popf\"]\n[run]\nmax_seconds = 0.1",
+    );
+    bad(
+        &text,
+        "4:13",
+        "`bench[0].block_ops`",
+        &[
+            "1_000_000_000 operations per block",
+            "2 blocks",
+            "at least 0.2 s",
+            "longer than run.max_seconds = 0.1",
+            "valid with this budget: 1..=500_000_000",
+        ],
+    );
+    ok(&text.replace("1_000_000_000", "500_000_000"));
+}
+
 // ---- good configs -----------------------------------------------------------------------
 
 #[test]
@@ -835,6 +1009,10 @@ fn helpers() {
     assert_eq!(schema::fmt_num(8.0), "8");
     assert_eq!(schema::fmt_num(1e6), "1_000_000");
     assert_eq!(schema::fmt_num(0.02), "0.02");
+    assert_eq!(schema::fmt_num(1e300), "1e300");
+    assert_eq!(schema::fmt_num(1.0 / 1e-300), "1e300");
+    assert_eq!(schema::fmt_num(1.25e-7), "1.25e-7");
+    assert_eq!(schema::fmt_num(1e-19), "1e-19");
     assert_eq!(
         closest("native-pop", &irqbench_abi::strategy::NAMES),
         Some("native-popf")

@@ -60,6 +60,12 @@ pub(super) fn serde_error(
         };
     }
     let key = render_path(&path);
+    if let Some(big) = unsigned_beyond_i64(message) {
+        // toml read an integer above i64::MAX as u64, which our i64 fields cannot take.
+        let expected = schema::expected(&normalize(&path)).unwrap_or_else(|| "an i64".into());
+        let message = format!("{big} is beyond the largest 64-bit integer; expected {expected}");
+        return ConfigError::Invalid { at, key, message };
+    }
     let Some(rest) = message.strip_prefix("invalid type: ") else {
         return ConfigError::Invalid {
             at,
@@ -76,6 +82,14 @@ pub(super) fn serde_error(
         None => format!("wrong type: found {found}; expected {expected}"),
     };
     ConfigError::Invalid { at, key, message }
+}
+
+/// The integer of serde's "invalid value: integer `N`, expected i64" (toml's u64 reading of
+/// an integer between i64::MAX and u64::MAX).
+fn unsigned_beyond_i64(message: &str) -> Option<&str> {
+    let rest = message.strip_prefix("invalid value: integer `")?;
+    let (big, tail) = rest.split_once('`')?;
+    (tail == ", expected i64").then_some(big)
 }
 
 /// An unknown key at `path` (which ends at the key, or at its table), with the valid keys and

@@ -1,6 +1,9 @@
 //! Checks of single values against the schema, the `[run]` table, and the assembly of the plan.
 
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
+use std::fmt;
+use std::hash::Hash;
 use std::ops::Range;
 
 use toml::Spanned;
@@ -35,6 +38,24 @@ const HYPERCALLS: [(&str, HypercallTransport); 3] = [
 #[derive(Debug)]
 pub(super) struct RunValues {
     pub vcpus: u32,
+    /// `run.max_seconds` and where it was set (`None`: the default).
+    pub max_seconds: f64,
+    pub max_seconds_span: Option<Range<usize>>,
+}
+
+impl RunValues {
+    /// How an error shows the budget: `run.max_seconds = 0.5` (or its default).
+    pub(super) fn budget(&self) -> String {
+        let at = if self.max_seconds_span.is_some() {
+            ""
+        } else {
+            " (the default)"
+        };
+        format!(
+            "run.max_seconds = {}{at}",
+            schema::fmt_num(self.max_seconds)
+        )
+    }
 }
 
 /// What validation needs besides the raw values.
@@ -175,30 +196,39 @@ impl Ctx<'_> {
     }
 
     /// The checked elements of a non-empty list whose elements must differ; `check` returns an
-    /// element's value and how messages show it (equal shows are duplicates).
-    pub(super) fn unique_list<T, U>(
+    /// element's value and how messages show it (equal shows are duplicates). Linear in the
+    /// list's length: the shows seen so far are a hash map, not a list searched per element.
+    pub(super) fn unique_list<T, U, S>(
         &self,
         list: &SpannedList<T>,
         key: &str,
-        mut check: impl FnMut(&Spanned<T>, &str) -> Checked<(U, String)>,
-    ) -> Checked<Vec<U>> {
+        mut check: impl FnMut(&Spanned<T>, &str) -> Checked<(U, S)>,
+    ) -> Checked<Vec<U>>
+    where
+        S: Hash + Eq + fmt::Display,
+    {
         if list.get_ref().is_empty() {
             let expected = schema::expected(&key_norm(key)).unwrap_or_default();
             return Err(self.invalid(list.span(), key, format!("empty list; expected {expected}")));
         }
-        let mut shown: Vec<String> = Vec::new();
-        let mut out = Vec::new();
+        let mut seen: HashMap<S, usize> = HashMap::with_capacity(list.get_ref().len());
+        let mut out = Vec::with_capacity(list.get_ref().len());
         for (j, v) in list.get_ref().iter().enumerate() {
             let ek = format!("{key}[{j}]");
             let (value, show) = check(v, &ek)?;
-            if let Some(first) = shown.iter().position(|s| *s == show) {
-                return Err(self.invalid(
-                    v.span(),
-                    &ek,
-                    format!("duplicate value {show} (also {key}[{first}]); it would yield the same phase names twice"),
-                ));
+            match seen.entry(show) {
+                Entry::Occupied(first) => {
+                    let (show, first) = (first.key(), first.get());
+                    return Err(self.invalid(
+                        v.span(),
+                        &ek,
+                        format!("duplicate value {show} (also {key}[{first}]); it would yield the same phase names twice"),
+                    ));
+                }
+                Entry::Vacant(slot) => {
+                    slot.insert(j);
+                }
             }
-            shown.push(show);
             out.push(value);
         }
         Ok(out)
@@ -284,6 +314,8 @@ impl Ctx<'_> {
                 None => defaults::VCPUS,
                 Some(v) => self.vcpus(v, "run.vcpus")?,
             },
+            max_seconds: plan.max_seconds,
+            max_seconds_span: run.max_seconds.as_ref().map(Spanned::span),
         };
 
         let benches = match &raw.bench {

@@ -1,5 +1,6 @@
 //! One group's measurement: calibrate the block size, warm up, then run rounds until every
-//! row's CI reaches the plan's precision or the group's time budget runs out.
+//! row's CI reaches the plan's precision or the group's time budget runs out ([`super::pacing`]
+//! sizes the dispatches and holds the budget and the `min_rounds` floor).
 
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -9,6 +10,7 @@ use irqbench_abi::{self as abi, PhaseDescriptor};
 use super::collect::{host_rules_apply, Collected};
 use super::descriptor::{self, workload_ids};
 use super::estimators;
+use super::pacing::{End, Pacer};
 use super::rows::{self, GroupOutcome};
 use crate::config::plan::{PhasePlan, Plan, Workload};
 use crate::measure::session::{PhaseError, RunOptions, Session};
@@ -18,9 +20,6 @@ use crate::results::{PhaseResult, Summary};
 const CALIBRATION_OPS: u64 = 16;
 /// Rounds of warm-up, discarded.
 const WARMUP_ROUNDS: u32 = 2;
-/// A dispatch (many rounds) should last about this long: long enough that the dispatch's fixed
-/// cost (~0.15 ms) is small, short enough to check precision and Ctrl-C often.
-const DISPATCH_TARGET: Duration = Duration::from_millis(100);
 /// A group keeps every block's figures until its own figures are computed; these bound that
 /// memory whatever `max_seconds` says (a group stops at whichever comes first): per-vCPU
 /// block records (~40 bytes each) and per-(round, variant) stat maps.
@@ -132,6 +131,8 @@ impl GroupRun<'_> {
             return self.run_diagnostic();
         }
         let variants = self.variants();
+        // The budget counts from here: warm-up and calibration are the group's time too.
+        let started = Instant::now();
         // Warm-up first: a fresh VM's first blocks pay for page-table and code first touches,
         // which would make the calibration pick blocks far too short.
         step("warm-up");
@@ -139,64 +140,127 @@ impl GroupRun<'_> {
         self.dispatch(warm, Duration::from_secs(1))?;
         step("calibrate");
         let (n, round_cycles) = self.calibrate(&variants)?;
-        let round_time = Duration::from_secs_f64(round_cycles / (self.tsc_khz as f64 * 1000.0))
-            .max(Duration::from_micros(1));
-        let per_dispatch =
-            ((DISPATCH_TARGET.as_secs_f64() / round_time.as_secs_f64()) as u32).clamp(1, 500);
-
-        let lock = matches!(self.rows[0].workload, Workload::Lock { .. });
-        let first = self.rows[0];
-        let load_thread = first.irq.host_raised().is_some();
-        let host_cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let host_rules = host_rules_apply(first.vcpus, load_thread, host_cpus);
-        let mut collected = Collected::new(variants.len(), first.vcpus, host_rules);
-        let budget = Duration::from_secs_f64(self.plan.max_seconds);
-        let started = Instant::now();
-        let mut interrupted = false;
-        let mut first_round = 0u32;
-        let round_cap = max_rounds(variants.len(), self.rows[0].vcpus);
-        // Computing the figures reads every block so far: check precision after each of the
-        // first dispatches, then whenever the rounds have grown by a tenth.
-        let mut next_check = 0u32;
-        loop {
-            let rounds = per_dispatch.min(round_cap - first_round);
-            let desc = descriptor::rounds(&self.rows, &variants, n, first_round, rounds);
-            match self.dispatch(desc, round_time * rounds) {
-                Ok(d) => collected.add(&d.desc, &d, lock)?,
-                Err(PhaseError::Interrupted) if collected.rounds > 0 => {
-                    interrupted = true;
-                    break;
-                }
-                Err(e) => return Err(e),
-            }
-            first_round += rounds;
-            if self.options.stop.load(Ordering::SeqCst) {
-                interrupted = true;
-                break;
-            }
-            if started.elapsed() >= budget || first_round >= round_cap {
-                break;
-            }
-            if first_round >= next_check {
-                next_check = first_round + (first_round / 10).max(per_dispatch);
-                let (done, worst) = self.precision(&collected.table(), collected.rounds);
-                step(&format!(
-                    "round {first_round}, worst CI ±{:.1}%",
-                    worst * 100.0
-                ));
-                if done {
-                    break;
-                }
-            }
-        }
-        let wall = started.elapsed();
+        let estimate = Duration::try_from_secs_f64(round_cycles / (self.tsc_khz as f64 * 1000.0))
+            .unwrap_or(Duration::MAX);
+        self.round_fits_budget(n, variants.len(), estimate)?;
+        let mut pacer = Pacer::new(self.plan.max_seconds, self.plan.min_rounds, estimate);
+        let rounds_started = Instant::now();
+        let (collected, interrupted, end) = self.rounds(&variants, n, &mut pacer, started, step)?;
+        let wall = rounds_started.elapsed();
         let facts = rows::GroupFacts {
             rows: &self.rows,
             image: &self.session.image,
             tsc_khz: self.tsc_khz,
             precision: self.plan.precision,
         };
-        Ok(rows::build(facts, &collected, wall, interrupted))
+        let mut outcome = rows::build(facts, &collected, wall, interrupted);
+        // A signal while the figures were computed: they are complete, the run is not.
+        outcome.interrupted |= self.options.stop.load(Ordering::SeqCst);
+        self.mark_short(&mut outcome, &pacer, collected.rounds, end);
+        Ok(outcome)
+    }
+
+    /// Rounds until the pacer ends them, precision is reached, a signal stops them or the
+    /// memory bound is hit: the blocks, whether a signal stopped them, and how the pacer ended.
+    fn rounds(
+        &mut self,
+        variants: &[u32],
+        n: u64,
+        pacer: &mut Pacer,
+        started: Instant,
+        step: &mut dyn FnMut(&str),
+    ) -> Result<(Collected, bool, Option<End>), PhaseError> {
+        let lock = matches!(self.rows[0].workload, Workload::Lock { .. });
+        let first = self.rows[0];
+        let load_thread = first.irq.host_raised().is_some();
+        let host_cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let host_rules = host_rules_apply(first.vcpus, load_thread, host_cpus);
+        let mut collected = Collected::new(variants.len(), first.vcpus, host_rules);
+        let round_cap = max_rounds(variants.len(), first.vcpus);
+        let mut first_round = 0u32;
+        // Computing the figures reads every block so far: check precision after each of the
+        // first dispatches, then whenever the rounds have grown by a tenth.
+        let mut next_check = 0u32;
+        loop {
+            let rounds = pacer
+                .next_rounds(started.elapsed(), first_round)
+                .min(round_cap - first_round);
+            let desc = descriptor::rounds(&self.rows, variants, n, first_round, rounds);
+            let sent = Instant::now();
+            match self.dispatch(desc, pacer.round() * rounds) {
+                Ok(d) => collected.add(&d.desc, &d, lock)?,
+                Err(PhaseError::Interrupted) if collected.rounds > 0 => {
+                    return Ok((collected, true, None))
+                }
+                Err(e) => return Err(e),
+            }
+            pacer.observe(rounds, sent.elapsed());
+            first_round += rounds;
+            if self.options.stop.load(Ordering::SeqCst) {
+                return Ok((collected, true, None));
+            }
+            if first_round >= round_cap {
+                return Ok((collected, false, None));
+            }
+            if let Some(end) = pacer.end(started.elapsed(), first_round) {
+                return Ok((collected, false, Some(end)));
+            }
+            if first_round >= next_check {
+                next_check = first_round + (first_round / 10).max(rounds);
+                let (done, worst) = self.precision(&collected.table(), collected.rounds);
+                step(&format!(
+                    "round {first_round}, worst CI ±{:.1}%",
+                    worst * 100.0
+                ));
+                if done {
+                    return Ok((collected, false, None));
+                }
+            }
+        }
+    }
+
+    /// Refuses a group whose one round, as calibrated, is longer than its whole budget.
+    fn round_fits_budget(&self, n: u64, blocks: usize, round: Duration) -> Result<(), PhaseError> {
+        let budget = self.plan.max_seconds;
+        if round.as_secs_f64() <= budget {
+            return Ok(());
+        }
+        let instead = match self.rows[0].block_ops {
+            Some(_) => format!(
+                "set block_ops to at most {} (or raise run.max_seconds)",
+                ((n as f64 * budget / round.as_secs_f64()) as u64).max(1)
+            ),
+            None => {
+                "lower run.block_us, put fewer rows in the bench, or raise run.max_seconds".into()
+            }
+        };
+        Err(PhaseError::TooLong(format!(
+            "one round ({blocks} blocks of {n} operations) takes about {:.3} s by the \
+             calibration, longer than run.max_seconds = {budget}; {instead}",
+            round.as_secs_f64()
+        )))
+    }
+
+    /// Marks the rows of a group that ran fewer than `min_rounds` rounds, and says why.
+    fn mark_short(&self, outcome: &mut GroupOutcome, pacer: &Pacer, done: u32, end: Option<End>) {
+        if done >= self.plan.min_rounds {
+            return;
+        }
+        for r in &mut outcome.results {
+            r.min_rounds_missed = true;
+        }
+        let group = &self.rows[0].group;
+        let why = match end {
+            Some(End::Cap) => pacer.cap_warning(group, done),
+            // A signal: the run is marked partial, which says it.
+            _ if outcome.interrupted => return,
+            _ => format!(
+                "{group}: {done} of run.min_rounds = {} rounds: the group keeps at most \
+                 {done} rounds in memory; its rows are marked min_rounds_missed",
+                self.plan.min_rounds
+            ),
+        };
+        outcome.warnings.push(why);
     }
 
     /// Whether every row is precise, and the worst relative half-width (for progress).

@@ -33,6 +33,7 @@ pub mod disturbance;
 pub mod estimators;
 pub mod group;
 pub mod irq_load;
+pub mod pacing;
 pub mod pinning;
 mod preflight;
 mod rows;
@@ -84,18 +85,25 @@ pub enum RunError {
 
 /// The plan's rows, grouped by `group` in order of first appearance (a group holds at most
 /// `MAX_GROUP_VARIANTS` rows; the config loader refuses more, and a larger one is split).
+/// Linear in the rows: each group name maps to the last group of that name.
 pub fn groups(phases: &[PhasePlan]) -> Vec<Vec<&PhasePlan>> {
     let mut out: Vec<Vec<&PhasePlan>> = Vec::new();
+    let mut open: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
     for p in phases {
         // Diagnostic rows run one by one: a watchdog stop of one must not take others along.
         let diagnostic = p.workload.kind() == crate::results::ResultKind::Diagnostic;
-        match out.iter_mut().find(|g| {
-            !diagnostic
-                && g[0].group == p.group
-                && g.len() < crate::config::plan::MAX_GROUP_VARIANTS
-        }) {
-            Some(g) => g.push(p),
-            None => out.push(vec![p]),
+        let room = open
+            .get(p.group.as_str())
+            .copied()
+            .filter(|&g| !diagnostic && out[g].len() < crate::config::plan::MAX_GROUP_VARIANTS);
+        match room {
+            Some(g) => out[g].push(p),
+            None => {
+                if !diagnostic {
+                    open.insert(&p.group, out.len());
+                }
+                out.push(vec![p]);
+            }
         }
     }
     out
@@ -324,6 +332,11 @@ pub fn run_prepared(
     if let Some(s) = session.take() {
         s.shutdown();
     }
+    // A signal after the last group's rounds (its figures, the shutdown) still stops the run.
+    if options.stop.load(Ordering::SeqCst) && !report.partial {
+        report.partial = true;
+        report.partial_reason = Some("stopped by signal after the last group's rounds".into());
+    }
     report.wall_seconds = started.elapsed().as_secs_f64();
     Ok(report)
 }
@@ -455,6 +468,67 @@ mod tests {
             r.cycles_per_op.median,
             r.baseline_cycles.median,
             r.raw_cycles_per_op.median
+        );
+    }
+
+    /// `min_rounds` is a floor: 500 rounds with a 0.1 s budget (2000 gave 110 rounds). A row
+    /// reaches them, or is marked and warned about when the 10 × budget cap ends it first.
+    #[test]
+    fn min_rounds_is_a_floor_the_budget_cannot_cut() {
+        let mut plan = small_plan(vec![adaptive(
+            Workload::Strategy {
+                strategy: strategy("native-popf"),
+            },
+            IrqSource::None,
+            0.0,
+        )]);
+        plan.min_rounds = 500;
+        plan.max_seconds = 0.1;
+        let Some(report) = run(&plan) else { return };
+        let r = &report.results[0];
+        let warned = report
+            .warnings
+            .iter()
+            .any(|w| w.contains("min_rounds_missed"));
+        assert_eq!(r.rounds < 500, r.min_rounds_missed, "{} rounds", r.rounds);
+        assert_eq!(warned, r.min_rounds_missed, "{:?}", report.warnings);
+        // On a host where a round takes under 2 ms (this one: ~1 ms) the floor is reached.
+        let round_ms = r.wall_ms / f64::from(r.rounds.max(1));
+        if round_ms < 1.5 {
+            assert!(r.rounds >= 500, "{} rounds of {round_ms:.2} ms", r.rounds);
+        }
+    }
+
+    /// A fixed block size whose calibrated round is longer than the whole budget fails the
+    /// group at once, naming the block_ops that would fit (1e8 operations take over 0.2 s on
+    /// any host; this one, about 5 h per round).
+    #[test]
+    fn a_round_longer_than_the_budget_fails_after_calibration() {
+        let mut row = adaptive(
+            Workload::Strategy {
+                strategy: strategy("native-popf"),
+            },
+            IrqSource::None,
+            0.0,
+        );
+        row.block_ops = Some(100_000_000);
+        let mut plan = small_plan(vec![row]);
+        plan.max_seconds = 0.1;
+        let Some(kvm) = host::test_kvm() else { return };
+        let report = run_plan(
+            &kvm,
+            &plan,
+            &image(),
+            &RunOptions::default(),
+            &mut |_, _, _, _| {},
+        )
+        .expect("run");
+        assert!(report.results.is_empty(), "{:?}", report.results);
+        let error = &report.failures[0].error;
+        assert!(
+            error.contains("longer than run.max_seconds = 0.1")
+                && error.contains("set block_ops to at most"),
+            "{error}"
         );
     }
 

@@ -16,7 +16,7 @@ use crate::host::cpu::{self, HypercallInsn};
 use crate::kvm::stats::{StatsDelta, StatsFd};
 use crate::machine::image::GuestImage;
 use crate::machine::{IrqchipMode, Machine, MachineConfig, Mailbox};
-use crate::measure::irq_load::IrqLoad;
+use crate::measure::irq_load::{IrqLoad, Resume};
 use crate::measure::pinning::{self, Pinning};
 use crate::vcpu::protocol::{self, ValidRecord};
 use crate::vcpu::{
@@ -41,6 +41,11 @@ pub enum PhaseError {
     Interrupted,
     #[error("booting the guest failed: {0}")]
     Boot(String),
+    #[error(transparent)]
+    Load(#[from] crate::measure::irq_load::IrqLoadError),
+    /// The group cannot fit its budget (one round is longer than `max_seconds`).
+    #[error("{0}")]
+    TooLong(String),
 }
 
 /// Knobs of one run that are not part of the plan.
@@ -107,6 +112,8 @@ pub struct Session {
     hypercall_insn: HypercallInsn,
     /// For attributing exit RIPs to guest symbols.
     pub image: Arc<GuestImage>,
+    /// Where the interrupt load's schedule stood after the last dispatch.
+    load_resume: Option<Resume>,
     _machine_vm: kvm_ioctls::VmFd,
 }
 
@@ -160,6 +167,7 @@ impl Session {
             hypercall_insn: cpu::hypercall_insn(&cpu::host_vendor())
                 .unwrap_or(HypercallInsn::Vmcall),
             image: image.clone(),
+            load_resume: None,
             _machine_vm: vm,
         };
         for (index, fd) in vcpus.into_iter().enumerate() {
@@ -319,7 +327,7 @@ impl Session {
         }
         let vm_before = self.vm_stats.as_ref().and_then(|s| s.snapshot().ok());
         let raised_before = self.irqs_raised();
-        let load = IrqLoad::start(irq, &self.controls, &self.mailbox);
+        let load = IrqLoad::start(irq, &self.controls, &self.mailbox, self.load_resume);
         for tx in &self.commands {
             if tx.send(VcpuCommand::Run(desc)).is_err() {
                 self.dead = true;
@@ -327,7 +335,8 @@ impl Session {
             }
         }
         let collected = self.await_samples(timeout, stop);
-        load.stop();
+        let load_stopped = load.stop();
+        self.load_resume = load_stopped.as_ref().ok().copied().flatten();
         let irqs_raised = self.irqs_raised() - raised_before;
         let samples = match collected {
             Ok(samples) => samples,
@@ -338,6 +347,7 @@ impl Session {
                 return Err(f);
             }
         };
+        load_stopped?;
         let vm_stats = match (
             vm_before,
             self.vm_stats.as_ref().and_then(|s| s.snapshot().ok()),

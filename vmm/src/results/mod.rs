@@ -217,6 +217,10 @@ pub struct PhaseResult {
     /// Rounds measured (each ran every variant of the group once).
     #[serde(default)]
     pub rounds: u32,
+    /// Fewer rounds than `run.min_rounds`: the group's hard cap (10 × `max_seconds`) or a
+    /// signal ended it first (a warning says which).
+    #[serde(default)]
+    pub min_rounds_missed: bool,
     /// Fraction of this row's blocks (or its baseline partner's) flagged as disturbed and left
     /// out of every figure.
     #[serde(default)]
