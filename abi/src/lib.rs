@@ -16,7 +16,7 @@
 #![no_std]
 
 /// Bumped whenever a layout below changes; the guest refuses a mailbox of another version.
-pub const ABI_VERSION: u32 = 5;
+pub const ABI_VERSION: u32 = 6;
 /// "IRQB" in little endian: the first word of the shared page and of every slot.
 pub const MAILBOX_MAGIC: u32 = 0x4251_5249;
 
@@ -539,45 +539,85 @@ pub struct PhaseDescriptor {
     pub _pad: u32,
 }
 
+/// Events the guest counts over a block or a phase (differences of its since-boot counters,
+/// and the IF violations its workload saw). One struct for both records, so the guest writes
+/// it with one helper and the VMM checks it with one table.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counts {
+    pub interrupts: u64,
+    pub hypercalls: u64,
+    /// Operations that found IF in the wrong state (see the strategy's contract).
+    pub if_violations: u64,
+    pub lock_acquisitions: u64,
+    /// Spins while the lock was held by another vCPU.
+    pub lock_spins: u64,
+}
+
+impl Counts {
+    /// `self − before`, counter by counter (a since-boot counter wraps only after 2^64 events).
+    pub const fn since(&self, before: &Counts) -> Counts {
+        Counts {
+            interrupts: self.interrupts.wrapping_sub(before.interrupts),
+            hypercalls: self.hypercalls.wrapping_sub(before.hypercalls),
+            if_violations: self.if_violations.wrapping_sub(before.if_violations),
+            lock_acquisitions: self
+                .lock_acquisitions
+                .wrapping_sub(before.lock_acquisitions),
+            lock_spins: self.lock_spins.wrapping_sub(before.lock_spins),
+        }
+    }
+}
+
+/// Sums over blocks and vCPUs; saturating, since the VMM adds untrusted (if checked) values.
+impl core::ops::AddAssign for Counts {
+    fn add_assign(&mut self, o: Counts) {
+        self.interrupts = self.interrupts.saturating_add(o.interrupts);
+        self.hypercalls = self.hypercalls.saturating_add(o.hypercalls);
+        self.if_violations = self.if_violations.saturating_add(o.if_violations);
+        self.lock_acquisitions = self.lock_acquisitions.saturating_add(o.lock_acquisitions);
+        self.lock_spins = self.lock_spins.saturating_add(o.lock_spins);
+    }
+}
+
+/// What both records start with: which phase, when, and how many operations.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RecordHead {
+    /// The phase's seq.
+    pub seq: u32,
+    pub _pad: u32,
+    pub tsc_start: u64,
+    pub tsc_end: u64,
+    /// Operations completed (iterations × unroll).
+    pub ops: u64,
+}
+
 /// What the guest reports for one block. Written just before the next `BLOCK` (or `END`)
 /// doorbell, which is when the VMM reads it.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct BlockRecord {
-    /// The phase's seq.
-    pub seq: u32,
+    pub head: RecordHead,
+    pub counts: Counts,
     /// Round number (`first_round + r`).
     pub round: u32,
     /// Index into `PhaseDescriptor::variants`.
     pub variant: u32,
     /// Position in the round's shuffled order.
     pub position: u32,
-    pub tsc_start: u64,
-    pub tsc_end: u64,
-    pub ops: u64,
-    pub interrupts: u64,
-    pub hypercalls: u64,
-    pub if_violations: u64,
-    pub lock_acquisitions: u64,
-    pub lock_spins: u64,
+    pub _pad: u32,
 }
 
 /// What the guest reports for one phase.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PhaseRecord {
-    pub seq: u32,
+    pub head: RecordHead,
+    pub counts: Counts,
     /// [`record_status`].
     pub status: u32,
-    pub tsc_start: u64,
-    pub tsc_end: u64,
-    /// Operations completed (iterations × unroll).
-    pub ops: u64,
-    pub interrupts: u64,
-    pub hypercalls: u64,
-    pub if_violations: u64,
-    pub lock_acquisitions: u64,
-    pub lock_spins: u64,
+    pub _pad: u32,
     /// Operations per strategy (`MIXED`).
     pub strategy_ops: [u64; strategy::COUNT as usize],
 }

@@ -82,7 +82,11 @@ impl GroupRun<'_> {
         let mut fastest = vec![f64::INFINITY; variants.len()];
         for s in &d.samples {
             for b in &s.blocks {
-                let cycles = b.record.tsc_end.saturating_sub(b.record.tsc_start) as f64;
+                let cycles = b
+                    .record
+                    .head
+                    .tsc_end
+                    .saturating_sub(b.record.head.tsc_start) as f64;
                 let per_iteration = cycles / desc.iterations as f64;
                 if let Some(f) = fastest.get_mut(b.announced as usize) {
                     *f = f.min(per_iteration);
@@ -116,7 +120,7 @@ impl GroupRun<'_> {
                 vcpus: row.vcpus,
                 ops: d.total_ops(),
                 rounds: 1,
-                interrupts: d.records.iter().map(|r| r.interrupts).sum(),
+                interrupts: d.records.iter().map(|r| r.counts.interrupts).sum(),
                 ..Default::default()
             });
         }

@@ -77,9 +77,9 @@ pub(super) fn build(
         r.exit_sites = attribute_sites(run.image, &sums.exit_rips, row);
         if matches!(row.workload, Workload::Lock { .. }) {
             r.lock = Some(LockStats {
-                acquisitions: sums.lock_acquisitions,
-                spins: sums.lock_spins,
-                spins_per_op: sums.lock_spins as f64 / sums.ops.max(1) as f64,
+                acquisitions: sums.counts.lock_acquisitions,
+                spins: sums.counts.lock_spins,
+                spins_per_op: sums.counts.lock_spins as f64 / sums.ops.max(1) as f64,
                 counter: collected.lock_counter,
                 mutual_exclusion_held: collected.mutual_exclusion_held,
             });
@@ -92,7 +92,7 @@ pub(super) fn build(
                 .collect();
         }
         r.wall_ms = wall.as_secs_f64() * 1000.0;
-        r.timer_ticks = timer_ticks(&row.irq, sums.cycles, sums.interrupts, tsc_hz);
+        r.timer_ticks = timer_ticks(&row.irq, sums.cycles, sums.counts.interrupts, tsc_hz);
         if let Some(w) = r
             .timer_ticks
             .as_ref()
@@ -238,10 +238,10 @@ fn fill_counts(r: &mut PhaseResult, sums: &VariantSums, rounds: u32, tsc_hz: f64
     r.rounds = rounds;
     r.ops = sums.ops;
     r.block_ops = sums.ops.checked_div(sums.blocks).unwrap_or(0);
-    r.interrupts = sums.interrupts;
-    r.hypercalls = sums.hypercalls;
+    r.interrupts = sums.counts.interrupts;
+    r.hypercalls = sums.counts.hypercalls;
     r.hypercalls_seen_by_vmm = sums.hypercalls_seen;
-    r.if_violations = sums.if_violations;
+    r.if_violations = sums.counts.if_violations;
     r.per_vcpu_ops = sums.per_vcpu_ops.clone();
     r.per_vcpu_ops_per_sec = sums
         .per_vcpu_ops

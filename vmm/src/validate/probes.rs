@@ -139,7 +139,7 @@ fn collect_blocks(d: &Dispatch, variants: usize) -> Result<(Vec<Totals>, BlockSt
             starts
                 .entry((v.round, v.position))
                 .or_default()
-                .insert(s.index, b.record.tsc_start);
+                .insert(s.index, b.record.head.tsc_start);
         }
     }
     Ok((totals, starts))
@@ -244,7 +244,10 @@ pub fn tsc_skew(s: &mut Session, rounds: u32, khz: u64) -> Result<TscSkew, Strin
         let quiet =
             |x: &crate::vcpu::PhaseSample| !preempted(&x.blocks[j]) && !preempted(&x.blocks[j - 1]);
         if quiet(v0) && quiet(v1) {
-            let (a, b) = (v0.blocks[j].record.tsc_start, v1.blocks[j].record.tsc_start);
+            let (a, b) = (
+                v0.blocks[j].record.head.tsc_start,
+                v1.blocks[j].record.head.tsc_start,
+            );
             skew.skews_cycles.push(b as i64 - a as i64);
         } else {
             skew.preempted += 1;
@@ -474,7 +477,12 @@ fn phase_sums(d: &Dispatch) -> Result<Vec<PhaseSums>, String> {
                 .map_err(|e| e.to_string())?;
             off += b.off_cpu_ns;
         }
-        out.push((r.interrupts, r.tsc_cycles, x.wall.as_nanos() as u64, off));
+        out.push((
+            r.counts.interrupts,
+            r.tsc_cycles,
+            x.wall.as_nanos() as u64,
+            off,
+        ));
     }
     Ok(out)
 }
@@ -510,7 +518,7 @@ pub fn inject(s: &mut Session, rate_hz: f64, target: Duration) -> Result<InjectO
         vcpus: s.vcpus,
         raised: d.irqs_raised,
         injected: d.samples.iter().map(|x| x.injected).sum(),
-        taken: d.records.iter().map(|r| r.interrupts).sum(),
+        taken: d.records.iter().map(|r| r.counts.interrupts).sum(),
         window_exits: d
             .samples
             .iter()
@@ -553,7 +561,7 @@ pub fn pv_event(
     let n = sized(s, &p, target)?;
     let d = run_once(s, &p, n)?;
     let calls = HypercallObs {
-        issued: d.records.iter().map(|r| r.hypercalls).sum(),
+        issued: d.records.iter().map(|r| r.counts.hypercalls).sum(),
         seen: d.samples.iter().map(|x| x.hypercalls).sum(),
     };
     let mut by_rip: BTreeMap<u64, u64> = BTreeMap::new();
