@@ -335,6 +335,12 @@ pub mod insn {
         pub describe: &'static str,
         /// How many times one iteration executes the instruction.
         pub unroll: u32,
+        /// What one unit executes, for the report's "measures" column: the name says what is
+        /// measured, this what runs.
+        pub measures: &'static str,
+        /// Guest instructions one unit is (validate's bound for PVM, which emulates CPL0 code
+        /// and exits at most once per batch of them).
+        pub instructions: u32,
     }
 
     /// Instructions are unrolled eight times per iteration; exits are not: each costs
@@ -344,24 +350,34 @@ pub mod insn {
     /// In id order.
     #[rustfmt::skip]
     pub const INSNS: &[Info] = &[
-        Info { name: "empty", unroll: UNROLLED, describe: "baseline: the loop alone" },
-        Info { name: "cli", unroll: UNROLLED, describe: "cli" },
-        Info { name: "sti", unroll: UNROLLED, describe: "sti" },
+        Info { name: "empty", unroll: UNROLLED, instructions: 0, measures: "(loop only)",
+               describe: "baseline: the loop alone" },
+        Info { name: "cli", unroll: UNROLLED, instructions: 1, measures: "cli", describe: "cli" },
+        Info { name: "sti", unroll: UNROLLED, instructions: 1, measures: "sti", describe: "sti" },
         // `popf` with IF=1 in the popped value while IF is clear.
-        Info { name: "popf-set-if", unroll: UNROLLED, describe: "cli; push; popf that sets IF" },
+        Info { name: "popf-set-if", unroll: UNROLLED, instructions: 3, measures: "cli; push; popf",
+               describe: "cli; push; popf that sets IF" },
         // `popf` with IF=0 in the popped value while IF is set.
-        Info { name: "popf-clear-if", unroll: UNROLLED, describe: "sti; push; popf that clears IF" },
+        Info { name: "popf-clear-if", unroll: UNROLLED, instructions: 3, measures: "sti; push; popf",
+               describe: "sti; push; popf that clears IF" },
         // `popf` of the current flags (IF unchanged).
-        Info { name: "popf-same-if", unroll: UNROLLED, describe: "push; popf that leaves IF set" },
-        Info { name: "pushf", unroll: UNROLLED, describe: "pushf; pop" },
+        Info { name: "popf-same-if", unroll: UNROLLED, instructions: 2, measures: "push; popf",
+               describe: "push; popf that leaves IF set" },
+        Info { name: "pushf", unroll: UNROLLED, instructions: 2, measures: "pushf; pop",
+               describe: "pushf; pop" },
         // `out` to `port::EXIT_PROBE`.
-        Info { name: "pio-exit", unroll: 1, describe: "out to a VMM port: one port-I/O exit" },
+        Info { name: "pio-exit", unroll: 1, instructions: 1, measures: "out (exit to VMM)",
+               describe: "out to a VMM port: one port-I/O exit" },
         // A store to `MMIO_PROBE_GPA`.
-        Info { name: "mmio-exit", unroll: 1, describe: "store to unbacked memory: one MMIO exit" },
-        Info { name: "cpuid", unroll: 1, describe: "cpuid leaf 0 (in-kernel exit on VMX/SVM)" },
+        Info { name: "mmio-exit", unroll: 1, instructions: 1, measures: "mmio store (exit)",
+               describe: "store to unbacked memory: one MMIO exit" },
+        // `push rbx; xor eax; xor ecx; cpuid; pop rbx`: five instructions.
+        Info { name: "cpuid", unroll: 1, instructions: 5, measures: "cpuid",
+               describe: "cpuid leaf 0 (in-kernel exit on VMX/SVM)" },
         // On a userspace irqchip KVM hands every HLT to the VMM, which resumes the vCPU at once
         // (the "HLT with a pending wake-up" round trip).
-        Info { name: "hlt-exit", unroll: 1, describe: "hlt with IF set: one KVM_EXIT_HLT to the VMM" },
+        Info { name: "hlt-exit", unroll: 1, instructions: 1, measures: "hlt (exit)",
+               describe: "hlt with IF set: one KVM_EXIT_HLT to the VMM" },
     ];
 
     pub const COUNT: u32 = INSNS.len() as u32;

@@ -1,4 +1,4 @@
-//! A validated benchmark plan: what `config.rs` produces from a TOML file and `runner.rs` executes.
+//! A validated benchmark plan: what `config` produces from a TOML file and `measure` executes.
 //!
 //! Nothing here is unchecked user input: every value was range-checked by the config loader.
 
@@ -7,84 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::results::ResultKind;
 
-/// What an identity newtype gets from its abi table (`abi::strategy::STRATEGIES`,
-/// `abi::insn::INSNS`): the id is the entry's position, everything else is read from the entry.
-macro_rules! identity_from_table {
-    ($id:ident, $table:path, $info:ty, $symbol_prefix:literal) => {
-        impl $id {
-            /// Every id of the table, in id order (the baseline `empty` included).
-            pub fn all() -> impl Iterator<Item = $id> {
-                (0..$table.len() as u32).map($id)
-            }
-
-            /// Its table entry (`None` for an id outside the table).
-            pub fn info(self) -> Option<&'static $info> {
-                $table.get(self.0 as usize)
-            }
-
-            /// The name configs and reports use.
-            pub fn name(self) -> &'static str {
-                self.info().map_or("?", |i| i.name)
-            }
-
-            pub fn from_name(name: &str) -> Option<$id> {
-                $table
-                    .iter()
-                    .position(|i| i.name == name)
-                    .map(|i| $id(i as u32))
-            }
-
-            /// One line for `irqbench list`.
-            pub fn describe(self) -> &'static str {
-                self.info().map_or("?", |i| i.describe)
-            }
-
-            /// The guest symbol of its code (`-` in the name becomes `_`).
-            pub fn symbol(self) -> String {
-                format!(concat!($symbol_prefix, "{}"), self.name().replace('-', "_"))
-            }
-        }
-    };
-}
-
-/// An interrupt-flag save/restore strategy (README's table), or the empty baseline: an index
-/// into `abi::strategy::STRATEGIES`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct StrategyId(pub u32);
-
-identity_from_table!(
-    StrategyId,
-    abi::strategy::STRATEGIES,
-    abi::strategy::Info,
-    "irqbench_op_"
-);
-
-impl StrategyId {
-    pub const EMPTY: StrategyId = StrategyId(abi::strategy::EMPTY);
-
-    pub fn is_vif(self) -> bool {
-        abi::strategy::is_vif(self.0)
-    }
-
-    /// Guest functions its code calls (pv-ops, the hypercall stub), for `irqbench disasm`.
-    pub fn calls(self) -> &'static [&'static str] {
-        self.info().map_or(&[], |i| i.calls)
-    }
-}
-
-/// An instruction (or exit) of the instruction-cost suite: an index into `abi::insn::INSNS`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct InsnId(pub u32);
-
-identity_from_table!(InsnId, abi::insn::INSNS, abi::insn::Info, "irqbench_insn_");
-
-impl InsnId {
-    pub const EMPTY: InsnId = InsnId(abi::insn::EMPTY);
-
-    pub fn unroll(self) -> u32 {
-        abi::insn::unroll(self.0)
-    }
-}
+pub use crate::identity::{InsnId, StrategyId};
 
 /// Where a phase's interrupts come from. The variant's position in [`IrqSource::with_param`]
 /// is its id in `abi::irq::SOURCES`, which has its name, description, parameter and irqchip.

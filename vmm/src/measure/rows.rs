@@ -8,6 +8,7 @@ use super::attribution::attribute_sites;
 use super::collect::{Collected, VariantSums};
 use super::estimators::{self, interval, Metric, RoundTable};
 use crate::config::plan::{IrqSource, PhasePlan, StrategyId, Workload};
+use crate::identity::InsnId;
 use crate::machine::image::GuestImage;
 use crate::results::{
     ComparedMetric, Interval, LockStats, PairedComparison, PairedDifference, PhaseResult, Summary,
@@ -15,9 +16,13 @@ use crate::results::{
 };
 
 /// Differences the instruction suite derives: (what it measures, minuend, subtrahend).
-const INSN_DIFFERENCES: [(&str, &str, &str); 2] = [
-    ("push; popf that sets IF", "popf-set-if", "cli"),
-    ("push; popf that clears IF", "popf-clear-if", "sti"),
+const INSN_DIFFERENCES: [(&str, InsnId, InsnId); 2] = [
+    ("push; popf that sets IF", InsnId::POPF_SET_IF, InsnId::CLI),
+    (
+        "push; popf that clears IF",
+        InsnId::POPF_CLEAR_IF,
+        InsnId::STI,
+    ),
 ];
 
 /// What the figures of a group are built from, besides its rounds.
@@ -303,10 +308,14 @@ fn differences(
     if !matches!(run.rows[0].workload, Workload::Insn { .. }) {
         return Vec::new();
     }
-    let index: BTreeMap<&str, usize> = results
+    let index: BTreeMap<InsnId, usize> = run
+        .rows
         .iter()
         .enumerate()
-        .map(|(i, r)| (r.strategy.as_str(), i))
+        .filter_map(|(i, row)| match row.workload {
+            Workload::Insn { insn } => Some((insn, i)),
+            _ => None,
+        })
         .collect();
     INSN_DIFFERENCES
         .iter()
