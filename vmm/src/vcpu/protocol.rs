@@ -9,6 +9,8 @@ use irqbench_abi::{
     PhaseRecord, RecordHead,
 };
 
+use super::exit::PortData;
+
 /// More interrupts or hypercalls than this in one phase is not a measurement, it is garbage.
 const MAX_EVENTS_PER_PHASE: u64 = 1 << 40;
 
@@ -144,7 +146,7 @@ pub enum Doorbell {
 /// (`open`: the sequence number of the open phase, if any).
 pub fn parse_doorbell(
     vcpu: u32,
-    data: &[u8],
+    data: &PortData,
     open: Option<u32>,
 ) -> Result<Doorbell, ProtocolViolation> {
     let bad = |problem: String| ProtocolViolation {
@@ -152,13 +154,12 @@ pub fn parse_doorbell(
         field: "doorbell",
         problem,
     };
-    let Ok(bytes) = <[u8; 4]>::try_from(data) else {
+    let Some(marker) = data.word() else {
         return Err(bad(format!(
             "written with {} bytes, expected 4",
             data.len()
         )));
     };
-    let marker = u32::from_le_bytes(bytes);
     let seq = doorbell::seq(marker);
     let bell = match doorbell::kind(marker) {
         doorbell::BOOTED => Doorbell::Booted,
@@ -517,7 +518,7 @@ mod tests {
 
     #[test]
     fn doorbells_are_decoded_and_checked_against_the_open_phase() {
-        let ring = |kind, seq| doorbell::encode(kind, seq).to_le_bytes();
+        let ring = |kind, seq| PortData::new(&doorbell::encode(kind, seq).to_le_bytes());
         assert_eq!(
             parse_doorbell(0, &ring(doorbell::BEGIN, 5), None),
             Ok(Doorbell::Begin(5))
@@ -527,15 +528,12 @@ mod tests {
             Ok(Doorbell::End(5))
         );
         for (data, open, words) in [
-            (
-                ring(doorbell::BEGIN, 6).to_vec(),
-                Some(5),
-                "while phase 5 is open",
-            ),
-            (ring(doorbell::END, 6).to_vec(), Some(5), "open phase is 5"),
-            (ring(doorbell::END, 6).to_vec(), None, "no phase open"),
-            (ring(99, 0).to_vec(), None, "kind 99"),
-            (vec![1, 2], None, "2 bytes"),
+            (ring(doorbell::BEGIN, 6), Some(5), "while phase 5 is open"),
+            (ring(doorbell::END, 6), Some(5), "open phase is 5"),
+            (ring(doorbell::END, 6), None, "no phase open"),
+            (ring(99, 0), None, "kind 99"),
+            (PortData::new(&[1, 2]), None, "2 bytes"),
+            (PortData::new(&[0; 8]), None, "8 bytes"),
         ] {
             let err = parse_doorbell(3, &data, open).expect_err(words).to_string();
             assert!(err.contains(words) && err.contains("vCPU 3"), "{err}");
@@ -766,7 +764,7 @@ mod tests {
             vector in any::<u64>(),
             rip in any::<u64>(),
         ) {
-            let _ = parse_doorbell(0, &data, open);
+            let _ = parse_doorbell(0, &PortData::new(&data), open);
             let _ = validate_fault(0, &FaultRecord { vector, rip, ..Default::default() });
         }
 
@@ -872,7 +870,7 @@ mod tests {
                         any::<u64>(),
                     ),
                     |(data, open, vector, rip)| {
-                        let _ = parse_doorbell(0, &data, open);
+                        let _ = parse_doorbell(0, &PortData::new(&data), open);
                         let fault = FaultRecord {
                             vector,
                             rip,
