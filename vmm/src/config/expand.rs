@@ -8,7 +8,7 @@ use super::raw::{RawBench, RawIrq, SpannedList};
 use super::schema;
 use super::values::{int_range_of, Checked, Ctx, RunValues};
 use super::{defaults, MAX_PHASES};
-use crate::config::plan::{InsnId, IrqSource, PhasePlan, StrategyId, Workload};
+use crate::config::plan::{GroupKey, InsnId, IrqSource, PhasePlan, StrategyId, Workload};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Kind {
@@ -105,7 +105,12 @@ impl Ctx<'_> {
                     for &v in &vcpus {
                         phases.push(PhasePlan {
                             name: format!("{name}/{}/n{n}/{}/{v}v", workload.label(), irq.label()),
-                            group: format!("{name}/n{n}/{}/{v}v", irq.label()),
+                            group: GroupKey {
+                                bench: name.to_string(),
+                                nesting: n,
+                                irq: *irq,
+                                vcpus: v,
+                            },
                             workload: workload.clone(),
                             irq: *irq,
                             nesting: n,

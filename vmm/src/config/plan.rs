@@ -244,16 +244,38 @@ impl Workload {
     }
 }
 
+/// What the rows of one group share (everything but the workload's variant). It renders as
+/// `{bench}/n{nesting}/{irq label}/{vcpus}v`, the group name reports and results files carry.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GroupKey {
+    pub bench: String,
+    pub nesting: f64,
+    pub irq: IrqSource,
+    pub vcpus: u32,
+}
+
+impl std::fmt::Display for GroupKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let GroupKey {
+            bench,
+            nesting,
+            irq,
+            vcpus,
+        } = self;
+        write!(f, "{bench}/n{nesting}/{}/{vcpus}v", irq.label())
+    }
+}
+
 /// One measured row of the plan: a workload under one interrupt load, nesting and vCPU count.
 ///
 /// Rows that share `group` are measured together, interleaved in rounds against the group's
-/// `empty` baseline (see `measure/`): they must share everything but the workload's variant.
+/// `empty` baseline (see `measure/`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PhasePlan {
     /// Unique within the plan; shown in reports and used by `compare` to match results.
     pub name: String,
-    /// The group this row is measured in: `{bench}/n{nesting}/{irq label}/{vcpus}v`.
-    pub group: String,
+    /// The group this row is measured in.
+    pub group: GroupKey,
     pub workload: Workload,
     pub irq: IrqSource,
     /// Fraction of operations entered with interrupts already disabled.
@@ -319,7 +341,12 @@ impl Plan {
             phase_timeout_ms: None,
             phases: vec![PhasePlan {
                 name: workload.label(),
-                group: "single".into(),
+                group: GroupKey {
+                    bench: "single".into(),
+                    nesting: 0.0,
+                    irq: IrqSource::None,
+                    vcpus,
+                },
                 workload,
                 irq: IrqSource::None,
                 nesting: 0.0,

@@ -113,7 +113,7 @@ impl GroupRun<'_> {
             let d = self.dispatch(desc, Duration::from_secs(1))?;
             results.push(PhaseResult {
                 name: row.name.clone(),
-                group: row.group.clone(),
+                group: row.group.to_string(),
                 kind: row.workload.kind(),
                 strategy: row.workload.label(),
                 irq_source: row.irq.label(),

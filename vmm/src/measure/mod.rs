@@ -279,7 +279,7 @@ pub fn run_prepared(
             if let Some(s) = session.take() {
                 s.shutdown();
             }
-            progress(i, total, &first.group, "boot");
+            progress(i, total, &first.group.to_string(), "boot");
             let config = MachineConfig {
                 vcpus: first.vcpus,
                 memory_bytes: u64::from(plan.memory_mib) << 20,
@@ -298,7 +298,7 @@ pub fn run_prepared(
             }
         }
         let Some(s) = session.as_mut() else { continue };
-        progress(i, total, &first.group, "start");
+        progress(i, total, &first.group.to_string(), "start");
         let mut run = GroupRun {
             session: s,
             plan,
@@ -306,9 +306,10 @@ pub fn run_prepared(
             tsc_khz,
             options,
         };
-        match run.run(&mut |step| progress(i, total, &first.group, step)) {
+        let group = first.group.to_string();
+        match run.run(&mut |step| progress(i, total, &group, step)) {
             Ok(outcome) => {
-                if absorb(&mut report, outcome, &first.group) {
+                if absorb(&mut report, outcome, &group) {
                     break;
                 }
             }
@@ -332,7 +333,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::config::plan::{IrqSource, StrategyId, Workload};
+    use crate::config::plan::{GroupKey, IrqSource, StrategyId, Workload};
     use crate::results::ExitSite;
 
     fn image() -> Arc<GuestImage> {
@@ -361,7 +362,12 @@ mod tests {
     fn adaptive(workload: Workload, irq: IrqSource, nesting: f64) -> PhasePlan {
         PhasePlan {
             name: format!("{}/{}/{nesting}", workload.label(), irq.label()),
-            group: format!("{}/{nesting}", irq.label()),
+            group: GroupKey {
+                bench: "adaptive".into(),
+                nesting,
+                irq,
+                vcpus: 1,
+            },
             workload,
             irq,
             nesting,

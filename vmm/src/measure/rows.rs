@@ -139,7 +139,7 @@ fn row_result(
     let exits = Summary::from_samples(&table.net_stat(v, "exits"));
     let mut r = PhaseResult {
         name: row.name.clone(),
-        group: row.group.clone(),
+        group: row.group.to_string(),
         kind: row.workload.kind(),
         strategy: row.workload.label(),
         irq_source: row.irq.label(),

@@ -330,7 +330,10 @@ mod tests {
         let byte = PortData::new(b"x");
         assert_eq!((byte.kept(), byte.word()), (&b"x"[..], None));
         let long = PortData::new(&[7; 64]);
-        assert_eq!((long.len(), long.kept(), long.word()), (64, &[7; 4][..], None));
+        assert_eq!(
+            (long.len(), long.kept(), long.word()),
+            (64, &[7; 4][..], None)
+        );
         assert!(PortData::new(&[]).is_empty());
         assert_eq!(
             handle_exit(&out(port::CONSOLE, &[]), IDLE),
