@@ -16,7 +16,7 @@
 #![no_std]
 
 /// Bumped whenever a layout below changes; the guest refuses a mailbox of another version.
-pub const ABI_VERSION: u32 = 5;
+pub const ABI_VERSION: u32 = 6;
 /// "IRQB" in little endian: the first word of the shared page and of every slot.
 pub const MAILBOX_MAGIC: u32 = 0x4251_5249;
 
@@ -335,6 +335,12 @@ pub mod insn {
         pub describe: &'static str,
         /// How many times one iteration executes the instruction.
         pub unroll: u32,
+        /// What one unit executes, for the report's "measures" column: the name says what is
+        /// measured, this what runs.
+        pub measures: &'static str,
+        /// Guest instructions one unit is (validate's bound for PVM, which emulates CPL0 code
+        /// and exits at most once per batch of them).
+        pub instructions: u32,
     }
 
     /// Instructions are unrolled eight times per iteration; exits are not: each costs
@@ -344,24 +350,34 @@ pub mod insn {
     /// In id order.
     #[rustfmt::skip]
     pub const INSNS: &[Info] = &[
-        Info { name: "empty", unroll: UNROLLED, describe: "baseline: the loop alone" },
-        Info { name: "cli", unroll: UNROLLED, describe: "cli" },
-        Info { name: "sti", unroll: UNROLLED, describe: "sti" },
+        Info { name: "empty", unroll: UNROLLED, instructions: 0, measures: "(loop only)",
+               describe: "baseline: the loop alone" },
+        Info { name: "cli", unroll: UNROLLED, instructions: 1, measures: "cli", describe: "cli" },
+        Info { name: "sti", unroll: UNROLLED, instructions: 1, measures: "sti", describe: "sti" },
         // `popf` with IF=1 in the popped value while IF is clear.
-        Info { name: "popf-set-if", unroll: UNROLLED, describe: "cli; push; popf that sets IF" },
+        Info { name: "popf-set-if", unroll: UNROLLED, instructions: 3, measures: "cli; push; popf",
+               describe: "cli; push; popf that sets IF" },
         // `popf` with IF=0 in the popped value while IF is set.
-        Info { name: "popf-clear-if", unroll: UNROLLED, describe: "sti; push; popf that clears IF" },
+        Info { name: "popf-clear-if", unroll: UNROLLED, instructions: 3, measures: "sti; push; popf",
+               describe: "sti; push; popf that clears IF" },
         // `popf` of the current flags (IF unchanged).
-        Info { name: "popf-same-if", unroll: UNROLLED, describe: "push; popf that leaves IF set" },
-        Info { name: "pushf", unroll: UNROLLED, describe: "pushf; pop" },
+        Info { name: "popf-same-if", unroll: UNROLLED, instructions: 2, measures: "push; popf",
+               describe: "push; popf that leaves IF set" },
+        Info { name: "pushf", unroll: UNROLLED, instructions: 2, measures: "pushf; pop",
+               describe: "pushf; pop" },
         // `out` to `port::EXIT_PROBE`.
-        Info { name: "pio-exit", unroll: 1, describe: "out to a VMM port: one port-I/O exit" },
+        Info { name: "pio-exit", unroll: 1, instructions: 1, measures: "out (exit to VMM)",
+               describe: "out to a VMM port: one port-I/O exit" },
         // A store to `MMIO_PROBE_GPA`.
-        Info { name: "mmio-exit", unroll: 1, describe: "store to unbacked memory: one MMIO exit" },
-        Info { name: "cpuid", unroll: 1, describe: "cpuid leaf 0 (in-kernel exit on VMX/SVM)" },
+        Info { name: "mmio-exit", unroll: 1, instructions: 1, measures: "mmio store (exit)",
+               describe: "store to unbacked memory: one MMIO exit" },
+        // `push rbx; xor eax; xor ecx; cpuid; pop rbx`: five instructions.
+        Info { name: "cpuid", unroll: 1, instructions: 5, measures: "cpuid",
+               describe: "cpuid leaf 0 (in-kernel exit on VMX/SVM)" },
         // On a userspace irqchip KVM hands every HLT to the VMM, which resumes the vCPU at once
         // (the "HLT with a pending wake-up" round trip).
-        Info { name: "hlt-exit", unroll: 1, describe: "hlt with IF set: one KVM_EXIT_HLT to the VMM" },
+        Info { name: "hlt-exit", unroll: 1, instructions: 1, measures: "hlt (exit)",
+               describe: "hlt with IF set: one KVM_EXIT_HLT to the VMM" },
     ];
 
     pub const COUNT: u32 = INSNS.len() as u32;
@@ -539,45 +555,85 @@ pub struct PhaseDescriptor {
     pub _pad: u32,
 }
 
+/// Events the guest counts over a block or a phase (differences of its since-boot counters,
+/// and the IF violations its workload saw). One struct for both records, so the guest writes
+/// it with one helper and the VMM checks it with one table.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counts {
+    pub interrupts: u64,
+    pub hypercalls: u64,
+    /// Operations that found IF in the wrong state (see the strategy's contract).
+    pub if_violations: u64,
+    pub lock_acquisitions: u64,
+    /// Spins while the lock was held by another vCPU.
+    pub lock_spins: u64,
+}
+
+impl Counts {
+    /// `self − before`, counter by counter (a since-boot counter wraps only after 2^64 events).
+    pub const fn since(&self, before: &Counts) -> Counts {
+        Counts {
+            interrupts: self.interrupts.wrapping_sub(before.interrupts),
+            hypercalls: self.hypercalls.wrapping_sub(before.hypercalls),
+            if_violations: self.if_violations.wrapping_sub(before.if_violations),
+            lock_acquisitions: self
+                .lock_acquisitions
+                .wrapping_sub(before.lock_acquisitions),
+            lock_spins: self.lock_spins.wrapping_sub(before.lock_spins),
+        }
+    }
+}
+
+/// Sums over blocks and vCPUs; saturating, since the VMM adds untrusted (if checked) values.
+impl core::ops::AddAssign for Counts {
+    fn add_assign(&mut self, o: Counts) {
+        self.interrupts = self.interrupts.saturating_add(o.interrupts);
+        self.hypercalls = self.hypercalls.saturating_add(o.hypercalls);
+        self.if_violations = self.if_violations.saturating_add(o.if_violations);
+        self.lock_acquisitions = self.lock_acquisitions.saturating_add(o.lock_acquisitions);
+        self.lock_spins = self.lock_spins.saturating_add(o.lock_spins);
+    }
+}
+
+/// What both records start with: which phase, when, and how many operations.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RecordHead {
+    /// The phase's seq.
+    pub seq: u32,
+    pub _pad: u32,
+    pub tsc_start: u64,
+    pub tsc_end: u64,
+    /// Operations completed (iterations × unroll).
+    pub ops: u64,
+}
+
 /// What the guest reports for one block. Written just before the next `BLOCK` (or `END`)
 /// doorbell, which is when the VMM reads it.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct BlockRecord {
-    /// The phase's seq.
-    pub seq: u32,
+    pub head: RecordHead,
+    pub counts: Counts,
     /// Round number (`first_round + r`).
     pub round: u32,
     /// Index into `PhaseDescriptor::variants`.
     pub variant: u32,
     /// Position in the round's shuffled order.
     pub position: u32,
-    pub tsc_start: u64,
-    pub tsc_end: u64,
-    pub ops: u64,
-    pub interrupts: u64,
-    pub hypercalls: u64,
-    pub if_violations: u64,
-    pub lock_acquisitions: u64,
-    pub lock_spins: u64,
+    pub _pad: u32,
 }
 
 /// What the guest reports for one phase.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PhaseRecord {
-    pub seq: u32,
+    pub head: RecordHead,
+    pub counts: Counts,
     /// [`record_status`].
     pub status: u32,
-    pub tsc_start: u64,
-    pub tsc_end: u64,
-    /// Operations completed (iterations × unroll).
-    pub ops: u64,
-    pub interrupts: u64,
-    pub hypercalls: u64,
-    pub if_violations: u64,
-    pub lock_acquisitions: u64,
-    pub lock_spins: u64,
+    pub _pad: u32,
     /// Operations per strategy (`MIXED`).
     pub strategy_ops: [u64; strategy::COUNT as usize],
 }

@@ -173,22 +173,54 @@ struct Rounds {
     variants: [u32; abi::MAX_VARIANTS],
 }
 
-/// Counters of one vCPU since boot; a block's figures are the differences across it.
-#[derive(Clone, Copy, Default)]
-struct Counters {
-    interrupts: u64,
-    hypercalls: u64,
-    acquisitions: u64,
-    spins: u64,
+/// A record's head and counts (`record` or `block`), written field by field.
+macro_rules! write_measured {
+    ($slot:expr, $rec:ident, $head:expr, $counts:expr) => {{
+        let (h, c): (abi::RecordHead, abi::Counts) = ($head, $counts);
+        wr!($slot, h.seq, $rec.head.seq);
+        wr!($slot, h.tsc_start, $rec.head.tsc_start);
+        wr!($slot, h.tsc_end, $rec.head.tsc_end);
+        wr!($slot, h.ops, $rec.head.ops);
+        wr!($slot, c.interrupts, $rec.counts.interrupts);
+        wr!($slot, c.hypercalls, $rec.counts.hypercalls);
+        wr!($slot, c.if_violations, $rec.counts.if_violations);
+        wr!($slot, c.lock_acquisitions, $rec.counts.lock_acquisitions);
+        wr!($slot, c.lock_spins, $rec.counts.lock_spins);
+    }};
 }
 
-fn counters(slot: *mut VcpuSlot) -> Counters {
-    Counters {
+/// The slot's since-boot counters; a record's counts are their differences across it (IF
+/// violations are counted by the workload, not the slot).
+fn counters(slot: *mut VcpuSlot) -> abi::Counts {
+    abi::Counts {
         interrupts: rd!(slot, interrupts),
         hypercalls: rd!(slot, hypercalls),
-        acquisitions: rd!(slot, lock_acquisitions),
-        spins: rd!(slot, lock_spins),
+        if_violations: 0,
+        lock_acquisitions: rd!(slot, lock_acquisitions),
+        lock_spins: rd!(slot, lock_spins),
     }
+}
+
+/// What a record says: its head, and the counters' differences plus the workload's IF violations.
+fn measured(
+    seq: u32,
+    (t0, t1, ops): (u64, u64, u64),
+    before: &abi::Counts,
+    after: &abi::Counts,
+    if_violations: u64,
+) -> (abi::RecordHead, abi::Counts) {
+    let head = abi::RecordHead {
+        seq,
+        _pad: 0,
+        tsc_start: t0,
+        tsc_end: t1,
+        ops,
+    };
+    let counts = abi::Counts {
+        if_violations,
+        ..after.since(before)
+    };
+    (head, counts)
 }
 
 fn run_phase(slot: *mut VcpuSlot) {
@@ -203,7 +235,7 @@ fn run_phase(slot: *mut VcpuSlot) {
         addr_of_mut!(irqbench_hypercall_insn).write_volatile(insn);
     }
 
-    wr!(slot, seq, record.seq);
+    wr!(slot, seq, record.head.seq);
     wr!(slot, record_status::EMPTY, record.status);
     for i in 0..abi::strategy::COUNT as usize {
         wr!(slot, 0, record.strategy_ops[i]);
@@ -231,32 +263,14 @@ fn run_phase(slot: *mut VcpuSlot) {
         lapic_timer_stop();
     }
     let after = counters(slot);
-    wr!(slot, t0, record.tsc_start);
-    wr!(slot, t1, record.tsc_end);
-    wr!(slot, ops, record.ops);
-    wr!(
-        slot,
-        after.interrupts - before.interrupts,
-        record.interrupts
-    );
-    wr!(
-        slot,
-        after.hypercalls - before.hypercalls,
-        record.hypercalls
-    );
-    wr!(slot, violations, record.if_violations);
-    wr!(
-        slot,
-        after.acquisitions - before.acquisitions,
-        record.lock_acquisitions
-    );
-    wr!(slot, after.spins - before.spins, record.lock_spins);
+    let (head, counts) = measured(seq, (t0, t1, ops), &before, &after, violations);
+    write_measured!(slot, record, head, counts);
     if kind == workload::GARBAGE_RECORD {
         // Deliberately inconsistent: a record for another phase, time running backwards.
-        wr!(slot, seq ^ 0x5A5A, record.seq);
+        wr!(slot, seq ^ 0x5A5A, record.head.seq);
         wr!(slot, 0xDEAD, record.status);
-        wr!(slot, t0.wrapping_sub(1_000_000), record.tsc_end);
-        wr!(slot, u64::MAX, record.ops);
+        wr!(slot, t0.wrapping_sub(1_000_000), record.head.tsc_end);
+        wr!(slot, u64::MAX, record.head.ops);
     } else if rd!(slot, record.status) == record_status::EMPTY {
         wr!(slot, record_status::DONE, record.status);
     }
@@ -343,22 +357,11 @@ fn run_rounds(slot: *mut VcpuSlot, r: &Rounds) -> (u64, u64) {
             let (ops, violations) = run_block(slot, r, id);
             let t1 = tsc();
             let after = counters(slot);
-            wr!(slot, r.seq, block.seq);
+            let (head, counts) = measured(r.seq, (t0, t1, ops), &before, &after, violations);
+            write_measured!(slot, block, head, counts);
             wr!(slot, round, block.round);
             wr!(slot, index, block.variant);
             wr!(slot, position as u32, block.position);
-            wr!(slot, t0, block.tsc_start);
-            wr!(slot, t1, block.tsc_end);
-            wr!(slot, ops, block.ops);
-            wr!(slot, after.interrupts - before.interrupts, block.interrupts);
-            wr!(slot, after.hypercalls - before.hypercalls, block.hypercalls);
-            wr!(slot, violations, block.if_violations);
-            wr!(
-                slot,
-                after.acquisitions - before.acquisitions,
-                block.lock_acquisitions
-            );
-            wr!(slot, after.spins - before.spins, block.lock_spins);
             ops_total += ops;
             violations_total += violations;
         }

@@ -14,6 +14,7 @@ pub mod config;
 pub mod files;
 pub mod history;
 pub mod host;
+pub mod identity;
 pub mod kvm;
 pub mod machine;
 pub mod measure;

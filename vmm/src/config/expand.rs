@@ -9,7 +9,7 @@ use super::schema;
 use super::schema::fmt_int;
 use super::values::{int_range_of, Checked, Ctx, RunValues};
 use super::{defaults, MAX_PHASES};
-use crate::config::plan::{InsnId, IrqSource, PhasePlan, StrategyId, Workload};
+use crate::config::plan::{GroupKey, InsnId, IrqSource, PhasePlan, StrategyId, Workload};
 
 /// A floor of one operation's cost on any host, in ns: a loop iteration takes at least a
 /// cycle, and no host runs at 10 GHz.
@@ -117,7 +117,12 @@ impl Ctx<'_> {
                     for &v in &vcpus {
                         phases.push(PhasePlan {
                             name: format!("{name}/{}/n{n}/{}/{v}v", workload.label(), irq.label()),
-                            group: format!("{name}/n{n}/{}/{v}v", irq.label()),
+                            group: GroupKey {
+                                bench: name.to_string(),
+                                nesting: n,
+                                irq: *irq,
+                                vcpus: v,
+                            },
                             workload: workload.clone(),
                             irq: *irq,
                             nesting: n,

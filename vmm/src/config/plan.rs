@@ -8,84 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::results::ResultKind;
 
-/// What an identity newtype gets from its abi table (`abi::strategy::STRATEGIES`,
-/// `abi::insn::INSNS`): the id is the entry's position, everything else is read from the entry.
-macro_rules! identity_from_table {
-    ($id:ident, $table:path, $info:ty, $symbol_prefix:literal) => {
-        impl $id {
-            /// Every id of the table, in id order (the baseline `empty` included).
-            pub fn all() -> impl Iterator<Item = $id> {
-                (0..$table.len() as u32).map($id)
-            }
-
-            /// Its table entry (`None` for an id outside the table).
-            pub fn info(self) -> Option<&'static $info> {
-                $table.get(self.0 as usize)
-            }
-
-            /// The name configs and reports use.
-            pub fn name(self) -> &'static str {
-                self.info().map_or("?", |i| i.name)
-            }
-
-            pub fn from_name(name: &str) -> Option<$id> {
-                $table
-                    .iter()
-                    .position(|i| i.name == name)
-                    .map(|i| $id(i as u32))
-            }
-
-            /// One line for `irqbench list`.
-            pub fn describe(self) -> &'static str {
-                self.info().map_or("?", |i| i.describe)
-            }
-
-            /// The guest symbol of its code (`-` in the name becomes `_`).
-            pub fn symbol(self) -> String {
-                format!(concat!($symbol_prefix, "{}"), self.name().replace('-', "_"))
-            }
-        }
-    };
-}
-
-/// An interrupt-flag save/restore strategy (README's table), or the empty baseline: an index
-/// into `abi::strategy::STRATEGIES`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct StrategyId(pub u32);
-
-identity_from_table!(
-    StrategyId,
-    abi::strategy::STRATEGIES,
-    abi::strategy::Info,
-    "irqbench_op_"
-);
-
-impl StrategyId {
-    pub const EMPTY: StrategyId = StrategyId(abi::strategy::EMPTY);
-
-    pub fn is_vif(self) -> bool {
-        abi::strategy::is_vif(self.0)
-    }
-
-    /// Guest functions its code calls (pv-ops, the hypercall stub), for `irqbench disasm`.
-    pub fn calls(self) -> &'static [&'static str] {
-        self.info().map_or(&[], |i| i.calls)
-    }
-}
-
-/// An instruction (or exit) of the instruction-cost suite: an index into `abi::insn::INSNS`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct InsnId(pub u32);
-
-identity_from_table!(InsnId, abi::insn::INSNS, abi::insn::Info, "irqbench_insn_");
-
-impl InsnId {
-    pub const EMPTY: InsnId = InsnId(abi::insn::EMPTY);
-
-    pub fn unroll(self) -> u32 {
-        abi::insn::unroll(self.0)
-    }
-}
+pub use crate::identity::{InsnId, StrategyId};
 
 /// Where a phase's interrupts come from. The variant's position in [`IrqSource::with_param`]
 /// is its id in `abi::irq::SOURCES`, which has its name, description, parameter and irqchip.
@@ -322,16 +245,38 @@ impl Workload {
     }
 }
 
+/// What the rows of one group share (everything but the workload's variant). It renders as
+/// `{bench}/n{nesting}/{irq label}/{vcpus}v`, the group name reports and results files carry.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GroupKey {
+    pub bench: String,
+    pub nesting: f64,
+    pub irq: IrqSource,
+    pub vcpus: u32,
+}
+
+impl std::fmt::Display for GroupKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let GroupKey {
+            bench,
+            nesting,
+            irq,
+            vcpus,
+        } = self;
+        write!(f, "{bench}/n{nesting}/{}/{vcpus}v", irq.label())
+    }
+}
+
 /// One measured row of the plan: a workload under one interrupt load, nesting and vCPU count.
 ///
 /// Rows that share `group` are measured together, interleaved in rounds against the group's
-/// `empty` baseline (see `measure/`): they must share everything but the workload's variant.
+/// `empty` baseline (see `measure/`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PhasePlan {
     /// Unique within the plan; shown in reports and used by `compare` to match results.
     pub name: String,
-    /// The group this row is measured in: `{bench}/n{nesting}/{irq label}/{vcpus}v`.
-    pub group: String,
+    /// The group this row is measured in.
+    pub group: GroupKey,
     pub workload: Workload,
     pub irq: IrqSource,
     /// Fraction of operations entered with interrupts already disabled.
@@ -397,7 +342,12 @@ impl Plan {
             phase_timeout_ms: None,
             phases: vec![PhasePlan {
                 name: workload.label(),
-                group: "single".into(),
+                group: GroupKey {
+                    bench: "single".into(),
+                    nesting: 0.0,
+                    irq: IrqSource::None,
+                    vcpus,
+                },
                 workload,
                 irq: IrqSource::None,
                 nesting: 0.0,

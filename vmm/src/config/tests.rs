@@ -1040,7 +1040,10 @@ fn default_config_parses() {
         ]
     );
     // One group: the five strategies are measured together against one baseline.
-    assert!(plan.phases.iter().all(|p| p.group == "quick/n0/none/1v"));
+    assert!(plan
+        .phases
+        .iter()
+        .all(|p| p.group.to_string() == "quick/n0/none/1v"));
     assert!(plan
         .phases
         .iter()
@@ -1076,7 +1079,7 @@ fn defaults_applied() {
         );
         assert_eq!((p.nesting, p.body_ops, p.vcpus, p.seed), (0.0, 4, 1, 1));
         assert_eq!((p.irq, p.block_ops), (IrqSource::None, None));
-        assert_eq!(p.group, "b/n0/none/1v");
+        assert_eq!(p.group.to_string(), "b/n0/none/1v");
     }
 }
 
@@ -1097,7 +1100,7 @@ fn run_values_are_used() {
     assert_eq!(plan.phase_timeout_ms, Some(5000));
     let p = &plan.phases[0];
     assert_eq!(p.name, "b/empty/n0/none/3v");
-    assert_eq!(p.group, "b/n0/none/3v");
+    assert_eq!(p.group.to_string(), "b/n0/none/3v");
     assert_eq!((p.vcpus, p.seed, p.block_ops), (3, 42, Some(500)));
     assert_eq!(plan.max_vcpus(), 3);
 }
@@ -1109,13 +1112,17 @@ fn groups_share_everything_but_the_workload() {
         "nesting = [0, 0.5]\nvcpus = [1, 2]\n",
         "irq = [{ source = \"none\" }, { source = \"inject\", rate_hz = 1000 }]\n",
     )));
-    let mut groups: Vec<&str> = plan.phases.iter().map(|p| p.group.as_str()).collect();
+    let mut groups: Vec<String> = plan.phases.iter().map(|p| p.group.to_string()).collect();
     groups.sort_unstable();
     groups.dedup();
     assert_eq!(groups.len(), 2 * 2 * 2);
-    assert!(groups.contains(&"b/n0.5/inject@1000Hz/2v"));
+    assert!(groups.iter().any(|g| g == "b/n0.5/inject@1000Hz/2v"));
     for g in groups {
-        let rows: Vec<_> = plan.phases.iter().filter(|p| p.group == g).collect();
+        let rows: Vec<_> = plan
+            .phases
+            .iter()
+            .filter(|p| p.group.to_string() == g)
+            .collect();
         assert_eq!(rows.len(), 3, "{g}");
         assert!(rows.iter().all(|p| (p.nesting, p.irq, p.vcpus, p.body_ops)
             == (

@@ -359,11 +359,13 @@ unsafe impl ByteValued for FaultBytes {}
 #[derive(Clone, Copy, Debug, Default)]
 #[repr(transparent)]
 struct BlockBytes(abi::BlockRecord);
-// SAFETY: BlockRecord is #[repr(C)]: four u32s then u64s, no padding (checked below); any bit
-// pattern is valid.
+// SAFETY: BlockRecord is #[repr(C)]: the head (two u32s, three u64s), the counts (u64s), four
+// u32s; no padding (checked below); any bit pattern is valid.
 unsafe impl ByteValued for BlockBytes {}
 
-const _: () = assert!(size_of::<abi::BlockRecord>() == 4 * 4 + 8 * 8);
+/// The head and the counts both records start with.
+const HEAD_AND_COUNTS: usize = 2 * 4 + 3 * 8 + 5 * 8;
+const _: () = assert!(size_of::<abi::BlockRecord>() == HEAD_AND_COUNTS + 4 * 4);
 
 const _: () = {
     // Eight u32s, two u64s, the u16 weights, four u32s, the u32 variant ids, then a u64 and
@@ -378,7 +380,9 @@ const _: () = {
                 + 8
                 + 2 * 4
     );
-    assert!(size_of::<PhaseRecord>() == 8 + 8 * 8 + 8 * abi::strategy::COUNT as usize);
+    assert!(
+        size_of::<PhaseRecord>() == HEAD_AND_COUNTS + 2 * 4 + 8 * abi::strategy::COUNT as usize
+    );
     assert!(size_of::<FaultRecord>() == 7 * 8);
 };
 
@@ -658,7 +662,7 @@ mod tests {
             assert_eq!(d.records.len(), vcpus as usize);
             for (i, r) in d.records.iter().enumerate() {
                 assert!(
-                    r.interrupts > 0,
+                    r.counts.interrupts > 0,
                     "{vcpus} vCPUs: vCPU {i} took no timer interrupt in {} cycles",
                     r.tsc_cycles
                 );

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use irqbench_abi::PhaseDescriptor;
+use irqbench_abi::{Counts, PhaseDescriptor};
 
 use super::disturbance;
 use super::estimators::{Cell, GuestCounts, RoundTable};
@@ -37,12 +37,10 @@ pub struct VariantSums {
     pub blocks: u64,
     pub ops: u64,
     pub cycles: u64,
-    pub interrupts: u64,
-    pub hypercalls: u64,
+    /// What the guest counted, over the variant's blocks.
+    pub counts: Counts,
+    /// Hypercalls the VMM handled (must equal `counts.hypercalls`).
     pub hypercalls_seen: u64,
-    pub if_violations: u64,
-    pub lock_acquisitions: u64,
-    pub lock_spins: u64,
     pub exits: ExitCounts,
     pub exit_rips: ExitRips,
     pub per_vcpu_ops: Vec<u64>,
@@ -132,12 +130,7 @@ impl Collected {
                     ops: v.ops,
                     userspace_exits: b.userspace_exits,
                     hypercalls_seen: b.hypercalls_seen,
-                    guest: GuestCounts {
-                        interrupts: v.interrupts,
-                        hypercalls: v.hypercalls,
-                        if_violations: v.if_violations,
-                        lock_spins: v.lock_spins,
-                    },
+                    guest: v.counts,
                     host_disturbed: self.host_rules
                         && disturbance::host_flags(b.off_cpu_ns, b.involuntary_switches, b.wall_ns),
                 });
@@ -146,12 +139,8 @@ impl Collected {
                 sum.blocks += 1;
                 sum.ops += v.ops;
                 sum.cycles += v.tsc_cycles;
-                sum.interrupts += v.interrupts;
-                sum.hypercalls += v.hypercalls;
+                sum.counts += v.counts;
                 sum.hypercalls_seen += b.hypercalls_seen;
-                sum.if_violations += v.if_violations;
-                sum.lock_acquisitions += v.lock_acquisitions;
-                sum.lock_spins += v.lock_spins;
                 if let Some(slot) = sum.per_vcpu_ops.get_mut(s.index as usize) {
                     *slot += v.ops;
                 }

@@ -6,29 +6,13 @@
 //! variant (its block or the baseline's) are left out.
 
 use std::collections::BTreeMap;
-use std::ops::AddAssign;
 
 use super::counts::RoundCount;
 use crate::results::{Interval, Summary};
 use crate::statistics;
 
-/// The guest's own counters over a block, summed over vCPUs.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct GuestCounts {
-    pub interrupts: u64,
-    pub hypercalls: u64,
-    pub if_violations: u64,
-    pub lock_spins: u64,
-}
-
-impl AddAssign for GuestCounts {
-    fn add_assign(&mut self, o: GuestCounts) {
-        self.interrupts += o.interrupts;
-        self.hypercalls += o.hypercalls;
-        self.if_violations += o.if_violations;
-        self.lock_spins += o.lock_spins;
-    }
-}
+/// The guest's own counters over a block, summed over vCPUs: the abi's one counts record.
+pub use irqbench_abi::Counts as GuestCounts;
 
 /// One variant's block in one round, over all vCPUs.
 #[derive(Clone, Debug, Default, PartialEq)]

@@ -81,7 +81,11 @@ impl GroupRun<'_> {
         let mut fastest = vec![f64::INFINITY; variants.len()];
         for s in &d.samples {
             for b in &s.blocks {
-                let cycles = b.record.tsc_end.saturating_sub(b.record.tsc_start) as f64;
+                let cycles = b
+                    .record
+                    .head
+                    .tsc_end
+                    .saturating_sub(b.record.head.tsc_start) as f64;
                 let per_iteration = cycles / desc.iterations as f64;
                 if let Some(f) = fastest.get_mut(b.announced as usize) {
                     *f = f.min(per_iteration);
@@ -108,14 +112,14 @@ impl GroupRun<'_> {
             let d = self.dispatch(desc, Duration::from_secs(1))?;
             results.push(PhaseResult {
                 name: row.name.clone(),
-                group: row.group.clone(),
+                group: row.group.to_string(),
                 kind: row.workload.kind(),
                 strategy: row.workload.label(),
                 irq_source: row.irq.label(),
                 vcpus: row.vcpus,
                 ops: d.total_ops(),
                 rounds: 1,
-                interrupts: d.records.iter().map(|r| r.interrupts).sum(),
+                interrupts: d.records.iter().map(|r| r.counts.interrupts).sum(),
                 ..Default::default()
             });
         }
@@ -251,7 +255,7 @@ impl GroupRun<'_> {
         }
         let group = &self.rows[0].group;
         let why = match end {
-            Some(End::Cap) => pacer.cap_warning(group, done),
+            Some(End::Cap) => pacer.cap_warning(&group.to_string(), done),
             // A signal: the run is marked partial, which says it.
             _ if outcome.interrupted => return,
             _ => format!(

@@ -88,19 +88,20 @@ pub enum RunError {
 /// Linear in the rows: each group name maps to the last group of that name.
 pub fn groups(phases: &[PhasePlan]) -> Vec<Vec<&PhasePlan>> {
     let mut out: Vec<Vec<&PhasePlan>> = Vec::new();
-    let mut open: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    // By the key's rendering: it names the group uniquely, and a float (nesting) has no Hash.
+    let mut open: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
     for p in phases {
         // Diagnostic rows run one by one: a watchdog stop of one must not take others along.
         let diagnostic = p.workload.kind() == crate::results::ResultKind::Diagnostic;
         let room = open
-            .get(p.group.as_str())
+            .get(&p.group.to_string())
             .copied()
             .filter(|&g| !diagnostic && out[g].len() < crate::config::plan::MAX_GROUP_VARIANTS);
         match room {
             Some(g) => out[g].push(p),
             None => {
                 if !diagnostic {
-                    open.insert(&p.group, out.len());
+                    open.insert(p.group.to_string(), out.len());
                 }
                 out.push(vec![p]);
             }
@@ -288,7 +289,7 @@ pub fn run_prepared(
             if let Some(s) = session.take() {
                 s.shutdown();
             }
-            progress(i, total, &first.group, "boot");
+            progress(i, total, &first.group.to_string(), "boot");
             let config = MachineConfig {
                 vcpus: first.vcpus,
                 memory_bytes: u64::from(plan.memory_mib) << 20,
@@ -307,7 +308,7 @@ pub fn run_prepared(
             }
         }
         let Some(s) = session.as_mut() else { continue };
-        progress(i, total, &first.group, "start");
+        progress(i, total, &first.group.to_string(), "start");
         let mut run = GroupRun {
             session: s,
             plan,
@@ -315,9 +316,10 @@ pub fn run_prepared(
             tsc_khz,
             options,
         };
-        match run.run(&mut |step| progress(i, total, &first.group, step)) {
+        let group = first.group.to_string();
+        match run.run(&mut |step| progress(i, total, &group, step)) {
             Ok(outcome) => {
-                if absorb(&mut report, outcome, &first.group) {
+                if absorb(&mut report, outcome, &group) {
                     break;
                 }
             }
@@ -346,7 +348,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::config::plan::{IrqSource, StrategyId, Workload};
+    use crate::config::plan::{GroupKey, IrqSource, StrategyId, Workload};
     use crate::results::ExitSite;
 
     fn image() -> Arc<GuestImage> {
@@ -375,7 +377,12 @@ mod tests {
     fn adaptive(workload: Workload, irq: IrqSource, nesting: f64) -> PhasePlan {
         PhasePlan {
             name: format!("{}/{}/{nesting}", workload.label(), irq.label()),
-            group: format!("{}/{nesting}", irq.label()),
+            group: GroupKey {
+                bench: "adaptive".into(),
+                nesting,
+                irq,
+                vcpus: 1,
+            },
             workload,
             irq,
             nesting,

@@ -260,7 +260,10 @@ mod tests {
         plan.phases = (0..10_000)
             .map(|i| crate::config::plan::PhasePlan {
                 name: format!("r{i}"),
-                group: format!("g{i}"),
+                group: crate::config::plan::GroupKey {
+                    bench: format!("g{i}"),
+                    ..row.group.clone()
+                },
                 workload: Workload::Strategy {
                     strategy: crate::config::plan::StrategyId(1),
                 },

@@ -9,6 +9,7 @@ use super::collect::{Collected, VariantSums};
 use super::counts::{self, CountEstimate};
 use super::estimators::{self, interval, Cell, Metric, RoundTable};
 use crate::config::plan::{IrqSource, PhasePlan, StrategyId, Workload};
+use crate::identity::InsnId;
 use crate::machine::image::GuestImage;
 use crate::results::{
     ComparedMetric, Interval, LockStats, PairedComparison, PairedDifference, PhaseResult, Summary,
@@ -16,9 +17,13 @@ use crate::results::{
 };
 
 /// Differences the instruction suite derives: (what it measures, minuend, subtrahend).
-const INSN_DIFFERENCES: [(&str, &str, &str); 2] = [
-    ("push; popf that sets IF", "popf-set-if", "cli"),
-    ("push; popf that clears IF", "popf-clear-if", "sti"),
+const INSN_DIFFERENCES: [(&str, InsnId, InsnId); 2] = [
+    ("push; popf that sets IF", InsnId::POPF_SET_IF, InsnId::CLI),
+    (
+        "push; popf that clears IF",
+        InsnId::POPF_CLEAR_IF,
+        InsnId::STI,
+    ),
 ];
 
 /// What the figures of a group are built from, besides its rounds.
@@ -78,9 +83,9 @@ pub(super) fn build(
         r.exit_sites = attribute_sites(run.image, &sums.exit_rips, row);
         if matches!(row.workload, Workload::Lock { .. }) {
             r.lock = Some(LockStats {
-                acquisitions: sums.lock_acquisitions,
-                spins: sums.lock_spins,
-                spins_per_op: sums.lock_spins as f64 / sums.ops.max(1) as f64,
+                acquisitions: sums.counts.lock_acquisitions,
+                spins: sums.counts.lock_spins,
+                spins_per_op: sums.counts.lock_spins as f64 / sums.ops.max(1) as f64,
                 counter: collected.lock_counter,
                 mutual_exclusion_held: collected.mutual_exclusion_held,
             });
@@ -93,7 +98,7 @@ pub(super) fn build(
                 .collect();
         }
         r.wall_ms = wall.as_secs_f64() * 1000.0;
-        r.timer_ticks = timer_ticks(&row.irq, sums.cycles, sums.interrupts, tsc_hz);
+        r.timer_ticks = timer_ticks(&row.irq, sums.cycles, sums.counts.interrupts, tsc_hz);
         if let Some(w) = r
             .timer_ticks
             .as_ref()
@@ -150,7 +155,7 @@ fn row_result(
     let exits = Summary::from_samples(&table.net_stat(v, "exits"));
     let mut r = PhaseResult {
         name: row.name.clone(),
-        group: row.group.clone(),
+        group: row.group.to_string(),
         kind: row.workload.kind(),
         strategy: row.workload.label(),
         irq_source: row.irq.label(),
@@ -285,10 +290,10 @@ fn fill_counts(r: &mut PhaseResult, sums: &VariantSums, rounds: u32, tsc_hz: f64
     r.rounds = rounds;
     r.ops = sums.ops;
     r.block_ops = sums.ops.checked_div(sums.blocks).unwrap_or(0);
-    r.interrupts = sums.interrupts;
-    r.hypercalls = sums.hypercalls;
+    r.interrupts = sums.counts.interrupts;
+    r.hypercalls = sums.counts.hypercalls;
     r.hypercalls_seen_by_vmm = sums.hypercalls_seen;
-    r.if_violations = sums.if_violations;
+    r.if_violations = sums.counts.if_violations;
     r.per_vcpu_ops = sums.per_vcpu_ops.clone();
     r.per_vcpu_ops_per_sec = sums
         .per_vcpu_ops
@@ -363,10 +368,14 @@ fn differences(
     if !matches!(run.rows[0].workload, Workload::Insn { .. }) {
         return Vec::new();
     }
-    let index: BTreeMap<&str, usize> = results
+    let index: BTreeMap<InsnId, usize> = run
+        .rows
         .iter()
         .enumerate()
-        .map(|(i, r)| (r.strategy.as_str(), i))
+        .filter_map(|(i, row)| match row.workload {
+            Workload::Insn { insn } => Some((insn, i)),
+            _ => None,
+        })
         .collect();
     INSN_DIFFERENCES
         .iter()
@@ -427,7 +436,7 @@ mod tests {
             .phases
             .remove(0);
         p.name = format!("g/{name}");
-        p.group = "g".into();
+        p.group.bench = "g".into();
         p
     }
 

@@ -684,7 +684,8 @@ mod tests {
             .expect_err("garbage")
             .to_string();
         assert!(err.contains("guest protocol violation"), "{err}");
-        assert!(err.contains("record.seq"), "{err}");
+        // The status is checked first: a rejected descriptor explains a record's other fields.
+        assert!(err.contains("record.status"), "{err}");
     }
 
     fn strategy(name: &str) -> StrategyId {
@@ -701,7 +702,7 @@ mod tests {
             };
             let (session, d) = run_raw(&kvm, &image(), &p, IrqchipMode::Userspace, TIMEOUT)
                 .unwrap_or_else(|e| panic!("{}: {e}", s.name()));
-            let violations = d.records[0].if_violations;
+            let violations = d.records[0].counts.if_violations;
             if s.name() == "native-cli-sti" {
                 // Half of 64 operations run nested; each re-enables interrupts too early.
                 assert_eq!(violations, 32, "{}", s.name());
@@ -731,7 +732,7 @@ mod tests {
             p.irq = IrqSource::LapicTimer { period_us: 200.0 };
             let (session, d) = run_raw(&kvm, &image(), &p, IrqchipMode::InKernel, TIMEOUT)
                 .expect("lapic-timer phase");
-            ticks.push((d.records[0].interrupts, d.records[0].tsc_cycles));
+            ticks.push((d.records[0].counts.interrupts, d.records[0].tsc_cycles));
             session.shutdown();
         }
         let (short, long) = (ticks[0], ticks[1]);
@@ -775,7 +776,7 @@ mod tests {
             )
             .expect("slot");
         assert_eq!(since_boot, 0, "the stale raise was injected");
-        assert_eq!(d.records[0].interrupts, 0);
+        assert_eq!(d.records[0].counts.interrupts, 0);
         assert!(d.samples[0].exits.is_empty(), "{:?}", d.samples[0].exits);
         session.shutdown();
     }
@@ -788,7 +789,7 @@ mod tests {
             .flat_map(|s| {
                 s.blocks
                     .iter()
-                    .map(|b| (b.record.tsc_start, b.record.tsc_end))
+                    .map(|b| (b.record.head.tsc_start, b.record.head.tsc_end))
             })
             .collect();
         let mut best = 0;
@@ -845,7 +846,7 @@ mod tests {
                 // Overlapping TSC windows are not proof of running at once (a thread may be
                 // preempted inside one): lengthen until spins were seen too, or the phase
                 // takes seconds.
-                let contended = d.records.iter().any(|r| r.lock_spins > 0);
+                let contended = d.records.iter().any(|r| r.counts.lock_spins > 0);
                 if (longest_overlap(&d) >= 2 * tsc_khz && contended)
                     || iterations >= 300 << 15
                     || started.elapsed() > Duration::from_secs(2)
@@ -866,14 +867,14 @@ mod tests {
                 2 * total,
                 "the counter incremented inside the lock lost updates"
             );
-            let acquisitions: u64 = d.records.iter().map(|r| r.lock_acquisitions).sum();
+            let acquisitions: u64 = d.records.iter().map(|r| r.counts.lock_acquisitions).sum();
             assert_eq!(acquisitions, 2 * total);
             let overlap = longest_overlap(&d);
             assert!(
                 overlap >= 2 * tsc_khz,
                 "{vcpus} vCPUs never ran side by side for 2 ms ({overlap} cycles, {iterations} ops)"
             );
-            let spins: u64 = d.records.iter().map(|r| r.lock_spins).sum();
+            let spins: u64 = d.records.iter().map(|r| r.counts.lock_spins).sum();
             assert!(
                 spins > 0,
                 "{vcpus} vCPUs overlapped {overlap} cycles and never contended"

@@ -2,6 +2,7 @@
 //! shows in a table cell, and the raw CSV fields it stands for. A figure added here appears in
 //! all three, with the same rounding rules.
 
+use crate::identity::InsnId;
 use crate::measure::counts::USERSPACE_EXITS;
 use crate::results::{PhaseResult, ResultKind};
 
@@ -129,22 +130,10 @@ pub(crate) fn exits_estimate(r: &PhaseResult) -> Option<Estimate> {
 }
 
 /// What an instruction-suite probe executes per measured operation: the name says what is
-/// measured, this says what runs.
+/// measured, this says what runs (`abi::insn::Info::measures`; empty for a probe this build
+/// does not know, as in an old results file).
 pub(crate) fn insn_measures(insn: &str) -> &'static str {
-    match insn {
-        "empty" => "(loop only)",
-        "cli" => "cli",
-        "sti" => "sti",
-        "popf-set-if" => "cli; push; popf",
-        "popf-clear-if" => "sti; push; popf",
-        "popf-same-if" => "push; popf",
-        "pushf" => "pushf; pop",
-        "pio-exit" => "out (exit to VMM)",
-        "mmio-exit" => "mmio store (exit)",
-        "cpuid" => "cpuid",
-        "hlt-exit" => "hlt (exit)",
-        _ => "",
-    }
+    InsnId::from_name(insn).map_or("", InsnId::measures)
 }
 
 /// The cycles cell carries `~` when the run ran out of time before its CI reached the plan's

@@ -371,7 +371,7 @@ pub fn cpuid_exits(e: &Expectations, m: &InsnNet) -> Judged {
 pub fn flag_insn_exits(e: &Expectations, m: &[InsnNet]) -> Judged {
     let measured = m
         .iter()
-        .map(|i| format!("{} {:.4}", i.name, i.exits))
+        .map(|i| format!("{} {:.4}", i.insn.name(), i.exits))
         .collect::<Vec<_>>()
         .join(", ");
     if e.flavour == KvmFlavour::Pvm {

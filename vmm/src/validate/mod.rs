@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use kvm_ioctls::Kvm;
 
+use crate::identity::InsnId;
 use crate::machine::image::GuestImage;
 use crate::machine::IrqchipMode;
 use crate::measure::session::Session;
@@ -60,7 +61,8 @@ fn refusal(v: &Validation, force: bool) -> Option<Refusal> {
 struct Sizes {
     vcpus: u32,
     doorbells: u64,
-    insns: &'static [&'static str],
+    /// The probes after the `empty` baseline (which `insn_rounds` runs first).
+    insns: &'static [InsnId],
     insn_iterations: u64,
     insn_rounds: u32,
     /// Full: the long idle phase of the guest-rdtsc rate; quick: the span of the KVM reading.
@@ -72,7 +74,7 @@ struct Sizes {
 const QUICK: Sizes = Sizes {
     vcpus: 1,
     doorbells: 16,
-    insns: &["empty", "cli", "cpuid"],
+    insns: &[InsnId::CLI, InsnId::CPUID],
     insn_iterations: 64,
     insn_rounds: 2,
     tsc_long: Duration::from_millis(40),
@@ -83,13 +85,12 @@ const FULL: Sizes = Sizes {
     vcpus: 2,
     doorbells: 64,
     insns: &[
-        "empty",
-        "cli",
-        "sti",
-        "popf-set-if",
-        "popf-same-if",
-        "cpuid",
-        "hlt-exit",
+        InsnId::CLI,
+        InsnId::STI,
+        InsnId::POPF_SET_IF,
+        InsnId::POPF_SAME_IF,
+        InsnId::CPUID,
+        InsnId::HLT_EXIT,
     ],
     insn_iterations: 128,
     insn_rounds: 4,
@@ -217,7 +218,7 @@ fn adopt(m: &mut HostManifest, suite: &mut Suite<'_>, b: Behaviour) {
 /// runs no other check).
 pub fn probe_flavour(kvm: &Kvm, image: &Arc<GuestImage>, m: &mut HostManifest) {
     let measured = probes::boot(kvm, image, 1, IrqchipMode::Userspace).and_then(|mut s| {
-        let r = probes::insn_rounds(&mut s, &["empty", "cli"], QUICK.insn_iterations, 1);
+        let r = probes::insn_rounds(&mut s, &[InsnId::CLI], QUICK.insn_iterations, 1);
         s.shutdown();
         r?.nets
             .first()
@@ -293,15 +294,15 @@ fn insn_checks(
     sizes: Sizes,
 ) {
     let rounds = probes::insn_rounds(s, sizes.insns, sizes.insn_iterations, sizes.insn_rounds);
-    let by_name = |name: &str| -> Result<judge::InsnNet, String> {
+    let by_id = |insn: InsnId| -> Result<judge::InsnNet, String> {
         let r = rounds.as_ref().map_err(Clone::clone)?;
         r.nets
             .iter()
-            .find(|n| n.name == name)
+            .find(|n| n.insn == insn)
             .cloned()
-            .ok_or(format!("no {name} block"))
+            .ok_or(format!("no {} block", insn.name()))
     };
-    let behaviour = by_name("cli").map(|n| classify(n.insn_emulation));
+    let behaviour = by_id(InsnId::CLI).map(|n| classify(n.insn_emulation));
     let obs = behaviour.clone().map(|b| judge::FlavourObs {
         declared: m.flavour.declared,
         ambiguous: m.flavour.ambiguous,
@@ -312,11 +313,17 @@ fn insn_checks(
         Err(why) => m.flavour.behaviour = Readable::Unavailable(why),
     }
     suite.judge("flavour", &obs, judge::flavour);
-    suite.judge("exits.cpuid", &by_name("cpuid"), judge::cpuid_exits);
-    let flags: Result<Vec<_>, String> = ["cli", "sti", "popf-set-if", "popf-same-if"]
-        .iter()
-        .filter(|n| sizes.insns.contains(n))
-        .map(|n| by_name(n))
+    suite.judge("exits.cpuid", &by_id(InsnId::CPUID), judge::cpuid_exits);
+    let flag_insns = [
+        InsnId::CLI,
+        InsnId::STI,
+        InsnId::POPF_SET_IF,
+        InsnId::POPF_SAME_IF,
+    ];
+    let flags: Result<Vec<_>, String> = flag_insns
+        .into_iter()
+        .filter(|i| sizes.insns.contains(i))
+        .map(by_id)
         .collect();
     suite.judge("exits.flag-insns", &flags, |e, f| {
         judge::flag_insn_exits(e, f)

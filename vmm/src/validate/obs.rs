@@ -1,6 +1,7 @@
 //! What the checks measure: plain data that measure.rs and noise.rs fill in and the judges
 //! read. Synthetic values of these types are how the tests fail every check by construction.
 
+use crate::identity::InsnId;
 use crate::results::{Behaviour, KvmFlavour, Readable, Smt};
 
 /// `flavour`: what CPL0 `cli` did to `insn_emulation`, against the declaration.
@@ -71,8 +72,8 @@ pub struct TscSkew {
 /// Net exits and emulations per unit of one instruction probe (its block − the empty block).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct InsnNet {
-    /// The probe's name (`cli`, `popf-set-if`, `cpuid` …).
-    pub name: String,
+    /// The probe (`cli`, `popf-set-if`, `cpuid` …).
+    pub insn: InsnId,
     /// Units measured (instructions, or instruction groups like `cli; push; popf`).
     pub units: u64,
     /// Blocks they ran in (each netted against an empty block).

@@ -93,17 +93,6 @@ pub fn doorbells(s: &mut Session, k: u64) -> Result<DoorbellObs, String> {
     Ok(DoorbellObs { rung: k, vcpus })
 }
 
-/// Guest instructions one unit of a probe is (for PVM's one-exit-per-batch bound).
-fn instructions_per_unit(name: &str) -> u32 {
-    match name {
-        "cli" | "sti" => 1,
-        "popf-same-if" | "pushf" => 2,
-        "popf-set-if" | "popf-clear-if" => 3,
-        "cpuid" => 5,
-        _ => 1,
-    }
-}
-
 /// What the instruction rounds gave.
 #[derive(Clone, Debug, Default)]
 pub struct InsnRounds {
@@ -139,17 +128,17 @@ fn collect_blocks(d: &Dispatch, variants: usize) -> Result<(Vec<Totals>, BlockSt
             starts
                 .entry((v.round, v.position))
                 .or_default()
-                .insert(s.index, b.record.tsc_start);
+                .insert(s.index, b.record.head.tsc_start);
         }
     }
     Ok((totals, starts))
 }
 
-fn net(name: &str, t: &Totals, empty: &Totals) -> InsnNet {
+fn net(insn: InsnId, t: &Totals, empty: &Totals) -> InsnNet {
     let per_block = |x: u64, blocks: u64| x as f64 / blocks.max(1) as f64;
     let ops_per_block = per_block(t.ops, t.blocks).max(1.0);
     InsnNet {
-        name: name.to_owned(),
+        insn,
         units: t.ops,
         blocks: t.blocks,
         exits: (per_block(t.exits, t.blocks) - per_block(empty.exits, empty.blocks))
@@ -157,39 +146,35 @@ fn net(name: &str, t: &Totals, empty: &Totals) -> InsnNet {
         insn_emulation: (per_block(t.emulations, t.blocks)
             - per_block(empty.emulations, empty.blocks))
             / ops_per_block,
-        instructions: instructions_per_unit(name),
+        instructions: insn.instructions(),
     }
 }
 
-/// Rounds of the instruction probes `names` (`names[0]` must be `empty`), `iterations` per
-/// block, each vCPU on its own (a barrier's spinning would land in the blocks' stats).
+/// Rounds of the instruction probes `insns` (`empty` first, added if missing), `iterations`
+/// per block, each vCPU on its own (a barrier's spinning would land in the blocks' stats).
 pub fn insn_rounds(
     s: &mut Session,
-    names: &[&str],
+    insns: &[InsnId],
     iterations: u64,
     rounds: u32,
 ) -> Result<InsnRounds, String> {
-    let ids: Vec<u32> = names
-        .iter()
-        .map(|n| {
-            InsnId::from_name(n)
-                .map(|i| i.0)
-                .ok_or(format!("no probe `{n}`"))
-        })
-        .collect::<Result<_, _>>()?;
+    let insns: Vec<InsnId> = std::iter::once(InsnId::EMPTY)
+        .chain(insns.iter().copied().filter(|i| *i != InsnId::EMPTY))
+        .collect();
+    let ids: Vec<u32> = insns.iter().map(|i| i.0).collect();
     let p = row(
         Workload::Insn {
-            insn: InsnId(ids[0]),
+            insn: InsnId::EMPTY,
         },
         s.vcpus,
         IrqSource::None,
     );
     let desc = descriptor::rounds(&[&p], &ids, iterations, 0, rounds);
     let d = dispatch(s, desc, IrqSource::None)?;
-    let (totals, _) = collect_blocks(&d, names.len())?;
+    let (totals, _) = collect_blocks(&d, insns.len())?;
     let mut out = InsnRounds::default();
-    for (i, name) in names.iter().enumerate().skip(1) {
-        if *name == "hlt-exit" {
+    for (i, &insn) in insns.iter().enumerate().skip(1) {
+        if insn == InsnId::HLT_EXIT {
             let exits = d
                 .samples
                 .iter()
@@ -200,7 +185,7 @@ pub fn insn_rounds(
                 exits,
             });
         } else {
-            out.nets.push(net(name, &totals[i], &totals[0]));
+            out.nets.push(net(insn, &totals[i], &totals[0]));
         }
     }
     Ok(out)
@@ -244,7 +229,10 @@ pub fn tsc_skew(s: &mut Session, rounds: u32, khz: u64) -> Result<TscSkew, Strin
         let quiet =
             |x: &crate::vcpu::PhaseSample| !preempted(&x.blocks[j]) && !preempted(&x.blocks[j - 1]);
         if quiet(v0) && quiet(v1) {
-            let (a, b) = (v0.blocks[j].record.tsc_start, v1.blocks[j].record.tsc_start);
+            let (a, b) = (
+                v0.blocks[j].record.head.tsc_start,
+                v1.blocks[j].record.head.tsc_start,
+            );
             skew.skews_cycles.push(b as i64 - a as i64);
         } else {
             skew.preempted += 1;
@@ -453,10 +441,6 @@ fn read_guest_tsc(vcpu: &kvm_ioctls::VcpuFd) -> Result<(Instant, u64, Duration),
     best.ok_or_else(|| "no KVM_GET_MSRS reading".into())
 }
 
-fn strategy(name: &str) -> Result<StrategyId, String> {
-    StrategyId::from_name(name).ok_or(format!("no strategy `{name}`"))
-}
-
 /// Blocks a load phase is cut into: at each boundary the VMM reads the vCPU thread's clocks,
 /// which tell how long it waited for a CPU.
 const LOAD_BLOCKS: u32 = 20;
@@ -474,7 +458,12 @@ fn phase_sums(d: &Dispatch) -> Result<Vec<PhaseSums>, String> {
                 .map_err(|e| e.to_string())?;
             off += b.off_cpu_ns;
         }
-        out.push((r.interrupts, r.tsc_cycles, x.wall.as_nanos() as u64, off));
+        out.push((
+            r.counts.interrupts,
+            r.tsc_cycles,
+            x.wall.as_nanos() as u64,
+            off,
+        ));
     }
     Ok(out)
 }
@@ -490,7 +479,7 @@ fn load_rounds(s: &mut Session, p: &PhasePlan, target: Duration) -> Result<Dispa
 /// while a host thread raises an interrupt `rate_hz` times a second.
 pub fn inject(s: &mut Session, rate_hz: f64, target: Duration) -> Result<InjectObs, String> {
     let workload = Workload::Strategy {
-        strategy: strategy("native-cli-sti")?,
+        strategy: StrategyId::NATIVE_CLI_STI,
     };
     let p = row(workload, s.vcpus, IrqSource::Inject { rate_hz });
     let d = load_rounds(s, &p, target)?;
@@ -510,7 +499,7 @@ pub fn inject(s: &mut Session, rate_hz: f64, target: Duration) -> Result<InjectO
         vcpus: s.vcpus,
         raised: d.irqs_raised,
         injected: d.samples.iter().map(|x| x.injected).sum(),
-        taken: d.records.iter().map(|r| r.interrupts).sum(),
+        taken: d.records.iter().map(|r| r.counts.interrupts).sum(),
         window_exits: d
             .samples
             .iter()
@@ -547,13 +536,13 @@ pub fn pv_event(
     target: Duration,
 ) -> Result<(HypercallObs, SiteObs), String> {
     let workload = Workload::Strategy {
-        strategy: strategy("vif-restore")?,
+        strategy: StrategyId::VIF_RESTORE,
     };
     let p = row(workload, s.vcpus, IrqSource::PvEvent { rate_hz });
     let n = sized(s, &p, target)?;
     let d = run_once(s, &p, n)?;
     let calls = HypercallObs {
-        issued: d.records.iter().map(|r| r.hypercalls).sum(),
+        issued: d.records.iter().map(|r| r.counts.hypercalls).sum(),
         seen: d.samples.iter().map(|x| x.hypercalls).sum(),
     };
     let mut by_rip: BTreeMap<u64, u64> = BTreeMap::new();

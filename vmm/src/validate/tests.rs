@@ -4,6 +4,7 @@
 use super::judge::*;
 use super::noise::{cpufreq, load, smt, steal};
 use super::*;
+use crate::identity::InsnId;
 use crate::results::host::classify;
 use crate::results::KvmFlavour;
 use crate::results::{CpuFreq, Smt};
@@ -185,9 +186,9 @@ fn vcpus_with_offset_tscs_fail_and_preemption_alone_does_not() {
     );
 }
 
-fn net(name: &str, exits: f64, instructions: u32) -> InsnNet {
+fn net(insn: InsnId, exits: f64, instructions: u32) -> InsnNet {
     InsnNet {
-        name: name.into(),
+        insn,
         units: 4096,
         blocks: 4,
         exits,
@@ -201,25 +202,25 @@ fn cpuid_exits_as_each_flavour_counts_them() {
     for f in [KvmFlavour::Vmx, KvmFlavour::Svm] {
         // Only on VMX/SVM: CPUID always exits.
         assert_eq!(
-            verdict_of(&cpuid_exits(&e(f), &net("cpuid", 1.0, 5))),
+            verdict_of(&cpuid_exits(&e(f), &net(InsnId::CPUID, 1.0, 5))),
             Verdict::Pass
         );
         assert_eq!(
-            verdict_of(&cpuid_exits(&e(f), &net("cpuid", 0.0, 5))),
+            verdict_of(&cpuid_exits(&e(f), &net(InsnId::CPUID, 0.0, 5))),
             Verdict::Fail
         );
         assert_eq!(
-            verdict_of(&cpuid_exits(&e(f), &net("cpuid", 2.0, 5))),
+            verdict_of(&cpuid_exits(&e(f), &net(InsnId::CPUID, 2.0, 5))),
             Verdict::Fail
         );
     }
     let pvm = e(KvmFlavour::Pvm);
     assert_eq!(
-        verdict_of(&cpuid_exits(&pvm, &net("cpuid", 0.008, 5))),
+        verdict_of(&cpuid_exits(&pvm, &net(InsnId::CPUID, 0.008, 5))),
         Verdict::Pass
     );
     assert_eq!(
-        verdict_of(&cpuid_exits(&pvm, &net("cpuid", 1.0, 5))),
+        verdict_of(&cpuid_exits(&pvm, &net(InsnId::CPUID, 1.0, 5))),
         Verdict::Fail
     );
 }
@@ -227,9 +228,9 @@ fn cpuid_exits_as_each_flavour_counts_them() {
 #[test]
 fn flag_instructions_that_exit_fail() {
     let quiet = [
-        net("cli", 0.0, 1),
-        net("sti", 0.0001, 1),
-        net("popf-set-if", 0.0, 3),
+        net(InsnId::CLI, 0.0, 1),
+        net(InsnId::STI, 0.0001, 1),
+        net(InsnId::POPF_SET_IF, 0.0, 3),
     ];
     for f in [KvmFlavour::Vmx, KvmFlavour::Svm] {
         // Only on VMX/SVM: no exit at all.
@@ -242,13 +243,13 @@ fn flag_instructions_that_exit_fail() {
     let pvm = e(KvmFlavour::Pvm);
     // One exit per 1024 emulated instructions: 3/1024 for cli; push; popf.
     let batches = [
-        net("cli", 1.0 / 1024.0, 1),
-        net("popf-set-if", 3.0 / 1024.0, 3),
+        net(InsnId::CLI, 1.0 / 1024.0, 1),
+        net(InsnId::POPF_SET_IF, 3.0 / 1024.0, 3),
     ];
     let j = flag_insn_exits(&pvm, &batches);
     assert_eq!(verdict_of(&j), Verdict::Pass);
     assert!(j.note.contains("batch"), "{j:?}");
-    let exiting = [net("cli", 0.05, 1)];
+    let exiting = [net(InsnId::CLI, 0.05, 1)];
     assert_eq!(verdict_of(&flag_insn_exits(&pvm, &exiting)), Verdict::Fail);
 }
 
@@ -553,12 +554,12 @@ fn doorbells_and_hlts_are_counted_exactly_on_this_host() {
         Verdict::Pass,
         "{d:?}"
     );
-    let r = probes::insn_rounds(&mut s, &["empty", "cli", "hlt-exit"], 32, 2).expect("rounds");
+    let r = probes::insn_rounds(&mut s, &[InsnId::CLI, InsnId::HLT_EXIT], 32, 2).expect("rounds");
     let hlt = r.hlt.expect("a hlt-exit block");
     // 32 iterations × 2 rounds × 2 vCPUs, each one KVM_EXIT_HLT.
     assert_eq!((hlt.executed, hlt.exits), (128, 128));
     let cli = &r.nets[0];
-    assert_eq!((cli.name.as_str(), cli.units, cli.blocks), ("cli", 1024, 4));
+    assert_eq!((cli.insn, cli.units, cli.blocks), (InsnId::CLI, 1024, 4));
     s.shutdown();
 }
 

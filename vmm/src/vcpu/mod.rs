@@ -22,7 +22,7 @@ pub mod fault;
 pub mod protocol;
 pub mod window;
 
-pub use exit::{handle_exit, ExitAction, ExitEvent, ExitReason, LoopState};
+pub use exit::{handle_exit, ExitAction, ExitEvent, ExitReason, LoopState, PortData};
 pub use fault::{exception_name, FaultReport};
 use fault::{fault, guest_exception, stopped};
 pub use window::{BlockSample, ExitCounts, PhaseSample, PhaseWindow, ThreadTimes, VariantTotals};
@@ -168,7 +168,7 @@ fn exit_event(
     Ok(match exit {
         Ok(VcpuExit::IoOut(port, data)) => ExitEvent::IoOut {
             port,
-            data: data.to_vec(),
+            data: PortData::new(data),
         },
         Ok(VcpuExit::IoIn(port, data)) => ExitEvent::IoIn {
             port,

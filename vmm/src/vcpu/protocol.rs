@@ -5,8 +5,11 @@
 //! number from it reaches a result; a failure names the field and the value.
 
 use irqbench_abi::{
-    self as abi, doorbell, record_status, workload, FaultRecord, PhaseDescriptor, PhaseRecord,
+    self as abi, doorbell, record_status, workload, Counts, FaultRecord, PhaseDescriptor,
+    PhaseRecord, RecordHead,
 };
+
+use super::exit::PortData;
 
 /// More interrupts or hypercalls than this in one phase is not a measurement, it is garbage.
 const MAX_EVENTS_PER_PHASE: u64 = 1 << 40;
@@ -24,12 +27,108 @@ pub struct ProtocolViolation {
 pub struct ValidRecord {
     pub tsc_cycles: u64,
     pub ops: u64,
-    pub interrupts: u64,
-    pub hypercalls: u64,
-    pub if_violations: u64,
-    pub lock_acquisitions: u64,
-    pub lock_spins: u64,
+    pub counts: Counts,
     pub strategy_ops: [u64; abi::strategy::COUNT as usize],
+}
+
+/// Which record a check reads: the first part of every field path it names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Rec {
+    Block,
+    Phase,
+}
+
+impl Rec {
+    fn pick(self, block: &'static str, phase: &'static str) -> &'static str {
+        match self {
+            Rec::Block => block,
+            Rec::Phase => phase,
+        }
+    }
+}
+
+/// The bound a count must keep.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Bound {
+    /// At most [`MAX_EVENTS_PER_PHASE`]: more is not a measurement, it is garbage.
+    Events,
+    /// At most the record's operations (one violation per operation at most).
+    Ops,
+}
+
+/// The plausibility rule of one count, with its field path in each record.
+struct CountRule {
+    block: &'static str,
+    phase: &'static str,
+    get: fn(&Counts) -> u64,
+    bound: Bound,
+}
+
+macro_rules! count_rules {
+    ($($field:ident: $bound:ident),+ $(,)?) => {
+        [$(CountRule {
+            block: concat!("block.counts.", stringify!($field)),
+            phase: concat!("record.counts.", stringify!($field)),
+            get: |c| c.$field,
+            bound: Bound::$bound,
+        }),+]
+    };
+}
+
+/// One plausibility table for the counts of blocks and phase records alike.
+const COUNT_RULES: [CountRule; 5] = count_rules!(
+    interrupts: Events,
+    hypercalls: Events,
+    if_violations: Ops,
+    lock_acquisitions: Events,
+    lock_spins: Events,
+);
+
+/// The head's seq, time and operations: returns the TSC cycles it spans.
+fn check_head(
+    rec: Rec,
+    head: &RecordHead,
+    seq: u32,
+    ops: u64,
+) -> Result<u64, (&'static str, String)> {
+    if head.seq != seq {
+        return Err((
+            rec.pick("block.head.seq", "record.head.seq"),
+            format!("is {} but the phase sent was {seq}", head.seq),
+        ));
+    }
+    if head.tsc_end < head.tsc_start {
+        return Err((
+            rec.pick("block.head.tsc_end", "record.head.tsc_end"),
+            format!(
+                "({}) is before tsc_start ({}): time cannot run backwards",
+                head.tsc_end, head.tsc_start
+            ),
+        ));
+    }
+    if head.ops != ops {
+        return Err((
+            rec.pick("block.head.ops", "record.head.ops"),
+            format!("is {} but the phase asked for {ops}", head.ops),
+        ));
+    }
+    Ok(head.tsc_end - head.tsc_start)
+}
+
+/// Every count against its rule in [`COUNT_RULES`] (`ops`: the record's checked operations).
+fn check_counts(rec: Rec, counts: &Counts, ops: u64) -> Result<(), (&'static str, String)> {
+    for rule in &COUNT_RULES {
+        let value = (rule.get)(counts);
+        let problem = match rule.bound {
+            Bound::Events if value > MAX_EVENTS_PER_PHASE => {
+                format!("is {value}, above the plausible maximum {MAX_EVENTS_PER_PHASE}")
+            }
+            Bound::Ops if value > ops => format!("({value}) exceeds the operations ({ops})"),
+            Bound::Events | Bound::Ops => continue,
+        };
+        return Err((rec.pick(rule.block, rule.phase), problem));
+    }
+    Ok(())
 }
 
 /// A doorbell write, decoded.
@@ -47,7 +146,7 @@ pub enum Doorbell {
 /// (`open`: the sequence number of the open phase, if any).
 pub fn parse_doorbell(
     vcpu: u32,
-    data: &[u8],
+    data: &PortData,
     open: Option<u32>,
 ) -> Result<Doorbell, ProtocolViolation> {
     let bad = |problem: String| ProtocolViolation {
@@ -55,13 +154,12 @@ pub fn parse_doorbell(
         field: "doorbell",
         problem,
     };
-    let Ok(bytes) = <[u8; 4]>::try_from(data) else {
+    let Some(marker) = data.word() else {
         return Err(bad(format!(
             "written with {} bytes, expected 4",
             data.len()
         )));
     };
-    let marker = u32::from_le_bytes(bytes);
     let seq = doorbell::seq(marker);
     let bell = match doorbell::kind(marker) {
         doorbell::BOOTED => Doorbell::Booted,
@@ -164,11 +262,7 @@ pub struct ValidBlock {
     pub position: u32,
     pub tsc_cycles: u64,
     pub ops: u64,
-    pub interrupts: u64,
-    pub hypercalls: u64,
-    pub if_violations: u64,
-    pub lock_acquisitions: u64,
-    pub lock_spins: u64,
+    pub counts: Counts,
 }
 
 /// Checks one block record against the descriptor and the variant its BLOCK doorbell announced.
@@ -183,12 +277,6 @@ pub fn validate_block(
         field,
         problem,
     };
-    if rec.seq != desc.seq {
-        return Err(bad(
-            "block.seq",
-            format!("is {} but the phase sent was {}", rec.seq, desc.seq),
-        ));
-    }
     if rec.variant >= desc.variant_count || rec.variant != announced {
         return Err(bad(
             "block.variant",
@@ -214,47 +302,17 @@ pub fn validate_block(
             format!("is {} of {} variants", rec.position, desc.variant_count),
         ));
     }
-    if rec.tsc_end < rec.tsc_start {
-        return Err(bad(
-            "block.tsc_end",
-            format!("{} is before tsc_start {}", rec.tsc_end, rec.tsc_start),
-        ));
-    }
-    let id = desc.variants[rec.variant as usize];
-    let ops = block_ops(desc, id);
-    if rec.ops != ops {
-        return Err(bad(
-            "block.ops",
-            format!("is {} but {ops} were asked for", rec.ops),
-        ));
-    }
-    for (field, value) in [
-        ("block.interrupts", rec.interrupts),
-        ("block.hypercalls", rec.hypercalls),
-        ("block.lock_acquisitions", rec.lock_acquisitions),
-        ("block.lock_spins", rec.lock_spins),
-    ] {
-        if value > MAX_EVENTS_PER_PHASE {
-            return Err(bad(field, format!("{value} is beyond any plausible count")));
-        }
-    }
-    if rec.if_violations > ops {
-        return Err(bad(
-            "block.if_violations",
-            format!("{} exceeds the block's {ops} operations", rec.if_violations),
-        ));
-    }
+    let ops = block_ops(desc, desc.variants[rec.variant as usize]);
+    let checked = check_head(Rec::Block, &rec.head, desc.seq, ops)
+        .and_then(|cycles| check_counts(Rec::Block, &rec.counts, ops).map(|()| cycles));
+    let tsc_cycles = checked.map_err(|(field, problem)| bad(field, problem))?;
     Ok(ValidBlock {
         round: rec.round,
         variant: rec.variant as usize,
         position: rec.position,
-        tsc_cycles: rec.tsc_end - rec.tsc_start,
+        tsc_cycles,
         ops,
-        interrupts: rec.interrupts,
-        hypercalls: rec.hypercalls,
-        if_violations: rec.if_violations,
-        lock_acquisitions: rec.lock_acquisitions,
-        lock_spins: rec.lock_spins,
+        counts: rec.counts,
     })
 }
 
@@ -265,16 +323,16 @@ fn check_workload_counts(
     rec: &PhaseRecord,
 ) -> Result<(), (&'static str, String)> {
     let acquisitions_want = if desc.workload == workload::LOCK {
-        rec.ops.saturating_mul(2)
+        rec.head.ops.saturating_mul(2)
     } else {
         0
     };
-    if rec.lock_acquisitions != acquisitions_want {
+    if rec.counts.lock_acquisitions != acquisitions_want {
         return Err((
-            "record.lock_acquisitions",
+            "record.counts.lock_acquisitions",
             format!(
                 "is {} but this phase takes the lock {acquisitions_want} times",
-                rec.lock_acquisitions
+                rec.counts.lock_acquisitions
             ),
         ));
     }
@@ -318,12 +376,6 @@ pub fn validate_record(
         field,
         problem,
     };
-    if rec.seq != desc.seq {
-        return Err(bad(
-            "record.seq",
-            format!("is {} but the phase sent was {}", rec.seq, desc.seq),
-        ));
-    }
     match rec.status {
         record_status::DONE => {}
         record_status::BAD_DESCRIPTOR => {
@@ -346,52 +398,15 @@ pub fn validate_record(
             ))
         }
     }
-    if rec.tsc_end < rec.tsc_start {
-        return Err(bad(
-            "record.tsc_end",
-            format!(
-                "({}) is before tsc_start ({}): time cannot run backwards",
-                rec.tsc_end, rec.tsc_start
-            ),
-        ));
-    }
-    let want = expected_ops(desc);
-    if rec.ops != want {
-        return Err(bad(
-            "record.ops",
-            format!("is {} but the phase asked for {want}", rec.ops),
-        ));
-    }
-    for (field, value) in [
-        ("record.interrupts", rec.interrupts),
-        ("record.hypercalls", rec.hypercalls),
-        ("record.lock_spins", rec.lock_spins),
-    ] {
-        if value > MAX_EVENTS_PER_PHASE {
-            return Err(bad(
-                field,
-                format!("is {value}, above the plausible maximum {MAX_EVENTS_PER_PHASE}"),
-            ));
-        }
-    }
-    if rec.if_violations > rec.ops {
-        return Err(bad(
-            "record.if_violations",
-            format!(
-                "({}) exceeds the operations ({})",
-                rec.if_violations, rec.ops
-            ),
-        ));
-    }
-    check_workload_counts(desc, rec).map_err(|(field, problem)| bad(field, problem))?;
+    let ops = expected_ops(desc);
+    let tsc_cycles = check_head(Rec::Phase, &rec.head, desc.seq, ops)
+        .and_then(|cycles| check_counts(Rec::Phase, &rec.counts, ops).map(|()| cycles))
+        .and_then(|cycles| check_workload_counts(desc, rec).map(|()| cycles))
+        .map_err(|(field, problem)| bad(field, problem))?;
     Ok(ValidRecord {
-        tsc_cycles: rec.tsc_end - rec.tsc_start,
-        ops: rec.ops,
-        interrupts: rec.interrupts,
-        hypercalls: rec.hypercalls,
-        if_violations: rec.if_violations,
-        lock_acquisitions: rec.lock_acquisitions,
-        lock_spins: rec.lock_spins,
+        tsc_cycles,
+        ops,
+        counts: rec.counts,
         strategy_ops: rec.strategy_ops,
     })
 }
@@ -414,13 +429,20 @@ mod tests {
         }
     }
 
-    fn good() -> PhaseRecord {
-        PhaseRecord {
+    fn head() -> RecordHead {
+        RecordHead {
             seq: 7,
-            status: record_status::DONE,
             tsc_start: 1000,
             tsc_end: 5000,
             ops: 100,
+            ..Default::default()
+        }
+    }
+
+    fn good() -> PhaseRecord {
+        PhaseRecord {
+            head: head(),
+            status: record_status::DONE,
             ..Default::default()
         }
     }
@@ -435,15 +457,21 @@ mod tests {
     fn each_inconsistency_names_its_field() {
         type Mutation = Box<dyn Fn(&mut PhaseRecord)>;
         let cases: Vec<(&str, Mutation)> = vec![
-            ("record.seq", Box::new(|r| r.seq = 8)),
+            ("record.head.seq", Box::new(|r| r.head.seq = 8)),
             ("record.status", Box::new(|r| r.status = 0xDEAD)),
-            ("record.tsc_end", Box::new(|r| r.tsc_end = 1)),
-            ("record.ops", Box::new(|r| r.ops = u64::MAX)),
-            ("record.interrupts", Box::new(|r| r.interrupts = u64::MAX)),
-            ("record.if_violations", Box::new(|r| r.if_violations = 101)),
+            ("record.head.tsc_end", Box::new(|r| r.head.tsc_end = 1)),
+            ("record.head.ops", Box::new(|r| r.head.ops = u64::MAX)),
             (
-                "record.lock_acquisitions",
-                Box::new(|r| r.lock_acquisitions = 1),
+                "record.counts.interrupts",
+                Box::new(|r| r.counts.interrupts = u64::MAX),
+            ),
+            (
+                "record.counts.if_violations",
+                Box::new(|r| r.counts.if_violations = 101),
+            ),
+            (
+                "record.counts.lock_acquisitions",
+                Box::new(|r| r.counts.lock_acquisitions = 1),
             ),
             ("record.strategy_ops", Box::new(|r| r.strategy_ops[3] = 1)),
         ];
@@ -456,9 +484,41 @@ mod tests {
         }
     }
 
+    /// Every count has exactly one rule, and blocks and records name it by the same path.
+    #[test]
+    fn one_count_rule_per_count_for_blocks_and_records_alike() {
+        let counts = Counts {
+            interrupts: 1,
+            hypercalls: 2,
+            if_violations: 3,
+            lock_acquisitions: 4,
+            lock_spins: 5,
+        };
+        let mut got: Vec<u64> = COUNT_RULES.iter().map(|r| (r.get)(&counts)).collect();
+        got.sort_unstable();
+        assert_eq!(got, [1, 2, 3, 4, 5]);
+        for rule in &COUNT_RULES {
+            assert_eq!(
+                rule.block.strip_prefix("block."),
+                rule.phase.strip_prefix("record.")
+            );
+        }
+        // Lock acquisitions beyond any plausible count: rejected in a block as in a record.
+        let huge = MAX_EVENTS_PER_PHASE + 1;
+        let mut b = good_block();
+        b.counts.lock_acquisitions = huge;
+        let err = validate_block(0, &desc(), 0, &b).expect_err("block");
+        assert_eq!(err.field, "block.counts.lock_acquisitions");
+        let mut r = good();
+        r.counts.lock_acquisitions = huge;
+        let err = validate_record(0, &desc(), &r).expect_err("record");
+        assert_eq!(err.field, "record.counts.lock_acquisitions");
+        assert!(err.problem.contains("plausible maximum"), "{err}");
+    }
+
     #[test]
     fn doorbells_are_decoded_and_checked_against_the_open_phase() {
-        let ring = |kind, seq| doorbell::encode(kind, seq).to_le_bytes();
+        let ring = |kind, seq| PortData::new(&doorbell::encode(kind, seq).to_le_bytes());
         assert_eq!(
             parse_doorbell(0, &ring(doorbell::BEGIN, 5), None),
             Ok(Doorbell::Begin(5))
@@ -468,15 +528,12 @@ mod tests {
             Ok(Doorbell::End(5))
         );
         for (data, open, words) in [
-            (
-                ring(doorbell::BEGIN, 6).to_vec(),
-                Some(5),
-                "while phase 5 is open",
-            ),
-            (ring(doorbell::END, 6).to_vec(), Some(5), "open phase is 5"),
-            (ring(doorbell::END, 6).to_vec(), None, "no phase open"),
-            (ring(99, 0).to_vec(), None, "kind 99"),
-            (vec![1, 2], None, "2 bytes"),
+            (ring(doorbell::BEGIN, 6), Some(5), "while phase 5 is open"),
+            (ring(doorbell::END, 6), Some(5), "open phase is 5"),
+            (ring(doorbell::END, 6), None, "no phase open"),
+            (ring(99, 0), None, "kind 99"),
+            (PortData::new(&[1, 2]), None, "2 bytes"),
+            (PortData::new(&[0; 8]), None, "8 bytes"),
         ] {
             let err = parse_doorbell(3, &data, open).expect_err(words).to_string();
             assert!(err.contains(words) && err.contains("vCPU 3"), "{err}");
@@ -499,13 +556,7 @@ mod tests {
 
     fn good_block() -> abi::BlockRecord {
         abi::BlockRecord {
-            seq: 7,
-            round: 0,
-            variant: 0,
-            position: 0,
-            tsc_start: 1000,
-            tsc_end: 5000,
-            ops: 100,
+            head: head(),
             ..Default::default()
         }
     }
@@ -517,36 +568,36 @@ mod tests {
         let must = |f: &'static str, bad: bool| bad.then_some(f);
         let named = match field % 9 {
             0 => {
-                r.seq = value as u32;
-                must("record.seq", r.seq != 7)
+                r.head.seq = value as u32;
+                must("record.head.seq", r.head.seq != 7)
             }
             1 => {
                 r.status = value as u32;
                 must("record.status", r.status != record_status::DONE)
             }
             2 => {
-                r.tsc_end = value;
-                must("record.tsc_end", value < r.tsc_start)
+                r.head.tsc_end = value;
+                must("record.head.tsc_end", value < r.head.tsc_start)
             }
             3 => {
-                r.ops = value;
-                must("record.ops", value != 100)
+                r.head.ops = value;
+                must("record.head.ops", value != 100)
             }
             4 => {
-                r.interrupts = value;
-                must("record.interrupts", value > MAX_EVENTS_PER_PHASE)
+                r.counts.interrupts = value;
+                must("record.counts.interrupts", value > MAX_EVENTS_PER_PHASE)
             }
             5 => {
-                r.hypercalls = value;
-                must("record.hypercalls", value > MAX_EVENTS_PER_PHASE)
+                r.counts.hypercalls = value;
+                must("record.counts.hypercalls", value > MAX_EVENTS_PER_PHASE)
             }
             6 => {
-                r.if_violations = value;
-                must("record.if_violations", value > 100)
+                r.counts.if_violations = value;
+                must("record.counts.if_violations", value > 100)
             }
             7 => {
-                r.lock_acquisitions = value;
-                must("record.lock_acquisitions", value != 0)
+                r.counts.lock_acquisitions = value;
+                must("record.counts.lock_acquisitions", value != 0)
             }
             _ => {
                 r.strategy_ops[(value % u64::from(abi::strategy::COUNT)) as usize] = value;
@@ -563,8 +614,8 @@ mod tests {
         let v32 = value as u32;
         let named = match field % 9 {
             0 => {
-                b.seq = v32;
-                must("block.seq", v32 != 7)
+                b.head.seq = v32;
+                must("block.head.seq", v32 != 7)
             }
             1 => {
                 b.variant = v32;
@@ -579,24 +630,24 @@ mod tests {
                 must("block.position", v32 != 0)
             }
             4 => {
-                b.tsc_end = value;
-                must("block.tsc_end", value < b.tsc_start)
+                b.head.tsc_end = value;
+                must("block.head.tsc_end", value < b.head.tsc_start)
             }
             5 => {
-                b.ops = value;
-                must("block.ops", value != 100)
+                b.head.ops = value;
+                must("block.head.ops", value != 100)
             }
             6 => {
-                b.interrupts = value;
-                must("block.interrupts", value > MAX_EVENTS_PER_PHASE)
+                b.counts.interrupts = value;
+                must("block.counts.interrupts", value > MAX_EVENTS_PER_PHASE)
             }
             7 => {
-                b.lock_spins = value;
-                must("block.lock_spins", value > MAX_EVENTS_PER_PHASE)
+                b.counts.lock_spins = value;
+                must("block.counts.lock_spins", value > MAX_EVENTS_PER_PHASE)
             }
             _ => {
-                b.if_violations = value;
-                must("block.if_violations", value > 100)
+                b.counts.if_violations = value;
+                must("block.counts.if_violations", value > 100)
             }
         };
         (b, named)
@@ -685,16 +736,21 @@ mod tests {
             any::<[u64; abi::strategy::COUNT as usize]>(),
         )
             .prop_map(|(seq, status, a, b, ops, i, h, v, so)| PhaseRecord {
-                seq,
+                head: RecordHead {
+                    seq,
+                    _pad: 0,
+                    tsc_start: a,
+                    tsc_end: b,
+                    ops,
+                },
+                counts: Counts {
+                    interrupts: i,
+                    hypercalls: h,
+                    if_violations: v,
+                    ..Counts::default()
+                },
                 status,
-                tsc_start: a,
-                tsc_end: b,
-                ops,
-                interrupts: i,
-                hypercalls: h,
-                if_violations: v,
-                lock_acquisitions: 0,
-                lock_spins: 0,
+                _pad: 0,
                 strategy_ops: so,
             })
     }
@@ -708,7 +764,7 @@ mod tests {
             vector in any::<u64>(),
             rip in any::<u64>(),
         ) {
-            let _ = parse_doorbell(0, &data, open);
+            let _ = parse_doorbell(0, &PortData::new(&data), open);
             let _ = validate_fault(0, &FaultRecord { vector, rip, ..Default::default() });
         }
 
@@ -729,13 +785,16 @@ mod tests {
         ) {
             let d = PhaseDescriptor { variant_count: count, rounds, ..desc() };
             let rec = abi::BlockRecord {
-                seq, round, variant, position, tsc_start: a, tsc_end: b, ops,
-                interrupts: events[0], hypercalls: events[1], if_violations: events[2],
-                lock_acquisitions: events[3], lock_spins: 0,
+                head: RecordHead { seq, _pad: 0, tsc_start: a, tsc_end: b, ops },
+                counts: Counts {
+                    interrupts: events[0], hypercalls: events[1], if_violations: events[2],
+                    lock_acquisitions: events[3], lock_spins: 0,
+                },
+                round, variant, position, _pad: 0,
             };
             if let Ok(v) = validate_block(0, &d, announced, &rec) {
                 prop_assert!(b >= a && v.variant < count as usize && v.variant as u32 == announced);
-                prop_assert!(round < rounds && v.ops == 100 && v.if_violations <= v.ops);
+                prop_assert!(round < rounds && v.ops == 100 && v.counts.if_violations <= v.ops);
             }
         }
 
@@ -749,11 +808,11 @@ mod tests {
         /// Random and adversarial records never panic; whatever passes is self-consistent.
         #[test]
         fn random_records_never_panic(rec in any_record(), workload in 0u32..12, iters in any::<u64>()) {
-            let d = PhaseDescriptor { seq: rec.seq, workload, iterations: iters, ..desc() };
+            let d = PhaseDescriptor { seq: rec.head.seq, workload, iterations: iters, ..desc() };
             if let Ok(v) = validate_record(0, &d, &rec) {
-                prop_assert!(rec.tsc_end >= rec.tsc_start);
+                prop_assert!(rec.head.tsc_end >= rec.head.tsc_start);
                 prop_assert_eq!(v.ops, expected_ops(&d));
-                prop_assert!(v.if_violations <= v.ops);
+                prop_assert!(v.counts.if_violations <= v.ops);
             }
         }
     }
@@ -788,13 +847,13 @@ mod tests {
                     ),
                     |(rec, workload, iters)| {
                         let d = PhaseDescriptor {
-                            seq: rec.seq,
+                            seq: rec.head.seq,
                             workload,
                             iterations: iters,
                             ..desc()
                         };
                         if let Ok(v) = validate_record(0, &d, &rec) {
-                            prop_assert!(rec.tsc_end >= rec.tsc_start);
+                            prop_assert!(rec.head.tsc_end >= rec.head.tsc_start);
                             prop_assert_eq!(v.ops, expected_ops(&d));
                         }
                         Ok(())
@@ -811,7 +870,7 @@ mod tests {
                         any::<u64>(),
                     ),
                     |(data, open, vector, rip)| {
-                        let _ = parse_doorbell(0, &data, open);
+                        let _ = parse_doorbell(0, &PortData::new(&data), open);
                         let fault = FaultRecord {
                             vector,
                             rip,

@@ -1,0 +1,152 @@
+//! The identities of the abi's tables as typed ids: a strategy ([`StrategyId`]) and an
+//! instruction probe ([`InsnId`]) are positions in `abi::strategy::STRATEGIES` and
+//! `abi::insn::INSNS`, and everything known about one is read from its entry. The bottom layer:
+//! plans, results and reports all name rows by these.
+
+use irqbench_abi as abi;
+use serde::{Deserialize, Serialize};
+
+/// What an identity newtype gets from its abi table (`abi::strategy::STRATEGIES`,
+/// `abi::insn::INSNS`): the id is the entry's position, everything else is read from the entry.
+macro_rules! identity_from_table {
+    ($id:ident, $table:path, $info:ty, $symbol_prefix:literal) => {
+        impl $id {
+            /// Every id of the table, in id order (the baseline `empty` included).
+            pub fn all() -> impl Iterator<Item = $id> {
+                (0..$table.len() as u32).map($id)
+            }
+
+            /// Its table entry (`None` for an id outside the table).
+            pub fn info(self) -> Option<&'static $info> {
+                $table.get(self.0 as usize)
+            }
+
+            /// The name configs and reports use.
+            pub fn name(self) -> &'static str {
+                self.info().map_or("?", |i| i.name)
+            }
+
+            pub fn from_name(name: &str) -> Option<$id> {
+                $table
+                    .iter()
+                    .position(|i| i.name == name)
+                    .map(|i| $id(i as u32))
+            }
+
+            /// One line for `irqbench list`.
+            pub fn describe(self) -> &'static str {
+                self.info().map_or("?", |i| i.describe)
+            }
+
+            /// The guest symbol of its code (`-` in the name becomes `_`).
+            pub fn symbol(self) -> String {
+                format!(concat!($symbol_prefix, "{}"), self.name().replace('-', "_"))
+            }
+        }
+    };
+}
+
+/// An interrupt-flag save/restore strategy (README's table), or the empty baseline: an index
+/// into `abi::strategy::STRATEGIES`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct StrategyId(pub u32);
+
+identity_from_table!(
+    StrategyId,
+    abi::strategy::STRATEGIES,
+    abi::strategy::Info,
+    "irqbench_op_"
+);
+
+impl StrategyId {
+    pub const EMPTY: StrategyId = StrategyId(abi::strategy::EMPTY);
+    pub const NATIVE_POPF: StrategyId = StrategyId(abi::strategy::NATIVE_POPF);
+    pub const NATIVE_CLI_STI: StrategyId = StrategyId(abi::strategy::NATIVE_CLI_STI);
+    pub const VIF_RESTORE: StrategyId = StrategyId(abi::strategy::VIF_RESTORE);
+
+    pub fn is_vif(self) -> bool {
+        abi::strategy::is_vif(self.0)
+    }
+
+    /// Guest functions its code calls (pv-ops, the hypercall stub), for `irqbench disasm`.
+    pub fn calls(self) -> &'static [&'static str] {
+        self.info().map_or(&[], |i| i.calls)
+    }
+}
+
+/// An instruction (or exit) of the instruction-cost suite: an index into `abi::insn::INSNS`.
+/// The default is the `empty` baseline.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
+)]
+pub struct InsnId(pub u32);
+
+identity_from_table!(InsnId, abi::insn::INSNS, abi::insn::Info, "irqbench_insn_");
+
+impl InsnId {
+    pub const EMPTY: InsnId = InsnId(abi::insn::EMPTY);
+    pub const CLI: InsnId = InsnId(abi::insn::CLI);
+    pub const STI: InsnId = InsnId(abi::insn::STI);
+    pub const POPF_SET_IF: InsnId = InsnId(abi::insn::POPF_SET_IF);
+    pub const POPF_CLEAR_IF: InsnId = InsnId(abi::insn::POPF_CLEAR_IF);
+    pub const POPF_SAME_IF: InsnId = InsnId(abi::insn::POPF_SAME_IF);
+    pub const PIO_EXIT: InsnId = InsnId(abi::insn::PIO_EXIT);
+    pub const CPUID: InsnId = InsnId(abi::insn::CPUID);
+    pub const HLT_EXIT: InsnId = InsnId(abi::insn::HLT_EXIT);
+
+    pub fn unroll(self) -> u32 {
+        abi::insn::unroll(self.0)
+    }
+
+    /// What one unit executes (`cli; push; popf`), for the report's "measures" column.
+    pub fn measures(self) -> &'static str {
+        self.info().map_or("?", |i| i.measures)
+    }
+
+    /// Guest instructions one unit is.
+    pub fn instructions(self) -> u32 {
+        self.info().map_or(0, |i| i.instructions)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every probe has each of its facts: a name, a description, what it executes and how
+    /// many instructions one unit is (only the `empty` baseline executes none).
+    #[test]
+    fn every_insn_entry_has_all_its_facts() {
+        for id in InsnId::all() {
+            let i = id.info().expect("an id of the table");
+            assert!(!i.name.is_empty() && !i.describe.is_empty(), "{i:?}");
+            assert!(!i.measures.is_empty(), "{}: no `measures`", i.name);
+            assert!(i.unroll >= 1, "{}: unroll 0", i.name);
+            assert_eq!(
+                i.instructions == 0,
+                id == InsnId::EMPTY,
+                "{}: instructions per unit {}",
+                i.name,
+                i.instructions
+            );
+        }
+    }
+
+    /// Every strategy has a name, a description, and flag instructions unless it is the
+    /// baseline.
+    #[test]
+    fn every_strategy_entry_has_all_its_facts() {
+        for id in StrategyId::all() {
+            let i = id.info().expect("an id of the table");
+            assert!(!i.name.is_empty() && !i.describe.is_empty(), "{i:?}");
+            let none = i.flags == abi::strategy::FlagOps::NONE;
+            assert_eq!(
+                none,
+                id == StrategyId::EMPTY,
+                "{}: flags {:?}",
+                i.name,
+                i.flags
+            );
+        }
+    }
+}
