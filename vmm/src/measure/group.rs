@@ -195,6 +195,7 @@ impl GroupRun<'_> {
             image: &self.session.image,
             tsc_khz: self.tsc_khz,
             precision: self.plan.precision,
+            hypercall: self.plan.hypercall,
         };
         Ok(rows::build(facts, &collected, wall, interrupted))
     }

@@ -26,6 +26,7 @@ use crate::results::KvmFlavour;
 use crate::results::{DisturbanceInfo, HostManifest, PhaseFailure, RunReport, CI_METHOD, SCHEMA};
 
 pub mod attribution;
+mod breakdown;
 pub mod collect;
 pub mod counts;
 pub mod descriptor;
@@ -191,8 +192,15 @@ pub fn start_report(kvm: &Kvm, plan: &Plan) -> Result<RunReport, RunError> {
     })
 }
 
-/// Adds a group's outcome to the report; true when the user stopped the run during it.
-fn absorb(report: &mut RunReport, outcome: GroupOutcome, group: &str) -> bool {
+/// Adds a group's outcome to the report (its broken laws to `violations`, reported once the
+/// run is over); true when the user stopped the run during it.
+fn absorb(
+    report: &mut RunReport,
+    violations: &mut Vec<(String, counts::InvariantViolation)>,
+    outcome: GroupOutcome,
+    group: &str,
+) -> bool {
+    violations.extend(outcome.violations);
     report.results.extend(outcome.results);
     report.comparisons.extend(outcome.comparisons);
     report.differences.extend(outcome.differences);
@@ -255,6 +263,7 @@ pub fn run_prepared(
     }
     let tsc_khz = report.host.tsc_khz.max(1);
     let mut session: Option<Session> = None;
+    let mut violations = Vec::new();
     let groups = groups(&plan.phases);
     let total = groups.len();
     for (i, rows) in groups.into_iter().enumerate() {
@@ -309,7 +318,7 @@ pub fn run_prepared(
         };
         match run.run(&mut |step| progress(i, total, &first.group, step)) {
             Ok(outcome) => {
-                if absorb(&mut report, outcome, &first.group) {
+                if absorb(&mut report, &mut violations, outcome, &first.group) {
                     break;
                 }
             }
@@ -324,6 +333,9 @@ pub fn run_prepared(
     if let Some(s) = session.take() {
         s.shutdown();
     }
+    report
+        .warnings
+        .extend(counts::violation_warnings(&violations));
     report.wall_seconds = started.elapsed().as_secs_f64();
     Ok(report)
 }
