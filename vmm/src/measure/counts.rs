@@ -152,7 +152,8 @@ impl InvariantViolation {
     pub fn law(&self) -> &'static str {
         match self {
             InvariantViolation::ExitsBelowHandled { .. } => {
-                "KVM exits ≥ exits handled by the VMM (gross counts, beyond both 95% CIs)"
+                "KVM exits ≥ exits handled by the VMM other than signal returns (gross counts, \
+                 beyond both 95% CIs)"
             }
             InvariantViolation::TakenAboveRaised { .. } => {
                 "interrupts taken by the guest ≤ interrupts raised by the host (group totals)"

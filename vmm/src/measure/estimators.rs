@@ -282,6 +282,7 @@ mod tests {
             guest: GuestCounts::default(),
             stats: Some(BTreeMap::from([(0, (cycles / 1000.0) as u64)])),
             disturbed: false,
+            ..Default::default()
         })
     }
 

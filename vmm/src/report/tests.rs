@@ -269,6 +269,7 @@ fn sample_report() -> RunReport {
             core_cycles_available: false,
             reason: "CPUID leaf 0xA from KVM_GET_SUPPORTED_CPUID is zero".into(),
         },
+        exit_trace: None,
     }
 }
 
