@@ -325,6 +325,10 @@ struct RunArgs {
     /// Print nothing but errors (files are still written).
     #[arg(long, short)]
     quiet: bool,
+    /// Also count KVM's exits by hardware reason from the kvm:kvm_exit/kvm_entry tracepoints
+    /// (root, a mounted tracefs, VMX or SVM); the report says why when it cannot.
+    #[arg(long)]
+    trace_exits: bool,
     #[command(flatten)]
     save: cli::history::SaveArgs,
     /// Measure and report even when the quick host validation FAILs (its lines stay above
@@ -529,7 +533,10 @@ fn cmd_run(args: RunArgs) -> ExitCode {
         None => None,
     };
     let signals = install_signals();
-    let report = match measure(&p.kvm, &p.plan, &p.image, &signals, args.quiet, args.force) {
+    let trace = args.trace_exits;
+    let report = match measure(
+        &p.kvm, &p.plan, &p.image, &signals, args.quiet, args.force, trace,
+    ) {
         Ok(r) => r,
         Err(code) => return code,
     };
@@ -572,9 +579,11 @@ fn measure(
     signals: &Signals,
     quiet: bool,
     force: bool,
+    trace_exits: bool,
 ) -> Result<RunReport, ExitCode> {
     let options = RunOptions {
         stop: signals.stop.clone(),
+        trace_exits,
     };
     let bar = progress_bar(quiet, plan.phases.len());
     let started = std::time::Instant::now();

@@ -558,6 +558,7 @@ pub(crate) fn cmd_check(args: CheckArgs) -> ExitCode {
         &signals,
         args.quiet,
         args.force,
+        false,
     ) else {
         return ExitCode::from(2);
     };

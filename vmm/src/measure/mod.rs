@@ -39,6 +39,7 @@ mod preflight;
 mod rows;
 pub mod session;
 pub mod shadow;
+mod trace_exits;
 
 pub use attribution::classify_symbol;
 use group::GroupRun;
@@ -316,7 +317,10 @@ pub fn run_prepared(
             tsc_khz,
             options,
         };
-        match run.run(&mut |step| progress(i, total, &first.group, step)) {
+        let tracer = trace_exits::start(&mut report, options.trace_exits);
+        let ran = run.run(&mut |step| progress(i, total, &first.group, step));
+        trace_exits::finish(&mut report, tracer, &first.group);
+        match ran {
             Ok(outcome) => {
                 if absorb(&mut report, &mut violations, outcome, &first.group) {
                     break;
@@ -336,6 +340,7 @@ pub fn run_prepared(
     report
         .warnings
         .extend(counts::violation_warnings(&violations));
+    trace_exits::close(&mut report);
     report.wall_seconds = started.elapsed().as_secs_f64();
     Ok(report)
 }
