@@ -523,6 +523,7 @@ pub(crate) fn cmd_check(args: CheckArgs) -> Result<Status, CliError> {
         origin: Origin::Check,
         redact: &args.reporting.redact,
         yes: args.yes,
+        trace_exits: false,
     })?;
     let report = &done.report;
     if report.partial {

@@ -56,6 +56,10 @@ pub struct RunArgs {
     /// Run a plan whose budgets add up to more than an hour (refused without it).
     #[arg(long)]
     yes: bool,
+    /// Also count KVM's exits by hardware reason from the kvm:kvm_exit/kvm_entry tracepoints
+    /// (root, a mounted tracefs, VMX or SVM); the report says why when it cannot.
+    #[arg(long)]
+    trace_exits: bool,
 }
 
 /// What `run` and `check` share about the report: dashboard exports and redaction.
@@ -213,6 +217,8 @@ pub struct Request<'a> {
     pub redact: &'a [Redaction],
     /// `--yes`: a plan over an hour of budgets may run.
     pub yes: bool,
+    /// `--trace-exits` (`run` only).
+    pub trace_exits: bool,
 }
 
 /// A run that was measured (perhaps partly), with the status its outcome gives.
@@ -232,7 +238,7 @@ pub fn pipeline(req: &Request) -> Result<Finished, CliError> {
         .map(|base| OutputDir::create(base, &p.plan.name))
         .transpose()?;
     let signals = install_signals();
-    let mut report = measure_plan(&p, &signals, req.quiet, req.force)?;
+    let mut report = measure_plan(&p, &signals, req)?;
     if signals.stop.load(Ordering::SeqCst) && !report.partial {
         report.partial = true;
         report.partial_reason = Some("stopped by signal after the measuring".into());
@@ -275,6 +281,7 @@ pub fn cmd_run(args: &RunArgs) -> Result<Status, CliError> {
         origin: Origin::Run,
         redact: &args.reporting.redact,
         yes: args.yes,
+        trace_exits: args.trace_exits,
     })?;
     // The table last: a closed stdout must not cost the files or the messages above.
     if args.quiet || outputs.uses_stdout() {
@@ -467,14 +474,11 @@ fn prepare(config: Option<&str>, guest: Option<&Path>, yes: bool) -> Result<Prep
 
 /// Validates the host, then runs the plan with progress on stderr. A stage that fails after
 /// a signal arrived ends with the signal's status: the user asked to stop.
-fn measure_plan(
-    p: &Prepared,
-    signals: &Signals,
-    quiet: bool,
-    force: bool,
-) -> Result<RunReport, CliError> {
+fn measure_plan(p: &Prepared, signals: &Signals, req: &Request) -> Result<RunReport, CliError> {
+    let (quiet, force) = (req.quiet, req.force);
     let options = RunOptions {
         stop: signals.stop.clone(),
+        trace_exits: req.trace_exits,
     };
     let plan = &p.plan;
     let bar = progress_bar(quiet, plan.phases.len());

@@ -241,6 +241,10 @@ fn insert_result(
     let (cycles_lo, cycles_hi) = ci_columns(&r.cycles_per_op);
     let (ns_lo, ns_hi) = ci_columns(&r.ns_per_op);
     let (ops_lo, ops_hi) = ci_columns(&r.ops_per_sec);
+    // exits_per_op / exits_lo / exits_hi store the report's `exits_per_op["exits"]` and its CI
+    // as written: from irqbench-results/3 the mean over kept rounds (ratio-estimator CI); rows
+    // of /2 and /1 files (runs.results_schema says which) hold medians of per-round nets, 0 for
+    // sparse exits, and are read as they were stored.
     let exits_ci = exits_estimate(r).and_then(|e| e.ci);
     let samples = serde_json::to_string(&r.cycles_per_op.samples)
         .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?;

@@ -31,6 +31,7 @@ pub mod cpu;
 pub mod flavour;
 pub mod manifest;
 pub mod modules;
+pub mod trace;
 
 pub use manifest::format_manifest;
 

@@ -10,7 +10,8 @@ use super::estimators::{Cell, GuestCounts, RoundTable};
 use crate::kvm::stats::StatsDelta;
 use crate::measure::session::Dispatch;
 use crate::vcpu::protocol::{self, ProtocolViolation};
-use crate::vcpu::window::{ExitCounts, ExitRips};
+use crate::vcpu::window::{ExitCounts, ExitRips, ReasonTallies};
+use crate::vcpu::ExitReason;
 
 /// One vCPU's block, validated.
 #[derive(Clone, Copy, Debug)]
@@ -43,6 +44,9 @@ pub struct VariantSums {
     pub hypercalls_seen: u64,
     pub exits: ExitCounts,
     pub exit_rips: ExitRips,
+    /// The blocks' userspace exits by reason with the VMM's handling times (all rounds, like
+    /// `exits`, which counts the same exits through the phase totals).
+    pub reasons: ReasonTallies,
     pub per_vcpu_ops: Vec<u64>,
     pub per_vcpu_cycles: Vec<u64>,
 }
@@ -66,6 +70,9 @@ pub struct Collected {
     pub stat_names: Vec<String>,
     /// Per (round, variant): the non-zero stats of its blocks, summed over vCPUs.
     pub cell_stats: BTreeMap<(u32, usize), CellStats>,
+    /// Per (round, variant): its blocks' userspace exits by [`ExitReason::index`], summed
+    /// over vCPUs.
+    pub cell_reasons: BTreeMap<(u32, usize), [u64; ExitReason::COUNT]>,
     /// Whether the thread-clock rules may flag blocks (see [`host_rules_apply`]).
     pub host_rules: bool,
 }
@@ -135,7 +142,14 @@ impl Collected {
                         && disturbance::host_flags(b.off_cpu_ns, b.involuntary_switches, b.wall_ns),
                 });
                 self.add_cell_stats(v.round, v.variant, b.stats.as_ref());
+                let cell = self.cell_reasons.entry((v.round, v.variant)).or_default();
+                for (n, t) in cell.iter_mut().zip(&b.reasons) {
+                    *n += t.count;
+                }
                 let sum = &mut self.sums[v.variant];
+                for (into, t) in sum.reasons.iter_mut().zip(&b.reasons) {
+                    into.merge(t);
+                }
                 sum.blocks += 1;
                 sum.ops += v.ops;
                 sum.cycles += v.tsc_cycles;
@@ -238,6 +252,11 @@ impl Collected {
             cell.cycles_mean /= f64::from(n.max(1));
             cell.vcpus = n;
             cell.stats = self.cell_stats.get(&(round, v)).cloned().flatten();
+            cell.reasons = self
+                .cell_reasons
+                .get(&(round, v))
+                .copied()
+                .unwrap_or_default();
             if let Some(row) = table.rounds.get_mut(round as usize) {
                 row[v] = Some(cell);
             }

@@ -147,6 +147,72 @@ pub enum InvariantViolation {
     },
 }
 
+impl InvariantViolation {
+    /// The law broken, the same text for every violation of one kind (the report groups by it).
+    pub fn law(&self) -> &'static str {
+        match self {
+            InvariantViolation::ExitsBelowHandled { .. } => {
+                "KVM exits ≥ exits handled by the VMM other than signal returns (gross counts, \
+                 beyond both 95% CIs)"
+            }
+            InvariantViolation::TakenAboveRaised { .. } => {
+                "interrupts taken by the guest ≤ interrupts raised by the host (group totals)"
+            }
+            InvariantViolation::HypercallsMismatch { .. } => {
+                "hypercalls seen by the VMM = hypercalls issued by the guest (userspace \
+                 transports)"
+            }
+        }
+    }
+
+    /// The figures that break it, short enough to list many rows on one line.
+    fn detail(&self) -> String {
+        match self {
+            InvariantViolation::ExitsBelowHandled {
+                kvm,
+                kvm_ci,
+                handled,
+                handled_ci,
+            } => format!(
+                "KVM {kvm:.4}/op [{:.4}, {:.4}] < VMM {handled:.4}/op [{:.4}, {:.4}]",
+                kvm_ci[0], kvm_ci[1], handled_ci[0], handled_ci[1]
+            ),
+            InvariantViolation::TakenAboveRaised { taken, raised } => {
+                format!("taken {taken} > raised {raised}")
+            }
+            InvariantViolation::HypercallsMismatch {
+                transport,
+                guest,
+                vmm,
+            } => format!("{transport}: guest {guest}, VMM {vmm}"),
+        }
+    }
+}
+
+/// The report's warnings for `found` (what broke, with the row or group it broke in): one line
+/// per law, listing every row that broke it, in the order they were found.
+pub fn violation_warnings(found: &[(String, InvariantViolation)]) -> Vec<String> {
+    let mut laws: Vec<(&'static str, Vec<String>)> = Vec::new();
+    for (row, v) in found {
+        let entry = format!("{row} ({})", v.detail());
+        match laws.iter_mut().find(|(law, _)| *law == v.law()) {
+            Some((_, rows)) => rows.push(entry),
+            None => laws.push((v.law(), vec![entry])),
+        }
+    }
+    laws.into_iter()
+        .map(|(law, rows)| {
+            format!(
+                "invariant broken in {} {}: {law}: {}. The counts of these rows do not add up: \
+                 treat their event figures as suspect",
+                rows.len(),
+                if rows.len() == 1 { "row" } else { "rows" },
+                rows.join("; ")
+            )
+        })
+        .collect()
+}
+
 /// KVM's `exits` ≥ the exits the VMM handled, within CI: a violation only when the whole CI of
 /// `kvm` lies below the whole CI of `handled`. Holds exactly per block for gross counts
 /// ([`RoundCount::gross`]); for nets (both minus the baseline) it is not a law, since the
@@ -439,6 +505,50 @@ mod tests {
             check_hypercalls_match(HypercallTransport::VapicPoll, 1903, 0),
             Ok(())
         );
+    }
+
+    #[test]
+    fn violations_are_reported_one_line_per_law_listing_the_rows() {
+        let below = check_exits_cover_handled(
+            &estimate_of(0.0, [0.0, 0.0]),
+            &estimate_of(0.25, [0.2, 0.3]),
+        )
+        .unwrap_err();
+        let found = vec![
+            ("g/native-popf".to_string(), below.clone()),
+            (
+                "g/vif".to_string(),
+                check_hypercalls_match(HypercallTransport::Port, 10, 9).unwrap_err(),
+            ),
+            ("g/pvop-skip".to_string(), below),
+            (
+                "group g".to_string(),
+                check_taken_within_raised(601, 600).unwrap_err(),
+            ),
+        ];
+        let lines = violation_warnings(&found);
+        assert_eq!(lines.len(), 3, "{lines:#?}");
+        assert!(
+            lines[0].starts_with("invariant broken in 2 rows: KVM exits ≥"),
+            "{}",
+            lines[0]
+        );
+        assert!(
+            lines[0].contains("g/native-popf (KVM 0.0000/op [0.0000, 0.0000] < VMM 0.2500/op")
+                && lines[0].contains("; g/pvop-skip ("),
+            "{}",
+            lines[0]
+        );
+        assert!(
+            lines[1].contains("1 row: hypercalls")
+                && lines[1].contains("g/vif (port: guest 10, VMM 9)")
+        );
+        assert!(
+            lines[2].contains("group g (taken 601 > raised 600)"),
+            "{}",
+            lines[2]
+        );
+        assert!(violation_warnings(&[]).is_empty());
     }
 
     /// The alternative evaluated against the ratio CI: a percentile bootstrap over rounds.

@@ -32,6 +32,8 @@ pub struct Cell {
     /// Non-zero KVM stats over the block, summed over vCPUs, by index into
     /// [`RoundTable::stat_names`]; `None` without binary stats.
     pub stats: Option<BTreeMap<u16, u64>>,
+    /// Userspace exits over the block by `ExitReason::index`, summed over vCPUs.
+    pub reasons: [u64; crate::vcpu::ExitReason::COUNT],
     /// Any vCPU's block was disturbed.
     pub disturbed: bool,
 }
@@ -280,6 +282,7 @@ mod tests {
             guest: GuestCounts::default(),
             stats: Some(BTreeMap::from([(0, (cycles / 1000.0) as u64)])),
             disturbed: false,
+            ..Default::default()
         })
     }
 

@@ -156,6 +156,7 @@ impl GroupRun<'_> {
             image: &self.session.image,
             tsc_khz: self.tsc_khz,
             precision: self.plan.precision,
+            hypercall: self.plan.hypercall,
         };
         let mut outcome = rows::build(facts, &collected, wall, interrupted);
         // A signal while the figures were computed: they are complete, the run is not.

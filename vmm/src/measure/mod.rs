@@ -26,6 +26,7 @@ use crate::results::KvmFlavour;
 use crate::results::{DisturbanceInfo, HostManifest, PhaseFailure, RunReport, CI_METHOD, SCHEMA};
 
 pub mod attribution;
+mod breakdown;
 pub mod collect;
 pub mod counts;
 pub mod descriptor;
@@ -39,6 +40,7 @@ mod preflight;
 mod rows;
 pub mod session;
 pub mod shadow;
+mod trace_exits;
 
 pub use attribution::classify_symbol;
 use group::GroupRun;
@@ -200,8 +202,15 @@ pub fn start_report(kvm: &Kvm, plan: &Plan) -> Result<RunReport, RunError> {
     })
 }
 
-/// Adds a group's outcome to the report; true when the user stopped the run during it.
-fn absorb(report: &mut RunReport, outcome: GroupOutcome, group: &str) -> bool {
+/// Adds a group's outcome to the report (its broken laws to `violations`, reported once the
+/// run is over); true when the user stopped the run during it.
+fn absorb(
+    report: &mut RunReport,
+    violations: &mut Vec<(String, counts::InvariantViolation)>,
+    outcome: GroupOutcome,
+    group: &str,
+) -> bool {
+    violations.extend(outcome.violations);
     report.results.extend(outcome.results);
     report.comparisons.extend(outcome.comparisons);
     report.differences.extend(outcome.differences);
@@ -264,6 +273,7 @@ pub fn run_prepared(
     }
     let tsc_khz = report.host.tsc_khz.max(1);
     let mut session: Option<Session> = None;
+    let mut violations = Vec::new();
     let groups = groups(&plan.phases);
     let total = groups.len();
     for (i, rows) in groups.into_iter().enumerate() {
@@ -317,9 +327,12 @@ pub fn run_prepared(
             options,
         };
         let group = first.group.to_string();
-        match run.run(&mut |step| progress(i, total, &group, step)) {
+        let tracer = trace_exits::start(&mut report, options.trace_exits);
+        let ran = run.run(&mut |step| progress(i, total, &group, step));
+        trace_exits::finish(&mut report, tracer, &group);
+        match ran {
             Ok(outcome) => {
-                if absorb(&mut report, outcome, &group) {
+                if absorb(&mut report, &mut violations, outcome, &group) {
                     break;
                 }
             }
@@ -339,6 +352,10 @@ pub fn run_prepared(
         report.partial = true;
         report.partial_reason = Some("stopped by signal after the last group's rounds".into());
     }
+    report
+        .warnings
+        .extend(counts::violation_warnings(&violations));
+    trace_exits::close(&mut report);
     report.wall_seconds = started.elapsed().as_secs_f64();
     Ok(report)
 }

@@ -5,10 +5,11 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::attribution::attribute_sites;
+use super::breakdown;
 use super::collect::{Collected, VariantSums};
-use super::counts::{self, CountEstimate};
+use super::counts::{self, CountEstimate, InvariantViolation};
 use super::estimators::{self, interval, Cell, Metric, RoundTable};
-use crate::config::plan::{IrqSource, PhasePlan, StrategyId, Workload};
+use crate::config::plan::{HypercallTransport, IrqSource, PhasePlan, StrategyId, Workload};
 use crate::identity::InsnId;
 use crate::machine::image::GuestImage;
 use crate::results::{
@@ -34,6 +35,8 @@ pub(super) struct GroupFacts<'a> {
     pub image: &'a GuestImage,
     pub tsc_khz: u64,
     pub precision: f64,
+    /// The plan's hypercall transport (which hypercalls must reach the VMM).
+    pub hypercall: HypercallTransport,
 }
 
 /// What one group measured.
@@ -46,6 +49,9 @@ pub struct GroupOutcome {
     pub vm_stats: BTreeMap<String, u64>,
     /// Warnings about the group's figures (`RunReport::warnings`).
     pub warnings: Vec<String>,
+    /// Laws of counting the figures break, with the row (or `group NAME`) that breaks each;
+    /// the run reports them one line per law ([`counts::violation_warnings`]).
+    pub violations: Vec<(String, InvariantViolation)>,
     /// The user stopped the run during this group; the figures are from the rounds before.
     pub interrupted: bool,
     /// The group's threads outnumbered the host CPUs: only the outlier rule flagged blocks.
@@ -64,11 +70,16 @@ pub(super) fn build(
     let total_ops: u64 = collected.sums.iter().map(|s| s.ops).sum();
     let mut results = Vec::new();
     let mut warnings = Vec::new();
+    let mut violations = Vec::new();
     for (i, row) in run.rows.iter().enumerate() {
         let v = i + 1;
         let mut r = row_result(row, &table, v, tsc_hz, run.precision);
         let sums = &collected.sums[v];
         fill_counts(&mut r, sums, collected.rounds, tsc_hz);
+        r.exit_reasons = breakdown::exit_reasons(&table, v, sums, &r.counts);
+        for broken in breakdown::check_row(&table, v, sums, run.hypercall) {
+            violations.push((r.name.clone(), broken));
+        }
         r.irqs_raised = if total_cycles > 0 {
             (collected.irqs_raised as f64 * sums.cycles as f64 / total_cycles as f64).round() as u64
         } else {
@@ -123,6 +134,13 @@ pub(super) fn build(
             empty.join("; ")
         ));
     }
+    if let Some(broken) = breakdown::check_group(run.rows, collected) {
+        let group = run
+            .rows
+            .first()
+            .map_or(String::new(), |r| r.group.to_string());
+        violations.push((format!("group {group}"), broken));
+    }
     let comparisons = comparisons(run, &table, &results, tsc_hz);
     let differences = differences(run, &table, &results, tsc_hz);
     GroupOutcome {
@@ -135,6 +153,7 @@ pub(super) fn build(
             .map(|(k, n)| (k.to_string(), n))
             .collect(),
         warnings,
+        violations,
         interrupted,
         host_rules_off: !collected.host_rules,
     }
@@ -494,6 +513,7 @@ mod tests {
             image: &image,
             tsc_khz: 1_000_000,
             precision: 0.02,
+            hypercall: HypercallTransport::Port,
         };
         let cmp = comparisons(facts, &table, &results, 1e9);
         assert_eq!(cmp.len(), 1, "the comparison stays");

@@ -53,12 +53,15 @@ pub enum PhaseError {
 pub struct RunOptions {
     /// Set from a signal handler: stop between (or inside) phases and return what was measured.
     pub stop: Arc<AtomicBool>,
+    /// `--trace-exits`: trace KVM's exits of each group from tracefs (`RunReport::exit_trace`).
+    pub trace_exits: bool,
 }
 
 impl Default for RunOptions {
     fn default() -> Self {
         RunOptions {
             stop: Arc::new(AtomicBool::new(false)),
+            trace_exits: false,
         }
     }
 }

@@ -224,6 +224,7 @@ pub fn render_markdown(report: &RunReport) -> String {
     header(&mut out, report);
     results(&mut out, report);
     exits_by_stat(&mut out, report);
+    out.push_str(&super::exits::render_exit_breakdown(report, &md_table));
     exit_sites(&mut out, report);
     let scaling = super::scaling::render_scaling(report);
     if !scaling.is_empty() {

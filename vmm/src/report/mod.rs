@@ -8,6 +8,7 @@
 pub(crate) mod columns;
 mod compare;
 mod csv;
+mod exits;
 mod export;
 mod folder;
 mod forest;

@@ -271,6 +271,7 @@ fn sample_report() -> RunReport {
             core_cycles_available: false,
             reason: "CPUID leaf 0xA from KVM_GET_SUPPORTED_CPUID is zero".into(),
         },
+        exit_trace: None,
     }
 }
 
@@ -613,9 +614,9 @@ fn read_json_refuses_devices_other_schemas_and_bad_json_naming_the_file() {
 
     let dir = scratch_dir("badjson");
     let mut report = sample_report();
-    let other = dir.join("v3.json");
+    let other = dir.join("v4.json");
     for schema in [
-        "irqbench-results/3",
+        "irqbench-results/4",
         "irqbench-results/10",
         "irqbench-results/20",
     ] {
@@ -623,7 +624,7 @@ fn read_json_refuses_devices_other_schemas_and_bad_json_naming_the_file() {
         write_json(&report, &other).unwrap();
         let err = read_json(&other).unwrap_err();
         assert!(matches!(err, ReportError::Schema { .. }), "{err:?}");
-        assert!(err.to_string().contains("v3.json"), "{err}");
+        assert!(err.to_string().contains("v4.json"), "{err}");
     }
     let bad = dir.join("bad.json");
     fs::write(

@@ -7,10 +7,12 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+pub mod exits;
 pub mod host;
 pub mod redact;
 pub mod validation;
 
+pub use exits::{ExitReasonFigure, ExitTrace, HandledBy, HandlingTime, TracedExit};
 pub use host::{
     ApicvState, Behaviour, CpuFreq, CyclesSource, FlavourRecord, KvmFlavour, Pinning, Readable,
     Smt, Vpmu,
@@ -18,9 +20,14 @@ pub use host::{
 pub use validation::{Check, Scope, Validation, Verdict};
 
 /// Names the JSON layout; `compare` refuses files of another major version.
-pub const SCHEMA: &str = "irqbench-results/2";
-/// Older layouts `compare` still reads (missing keys take their defaults).
-pub const SCHEMAS_READ: [&str; 2] = ["irqbench-results/1", "irqbench-results/2"];
+pub const SCHEMA: &str = "irqbench-results/3";
+/// Older layouts `compare` still reads (missing keys take their defaults; in 1 and 2,
+/// `exits_per_op` holds medians of per-round nets, not means).
+pub const SCHEMAS_READ: [&str; 3] = [
+    "irqbench-results/1",
+    "irqbench-results/2",
+    "irqbench-results/3",
+];
 /// How every `ci95` in a report is computed.
 pub const CI_METHOD: &str = "distribution-free 95% CI of the median from order statistics \
      (binomial ranks); comparisons: median of per-round paired ratios with the same CI";
@@ -294,6 +301,9 @@ pub struct PhaseResult {
     /// Hypercalls the VMM saw (must equal `hypercalls`).
     pub hypercalls_seen_by_vmm: u64,
     pub if_violations: u64,
+    /// The row's exits by reason: those the VMM handled, then every KVM stat counter.
+    #[serde(default)]
+    pub exit_reasons: Vec<ExitReasonFigure>,
     pub exit_sites: Vec<ExitSite>,
     pub lock: Option<LockStats>,
     /// Operations per strategy (mixed rows).
@@ -484,6 +494,9 @@ pub struct RunReport {
     /// core cycles instead.
     #[serde(default)]
     pub cycles_source: CyclesSource,
+    /// `run --trace-exits`: KVM's exits by hardware reason from tracefs, or why not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_trace: Option<ExitTrace>,
 }
 
 /// A count per operation with its 95% CI.

@@ -29,7 +29,11 @@ pub enum ExitReason {
 }
 
 impl ExitReason {
-    pub const ALL: [ExitReason; 11] = [
+    /// How many reasons there are: the length of the fixed per-reason arrays
+    /// ([`ExitReason::index`]) the exit path counts into without allocating.
+    pub const COUNT: usize = 11;
+
+    pub const ALL: [ExitReason; ExitReason::COUNT] = [
         ExitReason::PioConsole,
         ExitReason::PioHypercall,
         ExitReason::PioProbe,
@@ -42,6 +46,11 @@ impl ExitReason {
         ExitReason::Hlt,
         ExitReason::Signal,
     ];
+
+    /// Position in [`ExitReason::ALL`] (declaration order).
+    pub fn index(self) -> usize {
+        self as usize
+    }
 
     pub fn name(self) -> &'static str {
         match self {
@@ -520,6 +529,9 @@ mod tests {
         names.sort_unstable();
         names.dedup();
         assert_eq!(names.len(), ExitReason::ALL.len());
+        for (i, r) in ExitReason::ALL.iter().enumerate() {
+            assert_eq!(r.index(), i, "{r}");
+        }
         assert!(ExitReason::PioProbe.is_probe() && !ExitReason::IrqWindowOpen.is_probe());
         assert_eq!(ExitReason::IrqWindowOpen.to_string(), "irq-window-open");
     }

@@ -8,6 +8,7 @@ use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, Sender};
 use std::sync::{Arc, Mutex, Once};
+use std::time::Instant;
 
 use irqbench_abi::{self as abi, PhaseDescriptor};
 use kvm_ioctls::{SyncReg, VcpuExit, VcpuFd};
@@ -25,7 +26,10 @@ pub mod window;
 pub use exit::{handle_exit, ExitAction, ExitEvent, ExitReason, LoopState, PortData};
 pub use fault::{exception_name, FaultReport};
 use fault::{fault, guest_exception, stopped};
-pub use window::{BlockSample, ExitCounts, PhaseSample, PhaseWindow, ThreadTimes, VariantTotals};
+pub use window::{
+    BlockSample, ExitCounts, PhaseSample, PhaseWindow, ReasonTallies, ReasonTally, ThreadTimes,
+    VariantTotals,
+};
 
 /// The signal that kicks a vCPU thread out of KVM_RUN (SIGRTMIN + this).
 const KICK_SIGNAL_OFFSET: i32 = 2;
@@ -217,6 +221,9 @@ fn run_loop(ctx: &mut VcpuContext) -> VcpuOutcome {
     let mut state = LoopState::default();
     // Set while the exit's data is borrowed; applied before the next KVM_RUN.
     let mut sync_next: Option<bool> = None;
+    // The counted exit being handled and when KVM_RUN returned it: timed up to the next
+    // KVM_RUN.
+    let mut handling: Option<(ExitReason, Instant)> = None;
     loop {
         if let Some(on) = sync_next.take() {
             set_sync_regs(ctx, on);
@@ -227,7 +234,12 @@ fn run_loop(ctx: &mut VcpuContext) -> VcpuOutcome {
         if let Err(e) = inject_pending(ctx, &mut window) {
             return fault(ctx, format!("KVM_INTERRUPT failed: {e}"), None);
         }
-        let event = match exit_event(ctx.vcpu.run()) {
+        if let Some((reason, returned)) = handling.take() {
+            window.time_exit(reason, returned.elapsed());
+        }
+        let exit = ctx.vcpu.run();
+        let returned = Instant::now();
+        let event = match exit_event(exit) {
             Ok(ExitEvent::InternalError { .. }) => internal_error(&mut ctx.vcpu),
             Ok(e) => e,
             Err(e) => return fault(ctx, format!("KVM_RUN failed: {e}"), None),
@@ -278,6 +290,7 @@ fn run_loop(ctx: &mut VcpuContext) -> VcpuOutcome {
         if window.open {
             let rip = (!reason.is_probe()).then(|| exit_rip(ctx)).flatten();
             window.count_exit(reason, rip);
+            handling = Some((reason, returned));
         }
     }
 }

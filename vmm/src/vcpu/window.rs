@@ -15,6 +15,52 @@ pub type ExitCounts = BTreeMap<ExitReason, u64>;
 /// (rip, reason) → count, for attribution to guest symbols.
 pub type ExitRips = BTreeMap<(u64, ExitReason), u64>;
 
+/// One exit reason over a block: the exits the VMM handled, and how long it took over those
+/// it timed, from KVM_RUN's return to the next KVM_RUN (monotonic clock; the loop's injection
+/// step and the RIP read for attribution included, since the vCPU waits for both).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReasonTally {
+    pub count: u64,
+    /// Exits with a handling time (the last exit before a stop or a fault has none).
+    pub timed: u64,
+    pub ns_sum: u64,
+    /// Meaningful only when `timed` > 0.
+    pub ns_min: u64,
+    pub ns_max: u64,
+}
+
+impl ReasonTally {
+    fn time(&mut self, ns: u64) {
+        self.ns_min = if self.timed == 0 {
+            ns
+        } else {
+            self.ns_min.min(ns)
+        };
+        self.ns_max = self.ns_max.max(ns);
+        self.ns_sum = self.ns_sum.saturating_add(ns);
+        self.timed += 1;
+    }
+
+    /// Adds `other`'s exits and times to these.
+    pub fn merge(&mut self, other: &ReasonTally) {
+        if other.timed > 0 {
+            self.ns_min = if self.timed == 0 {
+                other.ns_min
+            } else {
+                self.ns_min.min(other.ns_min)
+            };
+            self.ns_max = self.ns_max.max(other.ns_max);
+        }
+        self.count += other.count;
+        self.timed += other.timed;
+        self.ns_sum = self.ns_sum.saturating_add(other.ns_sum);
+    }
+}
+
+/// Per-reason tallies indexed by [`ExitReason::index`]: a fixed array, so counting and timing
+/// an exit never allocates on the exit path.
+pub type ReasonTallies = [ReasonTally; ExitReason::COUNT];
+
 /// The vCPU thread's clocks at one instant: wall time, its own CPU time and its involuntary
 /// context switches. Between two readings, wall − CPU is the time the thread was not running
 /// (preempted by another task, stopped by SIGSTOP, or waiting), which the guest's TSC counts
@@ -77,6 +123,8 @@ pub struct BlockSample {
     pub userspace_exits: u64,
     /// Hypercalls the VMM acknowledged.
     pub hypercalls_seen: u64,
+    /// `userspace_exits` by reason, with the VMM's handling time.
+    pub reasons: ReasonTallies,
     /// Time the vCPU thread was not on a CPU.
     pub off_cpu_ns: u64,
     pub involuntary_switches: u64,
@@ -122,6 +170,7 @@ struct OpenBlock {
     times: Option<ThreadTimes>,
     userspace_exits: u64,
     hypercalls_seen: u64,
+    reasons: ReasonTallies,
 }
 
 /// The open phase of one vCPU.
@@ -163,10 +212,20 @@ impl PhaseWindow {
         }
         let Some(block) = &mut self.block else { return };
         block.userspace_exits += 1;
+        block.reasons[reason.index()].count += 1;
         let v = variant_slot(&mut self.sample.variants, block.announced);
         *v.exits.entry(reason).or_default() += 1;
         if let Some(rip) = rip {
             *v.exit_rips.entry((rip, reason)).or_default() += 1;
+        }
+    }
+
+    /// The VMM's handling time of the last exit counted with `reason` (charged to the running
+    /// block; an exit outside every block is counted in the phase only and not timed).
+    pub fn time_exit(&mut self, reason: ExitReason, handling: Duration) {
+        if let Some(block) = &mut self.block {
+            let ns = u64::try_from(handling.as_nanos()).unwrap_or(u64::MAX);
+            block.reasons[reason.index()].time(ns);
         }
     }
 
@@ -205,6 +264,7 @@ impl PhaseWindow {
                 stats: delta,
                 userspace_exits: block.userspace_exits,
                 hypercalls_seen: block.hypercalls_seen,
+                reasons: block.reasons,
                 off_cpu_ns,
                 involuntary_switches,
                 wall_ns,
@@ -216,6 +276,7 @@ impl PhaseWindow {
             times,
             userspace_exits: 0,
             hypercalls_seen: 0,
+            reasons: ReasonTallies::default(),
         });
     }
 
@@ -247,6 +308,24 @@ mod tests {
     use super::*;
 
     #[test]
+    fn tallies_merge_counts_and_keep_the_extremes_of_timed_exits() {
+        let mut a = ReasonTally::default();
+        a.merge(&ReasonTally {
+            count: 3,
+            ..Default::default()
+        });
+        assert_eq!((a.count, a.timed, a.ns_min), (3, 0, 0));
+        let mut b = ReasonTally::default();
+        b.time(500);
+        b.time(100);
+        a.merge(&b);
+        let mut c = ReasonTally::default();
+        c.time(700);
+        a.merge(&c);
+        assert_eq!((a.timed, a.ns_min, a.ns_max, a.ns_sum), (3, 100, 700, 1300));
+    }
+
+    #[test]
     fn off_cpu_time_is_wall_minus_cpu() {
         let a = ThreadTimes::now().expect("thread clocks");
         // Sleep: the thread is off the CPU for (almost) all of it.
@@ -271,6 +350,10 @@ mod tests {
         w.count_exit(ExitReason::PioOther, None); // before any block: phase total only
         w.block_boundary(None, None, Some(2));
         w.count_exit(ExitReason::IrqWindowOpen, Some(0x1000));
+        w.time_exit(ExitReason::IrqWindowOpen, Duration::from_nanos(900));
+        w.count_exit(ExitReason::IrqWindowOpen, None);
+        w.time_exit(ExitReason::IrqWindowOpen, Duration::from_nanos(300));
+        w.count_exit(ExitReason::Signal, None);
         w.count_hypercall();
         let rec = BlockRecord {
             variant: 2,
@@ -282,10 +365,25 @@ mod tests {
         assert_eq!(s.exits[&ExitReason::PioOther], 2);
         assert_eq!(s.blocks.len(), 1);
         assert_eq!(s.blocks[0].announced, 2);
-        assert_eq!(s.blocks[0].userspace_exits, 1);
+        assert_eq!(s.blocks[0].userspace_exits, 3);
         assert_eq!(s.blocks[0].hypercalls_seen, 1);
+        let window = s.blocks[0].reasons[ExitReason::IrqWindowOpen.index()];
+        assert_eq!(
+            window,
+            ReasonTally {
+                count: 2,
+                timed: 2,
+                ns_sum: 1200,
+                ns_min: 300,
+                ns_max: 900
+            }
+        );
+        let signal = s.blocks[0].reasons[ExitReason::Signal.index()];
+        assert_eq!((signal.count, signal.timed), (1, 0), "counted, not timed");
+        let per_reason: u64 = s.blocks[0].reasons.iter().map(|t| t.count).sum();
+        assert_eq!(per_reason, s.blocks[0].userspace_exits);
         assert_eq!(s.variants.len(), 3);
-        assert_eq!(s.variants[2].exits[&ExitReason::IrqWindowOpen], 1);
+        assert_eq!(s.variants[2].exits[&ExitReason::IrqWindowOpen], 2);
         assert_eq!(
             s.variants[2].exit_rips[&(0x1000, ExitReason::IrqWindowOpen)],
             1

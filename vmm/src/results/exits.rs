@@ -1,0 +1,71 @@
+//! Exit breakdowns: a row's exits by reason (`results[].exit_reasons[]`) and, with
+//! `--trace-exits`, KVM's own exits by hardware reason from tracefs (`exit_trace`).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// Who handled the exits of one [`ExitReasonFigure`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum HandledBy {
+    /// The VMM, after KVM_RUN returned (a userspace exit).
+    #[default]
+    Vmm,
+    /// KVM, by its binary stats counter of that name.
+    Kvm,
+}
+
+/// How long handling one exit took, in nanoseconds, over the exits timed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct HandlingTime {
+    pub min: f64,
+    pub mean: f64,
+    pub max: f64,
+}
+
+/// One line of a row's exit breakdown, as `perf kvm stat` prints one per reason.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ExitReasonFigure {
+    /// `vmm`: the VMM's reason (`irq-window-open`, `pio-hypercall`, `signal`, …); `kvm`: the
+    /// KVM stat's name (`exits`, `irq_window_exits`, …).
+    pub reason: String,
+    pub handled_by: HandledBy,
+    /// Events over all of the row's blocks, disturbed ones included; for `vmm` reasons the
+    /// VMM's own tally (`userspace_exits_per_op` × ops).
+    pub count: u64,
+    /// Mean per op over the kept rounds, the baseline's subtracted (as every entry of
+    /// `counts`); `null` with too few kept rounds.
+    pub per_op: Option<f64>,
+    pub per_op_ci95: Option<[f64; 2]>,
+    /// Share of the row's KVM `exits` over the kept rounds (gross counts of both); for `kvm`
+    /// entries only the `*exits` counters have one. `null` without the `exits` stat.
+    pub share_of_exits: Option<f64>,
+    /// `vmm` reasons: the VMM's handling time per exit, from KVM_RUN's return to the next
+    /// KVM_RUN (all blocks, like `count`); `null` for `kvm` entries and untimed reasons.
+    pub time_ns: Option<HandlingTime>,
+}
+
+/// Whether `--trace-exits` could trace, and what it found.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ExitTrace {
+    /// Events were read from tracefs (false: `note` says why not).
+    pub available: bool,
+    /// Why tracing was unavailable or found nothing, or how it was done.
+    pub note: String,
+    /// Per group: KVM exits of its vCPU threads by hardware exit reason (all its rows and
+    /// the baseline together: the tracepoints know nothing of blocks).
+    pub groups: BTreeMap<String, Vec<TracedExit>>,
+}
+
+/// Exits of one hardware reason from `kvm:kvm_exit`, paired with the vCPU thread's next
+/// `kvm:kvm_entry` as `perf kvm stat` pairs them.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TracedExit {
+    /// The reason as the tracepoint prints it (`EXTERNAL_INTERRUPT`, `npf`, `io`, …).
+    pub reason: String,
+    pub count: u64,
+    /// Exit to next entry on the same thread (in-kernel handling, plus the VMM's for exits
+    /// KVM passed on); `null` when no exit of the reason had a later entry.
+    pub time_ns: Option<HandlingTime>,
+}
