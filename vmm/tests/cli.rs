@@ -1396,3 +1396,28 @@ fn a_long_json_name_is_written_and_one_too_long_is_refused_before_the_run() {
     assert!(json["results"].as_array().is_some_and(|r| !r.is_empty()));
     assert!(long.with_extension("svg").exists(), "the chart beside it");
 }
+
+/// Under an address-space limit (`ulimit -v`) too small for the guest, the run is refused up
+/// front with the limit named, instead of aborting (exit 134) on a failed allocation mid-run.
+#[test]
+fn a_too_small_address_space_limit_is_named_not_an_abort() {
+    if !kvm_or_skip() {
+        return;
+    }
+    if Command::new("prlimit").arg("--version").output().is_err() {
+        println!("skipped: needs prlimit (util-linux) to limit the address space");
+        return;
+    }
+    for bytes in ["30000000", "60000000"] {
+        let out = Command::new("prlimit")
+            .arg(format!("--as={bytes}"))
+            .arg(env!("CARGO_BIN_EXE_irqbench"))
+            .args(["run", "quick", "--no-save", "-q"])
+            .env("XDG_DATA_HOME", tmp().path())
+            .output()
+            .expect("spawn prlimit");
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "limit {bytes}: {err}");
+        assert!(err.contains("ulimit -v"), "limit {bytes}: {err}");
+    }
+}
