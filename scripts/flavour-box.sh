@@ -21,7 +21,7 @@ Options:
                     emulator is killed and the script exits 124
   --smp N           vCPUs of the box (default 1; svm only). At -smp 2 multi-threaded TCG hangs
                     the box's kernel in `irqbench validate`: see docs/FLAVOURS.md
-  --mem MB          memory of the box (default 3072)
+  --mem MB          memory of the box (default svm 3072, vmx 2048, Bochs' maximum)
   --console         print the box's kernel console (ttyS0) here as well
   -h, --help        this text
 
@@ -63,7 +63,7 @@ EOF
 die() { echo "flavour-box: $*" >&2; exit 125; }
 say() { echo "flavour-box: $*" >&2; }
 
-suite=full timeout= smp=1 mem=3072 console=0
+suite=full timeout= smp=1 mem= console=0
 while [ $# -gt 0 ]; do
     case "$1" in
         -h | --help) usage; exit 0 ;;
@@ -80,11 +80,13 @@ done
 flavour=$1
 shift
 case "$suite" in full | ci) ;; *) echo "flavour-box: --suite '$suite': want full or ci" >&2; exit 2 ;; esac
-for n in "${timeout:-1}" "$smp" "$mem"; do
+for n in "${timeout:-1}" "$smp" "${mem:-1}"; do
     case "$n" in '' | *[!0-9]*) echo "flavour-box: '$n' is not a whole number" >&2; exit 2 ;; esac
 done
 [ "$flavour" = vmx ] && [ "$smp" != 1 ] && { echo "flavour-box: --smp applies to svm only" >&2; exit 2; }
 timeout=${timeout:-1800}
+if [ "$flavour" = svm ]; then mem=${mem:-3072}; else mem=${mem:-2048}; fi
+[ "$flavour" = vmx ] && [ "$mem" -gt 2048 ] && { echo "flavour-box: Bochs takes at most 2048 MB" >&2; exit 2; }
 
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
@@ -308,7 +310,8 @@ fi
 if [ -z "$status" ]; then
     say "the box stopped without a status line after ${elapsed}s; console tail:"
     tail -30 "$work/console.log" >&2
-    tail -5 "$work/emulator.log" >&2
+    grep -E 'PANIC|>>|rror' "$work/emulator.log" | tail -5 >&2
+    tail -3 "$work/emulator.log" >&2
     exit 125
 fi
 rm -rf "$work/out" && mkdir -p "$work/out"
@@ -316,6 +319,8 @@ sed -n '/^@@artifacts-begin/,/^@@artifacts-end/p' "$work/art.log" | sed '1d;$d' 
     tar -C "$work/out" -xf - 2>/dev/null || say "the box's files did not come back whole"
 say "$flavour box: command exit $status, ${elapsed}s in the emulator"
 if [ $# -eq 0 ]; then
+    # The suite's own status counts every failure, the emulators' included: the report judges.
+    status=0
     python3 "$here/flavour-box/report.py" --flavour "$flavour" --suite "$suite" \
         --irqbench target/release/irqbench "$work/out" || status=1
 fi
