@@ -34,9 +34,10 @@ every test binary of the workspace with IRQBENCH_REQUIRE_KVM=1 --test-threads=1,
 checklist's items and, on vmx, the instruction-count oracle: Bochs' TSC ticks once per
 instruction (cpu ips=200000000 with tsc_early_khz=200000), so every strategy's and probe's net
 cycles/op must equal its instruction count from `irqbench disasm` / `irqbench list`.
-  --suite ci: svm runs everything but insn-cost and strategies; vmx runs host, validate, run
-  quick (with the oracle on its five strategies) and the named test subset in
-  scripts/flavour-box/vmx-tests (Bochs runs host code ~20x slower than TCG).
+  --suite ci: svm runs everything but insn-cost and strategies; vmx runs every step but only
+  the named test subset in scripts/flavour-box/vmx-tests (every flavour-dependent test; Bochs
+  runs host code far slower than TCG: on a loaded 2-core host its boot took ~5 min and the
+  first three CLI tests ~2 min).
 Failures the emulators cause (not KVM, not irqbench) are listed by name with their reason in
 scripts/flavour-box/report.py (KNOWN_EMULATOR); anything else fails the run.
 
