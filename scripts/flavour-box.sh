@@ -94,6 +94,10 @@ repo=$(cd "$here/.." && pwd)
 cd "$repo"
 cache=$repo/target/flavour-box
 mkdir -p "$cache"
+# One box at a time per checkout: a second would rebuild the first one's initramfs and logs under
+# it (and two emulators on a 2-core host slow each other down by a third).
+exec 9>"$cache/lock"
+flock -n 9 || die "another flavour-box.sh is running on $cache (its lock: $cache/lock)"
 
 # ---- packages (apt only) ----------------------------------------------------------------------
 need_pkgs() {
