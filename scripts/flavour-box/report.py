@@ -24,6 +24,8 @@ KNOWN_EMULATOR = {
     "svm": {
         "tsc.invariant": "TCG drops invtsc (CPUID 80000007h EDX[8]); hardware AMD CPUs set it",
         "irq.inject": TCG_1CPU,
+        "irq.lapic-timer-1v": TCG_1CPU,
+        "irq.lapic-timer-2v": TCG_1CPU,
         "attribution.exit-site": "no pv-event was delivered in the phase (see accounting.hypercalls "
                                  "WARN): " + TCG_1CPU,
         # The test binaries: each fails on the tsc.invariant FAIL above (validate's verdict, or a
