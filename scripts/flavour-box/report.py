@@ -20,6 +20,9 @@ TCG_1CPU = ("the box has one CPU: the VMM's interrupt thread and the vCPU thread
 NO_INVTSC = ("TCG drops invtsc (CPUID 80000007h EDX[8]), so `tsc.invariant` FAILs and `irqbench run` "
              "refuses to measure without --force; goes away when an emulated CPU makes the TSC checks "
              "'not judged' (issue 24 item 4)")
+VMX_INJECT = ("one CPU: the VMM's inject thread and the vCPU thread share it, so raises merge "
+              "while one waits; the debug-built VMM of the tests takes 78-81% of them, the release "
+              "`irqbench validate` in the same box 101%")
 KNOWN_EMULATOR = {
     "svm": {
         "tsc.invariant": "TCG drops invtsc (CPUID 80000007h EDX[8]); hardware AMD CPUs set it",
@@ -43,7 +46,11 @@ KNOWN_EMULATOR = {
             "TCG's speed drifts between the two quiet runs themselves (medians 91 and 54 cycles), "
             "so 'within 3% of quiet' cannot hold; " + TCG_1CPU,
     },
-    "vmx": {},
+    "vmx": {
+        "irq.inject": VMX_INJECT,
+        "host::validate::tests::the_full_suite_passes_on_this_host": VMX_INJECT,
+        "validate_judges_this_host_and_exits_by_its_verdict": VMX_INJECT,
+    },
 }
 
 
@@ -335,8 +342,10 @@ def oracle(j, out, irqbench):
             else:
                 want = None if counts.get(s) is None or base is None else counts[s] - base
                 why = "the disasm path could not be followed"
-                if x["nesting"] != 0 or x["body_ops"] != 0 or x["irq_source"] != "none":
-                    want, why = None, "not a nesting-0, body-0, no-load row"
+                # The body loop is the `empty` baseline's too, so it cancels whatever its length;
+                # nesting and interrupt load mix in other paths.
+                if x["nesting"] != 0 or x["irq_source"] != "none":
+                    want, why = None, "not a nesting-0, no-load row"
             if want is None:
                 if s != "empty":
                     j.item(None, f"oracle {x['name']}", f"{med} cycles/op, not checked: {why}")
