@@ -1,0 +1,333 @@
+#!/usr/bin/env bash
+# scripts/flavour-box.sh: irqbench on a real kvm_amd (SVM, under QEMU TCG) or kvm_intel (VMX, under
+# Bochs), on a machine that has neither. See --help.
+set -euo pipefail
+
+usage() {
+    cat <<'EOF'
+Usage: scripts/flavour-box.sh [OPTIONS] svm|vmx [COMMAND...]
+
+Boots a stock Debian kernel in an emulator whose CPU has SVM (QEMU TCG, -cpu EPYC,+svm,+npt) or
+VMX (Bochs 2.7, corei7_skylake_x), loads kvm_amd or kvm_intel there, and runs irqbench against
+that /dev/kvm: the same kvm.ko / kvm-amd.ko / kvm-intel.ko code users run, on this PVM machine.
+
+With COMMAND, runs it in the box (from the vmm/ folder, `irqbench` on PATH, /box/out to leave
+files in) and exits with its status; its output (stdout and stderr) is printed here complete,
+never mixed with kernel messages. Without COMMAND, runs the default suite (below) and judges it.
+
+Options:
+  --suite full|ci   the default suite's size (default: full; .ci/run uses ci)
+  --timeout SECS    bound on the box's whole life (default: svm 1800, vmx 1800); on expiry the
+                    emulator is killed and the script exits 124
+  --smp N           vCPUs of the box (default 1; svm only). At -smp 2 multi-threaded TCG hangs
+                    the box's kernel in `irqbench validate`: see docs/FLAVOURS.md
+  --mem MB          memory of the box (default svm 3072, vmx 2048, Bochs' maximum)
+  --console         print the box's kernel console (ttyS0) here as well
+  -h, --help        this text
+
+The default suite (full): `irqbench host`, the KVM module parameters, `irqbench validate`,
+`run quick`, `run insn-cost`, `run strategies` (all --no-save --force: the quick validation
+FAILs tsc.invariant in the box, TCG and Bochs offer no invariant TSC), the docs/FLAVOURS.md
+checklist (window exits under inject, LAPIC ticks, the port/vmcall/vapic-poll hypercalls), then
+every test binary of the workspace with IRQBENCH_REQUIRE_KVM=1 --test-threads=1, ending with one
+"tests: N passed, N failed" line. On the host, scripts/flavour-box/report.py then checks the
+checklist's items and, on vmx, the instruction-count oracle: Bochs' TSC ticks once per
+instruction (cpu ips=200000000 with tsc_early_khz=200000), so every strategy's and probe's net
+cycles/op must equal its instruction count from `irqbench disasm` / `irqbench list`.
+  --suite ci: svm runs everything but insn-cost and strategies; vmx runs every step but only
+  the named test subset in scripts/flavour-box/vmx-tests (every flavour-dependent test; Bochs
+  runs host code far slower than TCG: on a loaded 2-core host its boot took ~5 min and the
+  first three CLI tests ~2 min).
+Failures the emulators cause (not KVM, not irqbench) are listed by name with their reason in
+scripts/flavour-box/report.py (KNOWN_EMULATOR); anything else fails the run.
+
+What it needs, installed with apt-get if missing: qemu-system-x86 busybox-static cpio kmod
+(svm); bochs bochsbios vgabios isolinux syslinux-common xorriso busybox-static cpio kmod (vmx).
+The kernel package (linux-image-amd64's dependency) is fetched with `apt-get download` and
+unpacked with `dpkg-deb -x` into target/flavour-box/kernel/ - never installed. It builds
+`cargo build --release -p irqbench` and `cargo test --workspace --no-run`. Everything is cached
+under target/flavour-box/, so a second run only repacks what changed.
+
+Time (measured 2026-12-01 on the 2-core CI machine, --suite ci): svm 319 s, vmx 450 s wall, the
+whole .ci/run 14.4 min. vmx boots in 1.5-5 min (Bochs loads the 56 MB initramfs through its BIOS).
+
+Examples:
+  scripts/flavour-box.sh svm                          # the default suite on kvm_amd
+  scripts/flavour-box.sh svm irqbench validate        # one command
+  scripts/flavour-box.sh --console svm sh -c 'dmesg | tail'
+  scripts/flavour-box.sh vmx irqbench disasm native-popf
+  scripts/flavour-box.sh --suite ci vmx               # what CI runs
+Exit status: the command's (default suite: 0 when every step passed), 124 on timeout, 125 when
+the box could not be built or booted.
+EOF
+}
+
+die() { echo "flavour-box: $*" >&2; exit 125; }
+say() { echo "flavour-box: $*" >&2; }
+
+suite=full timeout= smp=1 mem= console=0
+while [ $# -gt 0 ]; do
+    case "$1" in
+        -h | --help) usage; exit 0 ;;
+        --suite) suite=${2:?--suite needs full or ci}; shift 2 ;;
+        --timeout) timeout=${2:?--timeout needs seconds}; shift 2 ;;
+        --smp) smp=${2:?--smp needs a number}; shift 2 ;;
+        --mem) mem=${2:?--mem needs megabytes}; shift 2 ;;
+        --console) console=1; shift ;;
+        svm | vmx) break ;;
+        *) echo "flavour-box: unknown option or flavour '$1' (want svm or vmx; see --help)" >&2; exit 2 ;;
+    esac
+done
+[ $# -gt 0 ] || { echo "flavour-box: name a flavour: svm or vmx (see --help)" >&2; exit 2; }
+flavour=$1
+shift
+case "$suite" in full | ci) ;; *) echo "flavour-box: --suite '$suite': want full or ci" >&2; exit 2 ;; esac
+for n in "${timeout:-1}" "$smp" "${mem:-1}"; do
+    case "$n" in '' | *[!0-9]*) echo "flavour-box: '$n' is not a whole number" >&2; exit 2 ;; esac
+done
+[ "$flavour" = vmx ] && [ "$smp" != 1 ] && { echo "flavour-box: --smp applies to svm only" >&2; exit 2; }
+timeout=${timeout:-1800}
+if [ "$flavour" = svm ]; then mem=${mem:-3072}; else mem=${mem:-2048}; fi
+[ "$flavour" = vmx ] && [ "$mem" -gt 2048 ] && { echo "flavour-box: Bochs takes at most 2048 MB" >&2; exit 2; }
+
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/.." && pwd)
+cd "$repo"
+cache=$repo/target/flavour-box
+mkdir -p "$cache"
+# One box at a time per checkout: a second would rebuild the first one's initramfs and logs under
+# it (and two emulators on a 2-core host slow each other down by a third).
+exec 9>"$cache/lock"
+flock -n 9 || die "another flavour-box.sh is running on $cache (its lock: $cache/lock)"
+
+# ---- packages (apt only) ----------------------------------------------------------------------
+need_pkgs() {
+    local missing=()
+    for p in "$@"; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p"); done
+    [ ${#missing[@]} -eq 0 ] && return 0
+    say "installing ${missing[*]} (apt-get)"
+    local sudo=
+    [ "$(id -u)" -eq 0 ] || sudo=sudo
+    $sudo apt-get update -qq || true
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}" >&2 ||
+        die "apt-get install ${missing[*]} failed"
+}
+if [ "$flavour" = svm ]; then
+    need_pkgs qemu-system-x86 busybox-static cpio kmod
+else
+    need_pkgs bochs bochsbios vgabios isolinux syslinux-common xorriso busybox-static cpio kmod
+fi
+
+# ---- the kernel package: downloaded and unpacked, never installed ------------------------------
+kernel_pkg() {
+    apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-[0-9]/ { print $2; exit }'
+}
+kpkg=$(kernel_pkg)
+[ -n "$kpkg" ] || kpkg=$(ls "$cache/kernel" 2>/dev/null | tail -1)
+[ -n "$kpkg" ] || die "cannot name the kernel package (apt-cache depends linux-image-amd64 says nothing)"
+kdir=$cache/kernel/$kpkg
+if [ ! -e "$kdir/.done" ]; then
+    say "fetching $kpkg (apt-get download; unpacked under $kdir, not installed)"
+    rm -rf "$kdir" && mkdir -p "$kdir/deb"
+    (cd "$kdir/deb" && apt-get download -q "$kpkg" >&2) || die "apt-get download $kpkg failed"
+    dpkg-deb -x "$kdir"/deb/*.deb "$kdir" || die "dpkg-deb -x failed"
+    rm -rf "$kdir/deb"
+    touch "$kdir/.done"
+fi
+kver=$(ls "$kdir/lib/modules" | head -1)
+vmlinuz=$kdir/boot/vmlinuz-$kver
+[ -r "$vmlinuz" ] || die "no kernel image in $kdir/boot"
+[ -e "$kdir/lib/modules/$kver/modules.dep" ] || /sbin/depmod -b "$kdir" "$kver" || die "depmod failed"
+
+# ---- the binaries -------------------------------------------------------------------------------
+say "building irqbench (release) and the workspace's test binaries"
+cargo build --release -q -p irqbench || die "cargo build --release failed"
+cargo test --workspace --no-run --message-format=json 2>/dev/null >"$cache/test-build.json" ||
+    die "cargo test --workspace --no-run failed (run it to see why)"
+# "<package dir> <executable>" per test binary; and CARGO_BIN_EXE_irqbench, which the CLI tests run.
+python3 - "$cache/test-build.json" >"$cache/tests.list" <<'PY'
+import json, os, sys
+for line in open(sys.argv[1]):
+    try:
+        m = json.loads(line)
+    except ValueError:
+        continue
+    if m.get("reason") == "compiler-artifact" and m.get("executable"):
+        if m["profile"]["test"]:
+            print("test", os.path.dirname(m["manifest_path"]), m["executable"])
+        elif m["target"]["kind"] == ["bin"]:
+            print("bin", os.path.dirname(m["manifest_path"]), m["executable"])
+PY
+grep -q '^test ' "$cache/tests.list" || die "cargo listed no test binaries"
+
+# ---- the initramfs ------------------------------------------------------------------------------
+root=$cache/$flavour/root
+rm -rf "$root"
+mkdir -p "$root"/{bin,proc,sys,dev,tmp,box/out,root}
+cp /bin/busybox "$root/bin/busybox"
+ln -s busybox "$root/bin/sh"
+cp "$here/flavour-box/init" "$root/init"
+cp "$here/flavour-box/suite.sh" "$root/box/suite.sh"
+
+# A binary at its own absolute path (tests find files by compile-time paths), stripped, with the
+# shared libraries ldd names.
+add_elf() {
+    local src=$1 dst=$root$2
+    mkdir -p "$(dirname "$dst")"
+    strip -o "$dst" "$src" 2>/dev/null || cp "$src" "$dst"
+    ldd "$src" 2>/dev/null | grep -oE '/[^ ]+' | while read -r lib; do
+        [ -e "$root$lib" ] || { mkdir -p "$root$(dirname "$lib")" && cp -L "$lib" "$root$lib"; }
+    done
+}
+add_elf target/release/irqbench /bin/irqbench
+: >"$root/box/tests"
+while read -r kind dir exe; do
+    add_elf "$exe" "$exe"
+    [ "$kind" = test ] && echo "$dir $exe" >>"$root/box/tests"
+done <"$cache/tests.list"
+# The repository files the tests read: configs/ (the shipped configs and their README), found
+# through CARGO_MANIFEST_DIR, which is this checkout's absolute path.
+mkdir -p "$root$repo"
+cp -r configs "$root$repo/configs"
+for d in vmm abi; do mkdir -p "$root$repo/$d"; cp "$d/Cargo.toml" "$root$repo/$d/"; done
+mkdir -p "$root$repo/target/tmp"
+
+# Modules in load order, dependencies first (modules.dep), paths inside the box.
+if [ "$flavour" = svm ]; then mods="kvm-amd"; else mods="kvm-intel"; fi
+dep=$kdir/lib/modules/$kver/modules.dep
+resolve() {
+    local m line
+    line=$(grep -E "(^|/)$1\.ko(\.[a-z]+)?:" "$dep") || die "module $1 not in modules.dep"
+    for m in ${line#*:}; do resolve "$(basename "${m%%.ko*}")"; done
+    grep -qx "/lib/modules/$kver/${line%%:*}" "$root/box/modules" 2>/dev/null ||
+        echo "/lib/modules/$kver/${line%%:*}" >>"$root/box/modules"
+}
+: >"$root/box/modules"
+for m in $mods; do resolve "$m"; done
+while read -r m; do mkdir -p "$root$(dirname "$m")"; cp "$kdir$m" "$root$m"; done <"$root/box/modules"
+
+# The command: each word single-quoted for the box's sh; none means the default suite.
+{
+    if [ $# -eq 0 ]; then
+        echo "exec sh /box/suite.sh"
+    else
+        printf 'exec'
+        for a in "$@"; do printf " '%s'" "${a//\'/\'\\\'\'}"; done
+        echo
+    fi
+} >"$root/box/cmd"
+printf 'export BOX_SUITE=%s BOX_FLAVOUR=%s BOX_CWD=%s\n' "$suite" "$flavour" "$repo/vmm" >"$root/box/env"
+[ "$suite" = ci ] && [ "$flavour" = vmx ] && cp "$here/flavour-box/vmx-tests" "$root/box/test-filter"
+
+initrd=$cache/$flavour/initrd.cpio
+(cd "$root" && find . | cpio -o -H newc --quiet) >"$initrd"
+say "initramfs: $(du -m "$initrd" | cut -f1) MB"
+
+# ---- boot ---------------------------------------------------------------------------------------
+work=$cache/$flavour/run
+rm -rf "$work" && mkdir -p "$work"
+: >"$work/console.log" && : >"$work/out.log" && : >"$work/art.log"
+cmdline="console=ttyS0 loglevel=4 panic=-1 rdinit=/init"
+emu_pid= tail_pid= console_pid=
+cleanup() {
+    for p in $tail_pid $console_pid; do kill "$p" 2>/dev/null || true; done
+    tail_pid= console_pid=
+    if [ -n "$emu_pid" ] && kill -0 "$emu_pid" 2>/dev/null; then
+        kill "$emu_pid" 2>/dev/null; sleep 1; kill -9 "$emu_pid" 2>/dev/null
+    fi
+    return 0
+}
+trap cleanup EXIT
+trap 'cleanup; exit 130' INT
+trap 'cleanup; exit 143' TERM
+
+if [ "$flavour" = svm ]; then
+    qemu-system-x86_64 -accel tcg -cpu EPYC,+svm,+npt -smp "$smp" -m "$mem" \
+        -nographic -nodefaults -no-reboot -monitor none \
+        -serial "file:$work/console.log" -serial "file:$work/out.log" -serial "file:$work/art.log" \
+        -kernel "$vmlinuz" -initrd "$initrd" -append "$cmdline" >"$work/emulator.log" 2>&1 &
+    emu_pid=$!
+else
+    # Bochs boots from a CD: isolinux loads the kernel and the initramfs.
+    iso=$work/box.iso
+    mkdir -p "$work/iso/isolinux"
+    cp /usr/lib/ISOLINUX/isolinux.bin /usr/lib/syslinux/modules/bios/ldlinux.c32 "$work/iso/isolinux/"
+    cp "$vmlinuz" "$work/iso/vmlinuz"
+    ln "$initrd" "$work/iso/initrd" 2>/dev/null || cp "$initrd" "$work/iso/initrd"
+    printf 'DEFAULT box\nPROMPT 0\nLABEL box\n  KERNEL /vmlinuz\n  APPEND initrd=/initrd %s tsc_early_khz=200000 tsc=reliable\n' \
+        "$cmdline" >"$work/iso/isolinux/isolinux.cfg"
+    xorriso -as mkisofs -quiet -o "$iso" -b isolinux/isolinux.bin -c isolinux/boot.cat \
+        -no-emul-boot -boot-load-size 4 -boot-info-table "$work/iso" 2>"$work/xorriso.log" ||
+        die "xorriso failed: $(tail -3 "$work/xorriso.log")"
+    cat >"$work/bochsrc" <<EOF
+megs: $mem
+cpu: model=corei7_skylake_x, count=1, ips=200000000, reset_on_triple_fault=0
+clock: sync=none, time0=local
+romimage: file=/usr/share/bochs/BIOS-bochs-latest
+vgaromimage: file=/usr/share/vgabios/vgabios.bin
+display_library: rfb, options="timeout=0"
+ata1: enabled=1, ioaddr1=0x170, ioaddr2=0x370, irq=15
+ata1-master: type=cdrom, path="$iso", status=inserted
+boot: cdrom
+com1: enabled=1, mode=file, dev="$work/console.log"
+com2: enabled=1, mode=file, dev="$work/out.log"
+com3: enabled=1, mode=file, dev="$work/art.log"
+speaker: enabled=0
+sound: waveoutdrv=dummy, waveindrv=dummy, midioutdrv=dummy
+log: $work/bochs.log
+panic: action=fatal
+error: action=report
+info: action=ignore
+debug: action=ignore
+EOF
+    echo c >"$work/bochs.rc"
+    bochs -q -f "$work/bochsrc" -rc "$work/bochs.rc" >"$work/emulator.log" 2>&1 </dev/null &
+    emu_pid=$!
+fi
+t0=$(date +%s)
+say "$flavour box booting (emulator pid $emu_pid, timeout ${timeout}s; logs in $work)"
+tail -n +1 -F "$work/out.log" 2>/dev/null &
+tail_pid=$!
+if [ "$console" = 1 ]; then
+    tail -n +1 -F "$work/console.log" >&2 &
+    console_pid=$!
+fi
+
+status=
+while kill -0 "$emu_pid" 2>/dev/null; do
+    status=$(sed -n 's/^@@status \([0-9]*\).*/\1/p' "$work/art.log" | tail -1)
+    [ -n "$status" ] && break
+    if [ $(($(date +%s) - t0)) -ge "$timeout" ]; then
+        say "timeout after ${timeout}s: killing the emulator (pid $emu_pid); console tail:"
+        tail -20 "$work/console.log" >&2
+        exit 124
+    fi
+    sleep 1
+done
+# The power-off follows the status line; give the emulator a few seconds, then kill it.
+for _ in 1 2 3 4 5 6 7 8 9 10; do kill -0 "$emu_pid" 2>/dev/null || break; sleep 1; done
+sleep 0.5
+cleanup
+emu_pid=
+elapsed=$(($(date +%s) - t0))
+if [ -z "$status" ]; then
+    status=$(sed -n 's/^@@status \([0-9]*\).*/\1/p' "$work/art.log" | tail -1)
+fi
+if [ -z "$status" ]; then
+    say "the box stopped without a status line after ${elapsed}s; console tail:"
+    tail -30 "$work/console.log" >&2
+    grep -E 'PANIC|>>|rror' "$work/emulator.log" | tail -5 >&2
+    tail -3 "$work/emulator.log" >&2
+    exit 125
+fi
+rm -rf "$work/out" && mkdir -p "$work/out"
+sed -n '/^@@artifacts-begin/,/^@@artifacts-end/p' "$work/art.log" | sed '1d;$d' | base64 -d |
+    tar -C "$work/out" -xf - 2>/dev/null || say "the box's files did not come back whole"
+say "$flavour box: command exit $status, ${elapsed}s in the emulator"
+if [ $# -eq 0 ]; then
+    # The suite's own status counts every failure, the emulators' included: the report judges.
+    status=0
+    python3 "$here/flavour-box/report.py" --flavour "$flavour" --suite "$suite" \
+        --irqbench target/release/irqbench "$work/out" || status=1
+fi
+exit "$status"
