@@ -1421,3 +1421,49 @@ fn a_too_small_address_space_limit_is_named_not_an_abort() {
         assert!(err.contains("ulimit -v"), "limit {bytes}: {err}");
     }
 }
+
+/// The embedded guest with its first instructions replaced by `code`, as a file to `--guest`.
+fn patched_guest(dir: &Path, code: &[u8]) -> PathBuf {
+    let mut elf = irqbench::machine::image::EMBEDDED_GUEST.to_vec();
+    let u64_at = |b: &[u8], at: usize| u64::from_le_bytes(b[at..at + 8].try_into().unwrap());
+    let u16_at = |b: &[u8], at: usize| u16::from_le_bytes(b[at..at + 2].try_into().unwrap());
+    let (entry, phoff) = (u64_at(&elf, 0x18), u64_at(&elf, 0x20) as usize);
+    let (phentsize, phnum) = (u16_at(&elf, 0x36) as usize, u16_at(&elf, 0x38) as usize);
+    let offset = (0..phnum)
+        .map(|i| phoff + i * phentsize)
+        .find_map(|ph| {
+            let (offset, paddr, filesz) = (
+                u64_at(&elf, ph + 8),
+                u64_at(&elf, ph + 24),
+                u64_at(&elf, ph + 32),
+            );
+            (paddr <= entry && entry < paddr + filesz).then(|| (offset + entry - paddr) as usize)
+        })
+        .expect("a segment holds the entry");
+    elf[offset..offset + code.len()].copy_from_slice(code);
+    let path = dir.join("broken-guest.elf");
+    std::fs::write(&path, elf).unwrap();
+    path
+}
+
+/// A guest that faults before it boots (`ud2` at its entry, no IDT yet) is the guest's fault:
+/// the run says so, not that the host failed validation, and exits 1.
+#[test]
+fn a_guest_that_never_boots_is_blamed_on_the_guest_not_the_host() {
+    if !kvm_or_skip() {
+        return;
+    }
+    let dir = tmp();
+    let guest = patched_guest(dir.path(), &[0x0f, 0x0b]);
+    let out = run(&[
+        "run",
+        "quick",
+        "--no-save",
+        "--guest",
+        guest.to_str().unwrap(),
+    ]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("the guest could not be booted"), "{err}");
+    assert!(!err.contains("the host failed validation"), "{err}");
+}

@@ -363,6 +363,8 @@ fn install_signals() -> Signals {
         };
         let code = i32::from(status.code());
         let second = move || {
+            // Boot waits (the validation's included) end too.
+            measure::session::request_stop();
             let now = monotonic_ns().max(1);
             if let Err(first) =
                 FIRST_SIGNAL_NS.compare_exchange(0, now, Ordering::SeqCst, Ordering::SeqCst)
@@ -372,8 +374,9 @@ fn install_signals() -> Signals {
                 }
             }
         };
-        // SAFETY: the action only reads the clock, compares and swaps an atomic and may call
-        // _exit (signal_hook::low_level::exit), all async-signal-safe; it allocates nothing.
+        // SAFETY: the action only stores an atomic, reads the clock, compares and swaps an
+        // atomic and may call _exit (signal_hook::low_level::exit), all async-signal-safe; it
+        // allocates nothing.
         let _ = unsafe { signal_hook::low_level::register(sig, second) };
         let _ = signal_hook::flag::register_usize(sig, which.clone(), sig as usize);
         let _ = signal_hook::flag::register(sig, stop.clone());

@@ -59,6 +59,55 @@ pub fn host_vendor() -> Vendor {
     Vendor::from_cpuid0(r.ebx, r.edx, r.ecx)
 }
 
+/// The hypervisor's signature (CPUID leaf 0x40000000, EBX ECX EDX) when CPUID.1:ECX[31] says
+/// there is one: `KVMKVMKVM`, `TCGTCGTCGTCG`, `Microsoft Hv`, ...
+pub fn hypervisor_signature() -> Option<String> {
+    if cpuid(1, 0).ecx & (1 << 31) == 0 {
+        return None;
+    }
+    let r = cpuid(0x4000_0000, 0);
+    let bytes: Vec<u8> = [r.ebx, r.ecx, r.edx]
+        .iter()
+        .flat_map(|w| w.to_le_bytes())
+        .collect();
+    Some(
+        String::from_utf8_lossy(&bytes)
+            .trim_end_matches('\0')
+            .to_string(),
+    )
+}
+
+/// Whether the CPU this process runs on is emulated instruction by instruction (QEMU's TCG,
+/// Bochs) rather than run by hardware, and by what: from the hypervisor signature and the
+/// machine's DMI vendor and product (`sys_vendor`, `product_name` under `dmi`). Its timing
+/// (TSC invariance, tick delivery, TSC agreement between vCPUs) is the emulator's, not a
+/// CPU's; its KVM's exit counts and reasons are still KVM's own.
+pub fn emulated_cpu(
+    signature: Option<&str>,
+    dmi_vendor: &str,
+    dmi_product: &str,
+) -> Option<String> {
+    if signature == Some("TCGTCGTCGTCG") {
+        return Some("QEMU TCG (hypervisor signature TCGTCGTCGTCG)".into());
+    }
+    let dmi = format!("{dmi_vendor} {dmi_product}").to_ascii_lowercase();
+    if dmi.contains("bochs") && signature.is_none() {
+        return Some(format!(
+            "Bochs (DMI {}; no hypervisor signature)",
+            format!("{dmi_vendor} {dmi_product}").trim()
+        ));
+    }
+    // QEMU with KVM acceleration says KVMKVMKVM: a nested guest, not an emulated CPU.
+    if dmi.contains("qemu") && signature.is_none_or(|s| s.is_empty() || s == "TCGTCGTCGTCG") {
+        return Some(format!(
+            "QEMU without KVM (DMI {}; hypervisor signature {})",
+            format!("{dmi_vendor} {dmi_product}").trim(),
+            signature.unwrap_or("none")
+        ));
+    }
+    None
+}
+
 fn cpuid(leaf: u32, subleaf: u32) -> std::arch::x86_64::CpuidResult {
     // `__cpuid_count` is an `unsafe fn` on older toolchains and safe on newer ones.
     #[allow(unused_unsafe)]
@@ -176,6 +225,20 @@ pub fn supported_leaf_0xa(kvm: &kvm_ioctls::Kvm) -> Option<(u32, u32)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_emulated_cpu_is_told_by_its_signature_or_its_dmi() {
+        assert!(emulated_cpu(Some("TCGTCGTCGTCG"), "QEMU", "Standard PC").is_some());
+        assert!(emulated_cpu(None, "", "Bochs").is_some());
+        assert!(emulated_cpu(None, "QEMU", "Standard PC (i440FX + PIIX, 1996)").is_some());
+        // QEMU with KVM, a cloud VM, bare metal: not emulated.
+        assert_eq!(emulated_cpu(Some("KVMKVMKVM"), "QEMU", "Standard PC"), None);
+        assert_eq!(
+            emulated_cpu(Some("KVMKVMKVM"), "Google", "Google Compute Engine"),
+            None
+        );
+        assert_eq!(emulated_cpu(None, "Dell Inc.", "PowerEdge R750"), None);
+    }
 
     /// The vendor string's three registers, as CPUID leaf 0 returns them.
     fn regs(vendor: &[u8; 12]) -> (u32, u32, u32) {

@@ -361,7 +361,29 @@ pub fn manifest(kvm: &Kvm) -> Result<HostManifest, HostError> {
         ..Default::default()
     };
     manifest::add_host_facts(&mut m, Path::new("/"));
+    let dmi = |f: &str| read_small(&Path::new("/sys/class/dmi/id").join(f));
+    m.emulated_cpu = cpu::emulated_cpu(
+        cpu::hypervisor_signature().as_deref(),
+        &dmi("sys_vendor"),
+        &dmi("product_name"),
+    );
+    if let Some(e) = &m.emulated_cpu {
+        m.warnings.push(format!(
+            "the CPU is emulated ({e}): cycle figures and timing checks are the emulator's; \
+             exit counts and reasons are KVM's own"
+        ));
+    }
     Ok(m)
+}
+
+/// A sysfs attribute of at most 256 bytes, trimmed ("" when unreadable).
+fn read_small(path: &Path) -> String {
+    use std::io::Read as _;
+    let mut s = String::new();
+    if let Ok(f) = fs::File::open(path) {
+        let _ = f.take(256).read_to_string(&mut s);
+    }
+    s.trim().to_string()
 }
 
 /// For tests: the real /dev/kvm, or `None` after printing why the test is skipped. With

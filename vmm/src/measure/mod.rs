@@ -311,6 +311,12 @@ pub fn run_prepared(
                     record_pinning(&mut report.host, s.pinning.as_ref());
                     session = Some(s);
                 }
+                Err(PhaseError::Interrupted) => {
+                    report.partial = true;
+                    report.partial_reason =
+                        Some(format!("stopped by signal while {} booted", first.group));
+                    break;
+                }
                 Err(e) => {
                     fail_rows(&mut report, &rows, &e);
                     continue;

@@ -25,6 +25,21 @@ use crate::vcpu::{
 
 /// How long a fresh guest may take to ring its BOOTED doorbell.
 const BOOT_TIMEOUT: Duration = Duration::from_secs(30);
+/// How often a wait that has no stop flag of its own (the boot) looks at [`stop_requested`].
+const STOP_POLL: Duration = Duration::from_millis(100);
+
+/// Set (from a signal handler) when the process should stop: waits that cannot be handed the
+/// run's stop flag, such as a boot during the host validation, end within [`STOP_POLL`].
+static STOP_REQUESTED: AtomicBool = AtomicBool::new(false);
+
+/// Asks every boot wait of the process to give up. Async-signal-safe (one atomic store).
+pub fn request_stop() {
+    STOP_REQUESTED.store(true, Ordering::SeqCst);
+}
+
+fn stop_requested() -> bool {
+    STOP_REQUESTED.load(Ordering::SeqCst)
+}
 /// How long vCPU threads get to stop after being told to.
 const STOP_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -107,6 +122,8 @@ pub struct Session {
     pub console: Arc<Mutex<String>>,
     /// A vCPU has exited: the session cannot run more phases.
     pub dead: bool,
+    /// What ended the VM, for the phases that come after it.
+    dead_why: Option<String>,
     /// Where the vCPU threads were pinned (`None`: pinning was not asked for).
     pub pinning: Option<Pinning>,
     hypercall: HypercallTransport,
@@ -165,6 +182,7 @@ impl Session {
             seq: 0,
             console: console.clone(),
             dead: false,
+            dead_why: None,
             pinning: None,
             hypercall,
             hypercall_insn: cpu::hypercall_insn(&cpu::host_vendor())
@@ -208,10 +226,12 @@ impl Session {
         let deadline = Instant::now() + BOOT_TIMEOUT;
         let mut booted = 0;
         while booted < vcpus {
-            match self
-                .events
-                .recv_timeout(deadline.saturating_duration_since(Instant::now()))
-            {
+            if stop_requested() {
+                self.stop_all();
+                return Err(PhaseError::Interrupted);
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.events.recv_timeout(left.min(STOP_POLL)) {
                 Ok(VcpuEvent::Booted { .. }) => booted += 1,
                 Ok(VcpuEvent::Exited { outcome, .. }) => {
                     self.dead = true;
@@ -232,6 +252,7 @@ impl Session {
                     )));
                 }
                 Ok(VcpuEvent::PhaseDone(_)) => {}
+                Err(RecvTimeoutError::Timeout) if Instant::now() < deadline => {}
                 Err(_) => {
                     let where_ = self.stop_all();
                     return Err(PhaseError::Boot(format!(
@@ -295,7 +316,12 @@ impl Session {
             }
         }
         match failure {
-            Some(f) => Err(f),
+            Some(f) => {
+                if self.dead && self.dead_why.is_none() {
+                    self.dead_why = Some(f.to_string());
+                }
+                Err(f)
+            }
             None => Ok(samples.into_iter().flatten().collect()),
         }
     }
@@ -309,7 +335,13 @@ impl Session {
         stop: &AtomicBool,
     ) -> Result<Dispatch, PhaseError> {
         if self.dead {
-            return Err(PhaseError::Guest("the VM is no longer running".into()));
+            // Say what ended it: a guest that wiped its mailbox, say, failed a check then.
+            return Err(PhaseError::Guest(format!(
+                "the VM is no longer running: it stopped in an earlier phase: {}",
+                self.dead_why
+                    .as_deref()
+                    .unwrap_or("stopped by the watchdog or a signal")
+            )));
         }
         self.seq = (self.seq + 1) & 0xFF_FFFF;
         desc.seq = self.seq;
@@ -675,6 +707,41 @@ mod tests {
         assert!(err.contains(": ud2"), "decoded instruction missing: {err}");
         assert!(err.contains("<guest_main"), "symbol missing: {err}");
         assert!(err.contains("rax "), "registers missing: {err}");
+    }
+
+    /// After a phase ends the VM (here a guest fault), the next phase is told what ended it,
+    /// not only that the VM is gone.
+    #[test]
+    fn a_dead_vm_says_what_ended_it() {
+        let Some(kvm) = host::test_kvm() else {
+            return;
+        };
+        let config = MachineConfig {
+            vcpus: 1,
+            memory_bytes: 16 << 20,
+            irqchip: IrqchipMode::Userspace,
+            hypercall_exits: false,
+        };
+        let mut s =
+            Session::boot(&kvm, &image(), config, HypercallTransport::Port, false).expect("boot");
+        let stop = AtomicBool::new(false);
+        let ud2 = phase(Workload::FaultUd2, 1, 1);
+        let desc = || crate::measure::descriptor::diagnostic(&ud2, 1);
+        let first = s
+            .dispatch(desc(), ud2.irq, TIMEOUT, &stop)
+            .expect_err("ud2 faults")
+            .to_string();
+        assert!(s.dead, "{first}");
+        let next = s
+            .dispatch(desc(), ud2.irq, TIMEOUT, &stop)
+            .expect_err("the VM is gone")
+            .to_string();
+        assert!(next.contains("no longer running"), "{next}");
+        assert!(
+            next.contains("#UD invalid opcode"),
+            "the earlier reason: {next}"
+        );
+        s.shutdown();
     }
 
     #[test]

@@ -86,6 +86,10 @@ pub struct HostManifest {
     /// `run`'s quick validation (`irqbench validate` runs the whole suite).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub validation: Option<Validation>,
+    /// The CPU is emulated (QEMU TCG, Bochs), by what: its timing is the emulator's, so the
+    /// checks that need hardware timing are not judged; exit counts and reasons are KVM's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub emulated_cpu: Option<String>,
     /// Facts left out of this report at the user's request (`--redact`), by name.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub redacted: Vec<String>,

@@ -37,6 +37,10 @@ pub struct Validation {
     pub verdict: Verdict,
     pub seconds: f64,
     pub checks: Vec<Check>,
+    /// The guest could not be booted, so the checks that needed it were not made (the guest
+    /// image, or this process's limits, are the cause, not the host).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guest_boot_failed: Option<String>,
 }
 
 impl Validation {
@@ -54,6 +58,10 @@ impl Validation {
 pub enum Verdict {
     #[default]
     Pass,
+    /// The check needs what this host cannot give (hardware timing on an emulated CPU): said
+    /// with the reason, neither a PASS nor a FAIL.
+    #[serde(rename = "not-judged")]
+    NotJudged,
     Warn,
     Fail,
 }
@@ -62,6 +70,7 @@ impl Verdict {
     pub fn name(self) -> &'static str {
         match self {
             Verdict::Pass => "PASS",
+            Verdict::NotJudged => "NOT JUDGED",
             Verdict::Warn => "WARN",
             Verdict::Fail => "FAIL",
         }

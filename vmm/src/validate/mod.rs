@@ -29,13 +29,22 @@ pub mod probes;
 
 use judge::{Expectations, Judged};
 
-/// A run refused because the quick validation FAILed (and was not forced).
+/// Why a run did not get past its host validation.
 #[derive(Debug, thiserror::Error)]
-#[error(
-    "the host failed validation, so its numbers would mislead (`irqbench validate` explains each \
-     check; `run --force` measures anyway):\n{0}"
-)]
-pub struct Refusal(pub String);
+pub enum Refusal {
+    /// The quick validation FAILed (and was not forced).
+    #[error(
+        "the host failed validation, so its numbers would mislead (`irqbench validate` explains \
+         each check; `run --force` measures anyway):\n{0}"
+    )]
+    HostFailed(String),
+    /// The guest never booted: nothing about the host was learnt, and nothing could be measured.
+    #[error(
+        "the guest could not be booted, so the host was not validated and nothing can be \
+         measured; the cause is the guest image (or this process's limits), not the host: {0}"
+    )]
+    GuestDidNotBoot(String),
+}
 
 /// The stage a run passes before it measures: the quick checks, recorded in the manifest as
 /// `host.validation`; a FAIL refuses the run unless `force`.
@@ -53,7 +62,10 @@ pub fn before_run(
 
 /// A validation with a FAIL refuses the run, unless it is forced.
 fn refusal(v: &Validation, force: bool) -> Option<Refusal> {
-    (v.verdict == Verdict::Fail && !force).then(|| Refusal(problem_lines(v).join("\n")))
+    if let Some(why) = &v.guest_boot_failed {
+        return Some(Refusal::GuestDidNotBoot(why.clone()));
+    }
+    (v.verdict == Verdict::Fail && !force).then(|| Refusal::HostFailed(problem_lines(v).join("\n")))
 }
 
 /// The knobs of one scope.
@@ -121,13 +133,37 @@ const GROUPS: [&str; 7] = [
 const STEAL_WINDOW: Duration = Duration::from_secs(1);
 
 /// Collects checks: a measurement judged, or a failure to measure.
+/// The checks that judge hardware timing: on an emulated CPU they are not judged.
+const HARDWARE_TIMING: [&str; 6] = [
+    "tsc.invariant",
+    "tsc.rate",
+    "tsc.vcpus",
+    "irq.inject",
+    "irq.lapic-timer-1v",
+    "irq.lapic-timer-2v",
+];
+
 struct Suite<'a> {
     e: Expectations,
+    /// What emulates the CPU, when one does (`host.emulated_cpu`).
+    emulated: Option<String>,
     checks: &'a mut Vec<Check>,
+    /// Why the guest could not be booted, when it could not.
+    boot_failed: Option<String>,
 }
 
 impl Suite<'_> {
     fn push(&mut self, id: &str, j: Judged) {
+        let mut j = j;
+        if let Some(by) = self.emulated.as_deref() {
+            if HARDWARE_TIMING.contains(&id) {
+                j.verdict = Verdict::NotJudged;
+                j.note = format!(
+                    "not judged: the CPU is emulated ({by}), so this timing is the emulator's, not \
+                     a CPU's (exit counts and reasons are still judged: they are KVM's)"
+                );
+            }
+        }
         self.checks.push(Check {
             id: id.to_owned(),
             verdict: j.verdict,
@@ -171,6 +207,8 @@ pub fn run(kvm: &Kvm, image: &Arc<GuestImage>, m: &mut HostManifest, scope: Scop
     let mut suite = Suite {
         e,
         checks: &mut checks,
+        boot_failed: None,
+        emulated: m.emulated_cpu.clone(),
     };
     let sizes = match scope {
         Scope::Quick => QUICK,
@@ -189,6 +227,7 @@ pub fn run(kvm: &Kvm, image: &Arc<GuestImage>, m: &mut HostManifest, scope: Scop
         std::thread::sleep(left);
     }
     noise_checks(root, m, &mut suite, scope, stat_start);
+    let guest_boot_failed = suite.boot_failed.take();
     checks.sort_by_key(|c| GROUPS.iter().position(|g| c.id.starts_with(g)));
     let verdict = checks.iter().map(|c| c.verdict).max().unwrap_or_default();
     Validation {
@@ -197,6 +236,7 @@ pub fn run(kvm: &Kvm, image: &Arc<GuestImage>, m: &mut HostManifest, scope: Scop
         verdict,
         seconds: started.elapsed().as_secs_f64(),
         checks,
+        guest_boot_failed,
     }
 }
 
@@ -250,6 +290,7 @@ fn userspace_checks(
         Ok(s) => s,
         Err(why) => {
             m.flavour.behaviour = Readable::Unavailable(why.clone());
+            suite.boot_failed = Some(why.clone());
             for id in ["flavour", "accounting.doorbells", "tsc.rate", "exits.cpuid"] {
                 suite.judge::<()>(id, &Err(why.clone()), |_, _| Judged::default());
             }

@@ -514,6 +514,7 @@ fn the_report_lists_problems_and_the_worst_verdict() {
         verdict: Verdict::Warn,
         seconds: 1.5,
         checks: vec![check("a.b", Verdict::Pass), check("c.d", Verdict::Warn)],
+        guest_boot_failed: None,
     };
     assert_eq!(
         problem_lines(&v),
@@ -631,4 +632,40 @@ fn the_full_suite_passes_on_this_host() {
     assert_eq!(v.checks.len(), 18, "{}", render(&v));
     assert!(v.seconds.is_finite() && v.seconds > 0.0, "{}", v.seconds);
     assert_ne!(v.verdict, Verdict::Fail, "{}", render(&v));
+}
+
+/// On an emulated CPU (QEMU TCG, Bochs) the checks of hardware timing are not judged, with the
+/// reason, never a PASS or a FAIL; the others are judged as on hardware.
+#[test]
+fn an_emulated_cpu_leaves_timing_checks_not_judged() {
+    let mut checks = Vec::new();
+    let mut suite = Suite {
+        e: Expectations::new(KvmFlavour::Svm, None),
+        emulated: Some("QEMU TCG (hypervisor signature TCGTCGTCGTCG)".into()),
+        checks: &mut checks,
+        boot_failed: None,
+    };
+    suite.push(
+        "tsc.invariant",
+        judge::tsc_invariant(&Expectations::new(KvmFlavour::Svm, None), Some(false)),
+    );
+    suite.push(
+        "exits.cpuid",
+        Judged {
+            verdict: Verdict::Fail,
+            ..Judged::default()
+        },
+    );
+    assert_eq!(checks[0].verdict, Verdict::NotJudged);
+    assert!(
+        checks[0].note.contains("emulated (QEMU TCG"),
+        "{}",
+        checks[0].note
+    );
+    assert_eq!(
+        checks[1].verdict,
+        Verdict::Fail,
+        "exit counts are judged as on hardware"
+    );
+    assert!(Verdict::NotJudged < Verdict::Warn && Verdict::Pass < Verdict::NotJudged);
 }
