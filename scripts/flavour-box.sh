@@ -185,10 +185,12 @@ while read -r kind dir exe; do
     add_elf "$exe" "$exe"
     [ "$kind" = test ] && echo "$dir $exe" >>"$root/box/tests"
 done <"$cache/tests.list"
-# The repository files the tests read: configs/ (the shipped configs and their README), found
-# through CARGO_MANIFEST_DIR, which is this checkout's absolute path.
-mkdir -p "$root$repo"
+# The repository files the tests read: configs/ (the shipped configs and their README) and
+# vmm/src (the layering test reads the sources), found through CARGO_MANIFEST_DIR, which is this
+# checkout's absolute path.
+mkdir -p "$root$repo/vmm"
 cp -r configs "$root$repo/configs"
+cp -r vmm/src "$root$repo/vmm/src"
 for d in vmm abi; do mkdir -p "$root$repo/$d"; cp "$d/Cargo.toml" "$root$repo/$d/"; done
 mkdir -p "$root$repo/target/tmp"
 

@@ -33,8 +33,8 @@ KNOWN_EMULATOR = {
                                  "WARN): " + TCG_1CPU,
         # The test binaries: each fails on the tsc.invariant FAIL above (validate's verdict, or a
         # run refused before it measures), or on TCG's timing.
-        "host::validate::tests::the_full_suite_passes_on_this_host": NO_INVTSC,
-        "host::validate::tests::the_quick_suite_records_the_flavour_and_fits_in_a_run": NO_INVTSC,
+        "validate::tests::the_full_suite_passes_on_this_host": NO_INVTSC,
+        "validate::tests::the_quick_suite_records_the_flavour_and_fits_in_a_run": NO_INVTSC,
         "an_unusable_default_location_warns_and_keeps_the_results": NO_INVTSC,
         "runs_are_saved_and_check_gates_a_regression": NO_INVTSC,
         "json_to_stdout_and_a_full_stdout": NO_INVTSC,
@@ -48,7 +48,7 @@ KNOWN_EMULATOR = {
     },
     "vmx": {
         "irq.inject": VMX_INJECT,
-        "host::validate::tests::the_full_suite_passes_on_this_host": VMX_INJECT,
+        "validate::tests::the_full_suite_passes_on_this_host": VMX_INJECT,
         "validate_judges_this_host_and_exits_by_its_verdict": VMX_INJECT,
     },
 }

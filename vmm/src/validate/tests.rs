@@ -647,7 +647,7 @@ fn an_emulated_cpu_leaves_timing_checks_not_judged() {
     };
     suite.push(
         "tsc.invariant",
-        judge::tsc_invariant(&Expectations::new(KvmFlavour::Svm, None), Some(false)),
+        tsc_invariant(&Expectations::new(KvmFlavour::Svm, None), Some(false)),
     );
     suite.push(
         "exits.cpuid",
