@@ -462,6 +462,12 @@ pub(crate) struct CheckArgs {
     /// comparable at all. Without it the differences are listed above the verdict.
     #[arg(long)]
     strict_host: bool,
+    /// Gate on each row's cost in units of its group's own empty loop (`cycles_per_loop`)
+    /// instead of raw cycles/op: a host that got uniformly faster or slower (a new kernel
+    /// build, another emulation speed) then moves no figure, while a change to one strategy
+    /// still does.
+    #[arg(long)]
+    normalised: bool,
     #[command(flatten)]
     reporting: ReportArgs,
     /// Run a plan whose budgets add up to more than an hour (as `run --yes`).
@@ -536,7 +542,14 @@ pub(crate) fn cmd_check(args: CheckArgs) -> Result<Status, CliError> {
             args.baseline, base.config_name, report.config_name
         ));
     }
-    let outcome = history::check(&base, report, &args.baseline, base_id, args.max_regression);
+    let outcome = history::check(
+        &base,
+        report,
+        &args.baseline,
+        base_id,
+        args.max_regression,
+        args.normalised,
+    );
     let host_differs = &outcome.comparison.host_differs;
     if args.strict_host && !host_differs.is_empty() {
         return Err(CliError::Usage(format!(

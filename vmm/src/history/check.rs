@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use crate::report::{compare_with, render_compare, CompareRow, Comparison};
+use crate::report::{compare_by, render_compare, CompareRow, Comparison};
 use crate::results::RunReport;
 
 /// A change below this is never a regression (back-to-back runs drift this much), unless
@@ -52,8 +52,9 @@ pub fn check(
     name: &str,
     baseline_run: i64,
     threshold_pct: f64,
+    normalised: bool,
 ) -> CheckOutcome {
-    let comparison = compare_with(baseline, new, threshold_pct);
+    let comparison = compare_by(baseline, new, threshold_pct, normalised);
     let (regressions, improvements): (Vec<CompareRow>, Vec<CompareRow>) = comparison
         .rows
         .iter()

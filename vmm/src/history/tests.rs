@@ -466,11 +466,11 @@ fn compare_arguments_name_files_runs_and_baselines() {
 fn check_fails_on_a_slower_run_and_passes_on_the_same_one() {
     let base = report(10, 14_750.0);
     let same = report(20, 14_760.0);
-    let o = check(&base, &same, "B", 1, DEFAULT_MAX_REGRESSION_PCT);
+    let o = check(&base, &same, "B", 1, DEFAULT_MAX_REGRESSION_PCT, false);
     assert!(o.passed(), "{}", render_check(&o));
     assert!(render_check(&o).contains("check passed"));
     let slower = report(30, 18_000.0);
-    let o = check(&base, &slower, "B", 1, DEFAULT_MAX_REGRESSION_PCT);
+    let o = check(&base, &slower, "B", 1, DEFAULT_MAX_REGRESSION_PCT, false);
     assert!(!o.passed());
     let text = render_check(&o);
     assert!(
@@ -478,13 +478,13 @@ fn check_fails_on_a_slower_run_and_passes_on_the_same_one() {
         "{text}"
     );
     // A threshold above the change lets it pass; a faster run is an improvement, not a failure.
-    assert!(check(&base, &slower, "B", 1, 30.0).passed());
-    let o = check(&slower, &base, "B", 1, DEFAULT_MAX_REGRESSION_PCT);
+    assert!(check(&base, &slower, "B", 1, 30.0, false).passed());
+    let o = check(&slower, &base, "B", 1, DEFAULT_MAX_REGRESSION_PCT, false);
     assert!(o.passed() && !o.improvements.is_empty());
     // A row the new run lacks fails the check.
     let mut fewer = report(40, 14_750.0);
     fewer.results.pop();
-    let o = check(&base, &fewer, "B", 1, DEFAULT_MAX_REGRESSION_PCT);
+    let o = check(&base, &fewer, "B", 1, DEFAULT_MAX_REGRESSION_PCT, false);
     assert!(!o.passed() && o.missing.len() == 1);
 }
 
@@ -505,7 +505,7 @@ fn check_fails_closed_on_a_row_without_data_and_compare_says_no_data() {
         *s = crate::results::Summary::no_data();
     }
     let name = row.name.clone();
-    let o = check(&base, &empty, "B", 1, DEFAULT_MAX_REGRESSION_PCT);
+    let o = check(&base, &empty, "B", 1, DEFAULT_MAX_REGRESSION_PCT, false);
     let text = render_check(&o);
     assert!(!o.passed(), "{text}");
     assert!(
@@ -538,7 +538,7 @@ fn check_matches_rows_by_what_they_measured_and_names_host_changes() {
         .host
         .module_params
         .insert("kvm_amd.avic".into(), "1".into());
-    let o = check(&base, &other, "B", 1, DEFAULT_MAX_REGRESSION_PCT);
+    let o = check(&base, &other, "B", 1, DEFAULT_MAX_REGRESSION_PCT, false);
     assert!(!o.passed());
     let text = render_check(&o);
     assert!(text.contains("config differs, not compared"), "{text}");
@@ -746,4 +746,51 @@ fn a_read_only_open_reads_the_runs_under_any_file_name() {
             .all(|n| n.to_string_lossy().starts_with("odd ?#%name.sqlite")),
         "{names:?}"
     );
+}
+
+/// A host 20% slower at everything (net and loop alike) moves raw cycles/op, and the raw gate
+/// calls it a regression; in units of the group's own loop nothing moved, and the normalised
+/// gate passes. A change to one strategy alone still fails it.
+#[test]
+fn the_normalised_gate_sees_through_a_uniformly_slower_host() {
+    let with_loop = |scale: f64, popf_extra: f64| {
+        let mut r = report(10, 14_750.0 * scale * popf_extra);
+        for row in &mut r.results {
+            let loop_cycles = 70_000.0 * scale;
+            row.cycles_per_op = rounds(row.cycles_per_op.median, 80.0 * scale, 25);
+            row.cycles_per_loop = rounds(row.cycles_per_op.median / loop_cycles, 0.001, 25);
+        }
+        r
+    };
+    let base = with_loop(1.0, 1.0);
+    let slower_host = with_loop(1.2, 1.0);
+    assert!(!check(
+        &base,
+        &slower_host,
+        "B",
+        1,
+        DEFAULT_MAX_REGRESSION_PCT,
+        false
+    )
+    .passed());
+    let o = check(
+        &base,
+        &slower_host,
+        "B",
+        1,
+        DEFAULT_MAX_REGRESSION_PCT,
+        true,
+    );
+    assert!(o.passed(), "{}", render_check(&o));
+    assert!(render_check(&o).contains("cost/loop"));
+    let slower_popf = with_loop(1.0, 1.2);
+    assert!(!check(
+        &base,
+        &slower_popf,
+        "B",
+        1,
+        DEFAULT_MAX_REGRESSION_PCT,
+        true
+    )
+    .passed());
 }

@@ -121,6 +121,16 @@ impl RoundTable {
             .collect()
     }
 
+    /// Per round: net(v) / (block(empty) / ops(v)): the row's cost in units of the group's own
+    /// loop, measured in the same round, so a host that runs everything faster or slower
+    /// leaves it where it was.
+    pub fn normalised(&self, v: usize) -> Vec<f64> {
+        self.pairs(0, v)
+            .filter(|(e, _)| e.cycles_mean > 0.0)
+            .map(|(e, x)| x.net(e) / (e.cycles_mean / x.ops.max(1) as f64))
+            .collect()
+    }
+
     /// Per round: (stat(v) − stat(empty)) / (ops(v) × vCPUs), for the KVM stat `name`; empty
     /// where the host has no such stat.
     pub fn net_stat(&self, v: usize, name: &str) -> Vec<f64> {

@@ -170,6 +170,7 @@ fn row_result(
     let cycles = Summary::from_samples(&table.net_cycles(v));
     let baseline = Summary::from_samples(&table.baseline_cycles(v));
     let raw = Summary::from_samples(&table.raw_cycles(v));
+    let per_loop = Summary::from_samples(&table.normalised(v));
     let ns_per_cycle = 1e9 / tsc_hz;
     let exits = Summary::from_samples(&table.net_stat(v, "exits"));
     let mut r = PhaseResult {
@@ -188,6 +189,7 @@ fn row_result(
         raw_ns_per_op: to_ns(&raw, ns_per_cycle),
         cycles_source: CYCLES_SOURCE.into(),
         raw_cycles_per_op: raw,
+        cycles_per_loop: per_loop,
         ops_per_sec: Summary::from_samples(&table.ops_per_sec(v, tsc_hz)),
         counts: event_counts(table, v),
         ..Default::default()

@@ -84,6 +84,8 @@ pub struct CompareRow {
 }
 
 const METRIC_CYCLES: &str = "cycles/op";
+/// Cycles per op in units of the group's empty loop's cycles per op.
+const METRIC_PER_LOOP: &str = "cost/loop";
 const METRIC_OPS: &str = "ops/s";
 const METRIC_EXITS: &str = "exits/op";
 
@@ -324,6 +326,18 @@ fn run_warnings(which: &str, r: &RunReport, warnings: &mut Vec<String>) {
 
 /// [`compare`] with the relative-change floor chosen by the caller (`--min-change`).
 pub fn compare_with(a: &RunReport, b: &RunReport, min_change_pct: f64) -> Comparison {
+    compare_by(a, b, min_change_pct, false)
+}
+
+/// As [`compare_with`]; with `normalised`, costs are compared in units of each group's own
+/// empty loop (`cycles_per_loop`), which a host that got uniformly faster or slower leaves
+/// unchanged (`check --normalised`).
+pub fn compare_by(
+    a: &RunReport,
+    b: &RunReport,
+    min_change_pct: f64,
+    normalised: bool,
+) -> Comparison {
     let mut c = Comparison {
         runs: [label(a), label(b)],
         ..Comparison::default()
@@ -345,9 +359,13 @@ pub fn compare_with(a: &RunReport, b: &RunReport, min_change_pct: f64) -> Compar
             }
             continue;
         };
-        let (ca, cb) = (&ra.cycles_per_op, &rb.cycles_per_op);
+        let (metric, ca, cb) = if normalised {
+            (METRIC_PER_LOOP, &ra.cycles_per_loop, &rb.cycles_per_loop)
+        } else {
+            (METRIC_CYCLES, &ra.cycles_per_op, &rb.cycles_per_op)
+        };
         c.rows
-            .push(summary_row(&ra.name, METRIC_CYCLES, ca, cb, min_change_pct));
+            .push(summary_row(&ra.name, metric, ca, cb, min_change_pct));
         let (oa, ob) = (&ra.ops_per_sec, &rb.ops_per_sec);
         c.rows
             .push(summary_row(&ra.name, METRIC_OPS, oa, ob, min_change_pct));

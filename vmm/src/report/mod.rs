@@ -29,8 +29,8 @@ use std::path::PathBuf;
 use thiserror::Error;
 
 pub use compare::{
-    compare, compare_with, render_compare, CompareRow, Comparison, NoiseBasis, RunLabel,
-    DEFAULT_MIN_CHANGE_PCT,
+    compare, compare_by, compare_with, render_compare, CompareRow, Comparison, NoiseBasis,
+    RunLabel, DEFAULT_MIN_CHANGE_PCT,
 };
 pub use csv::render_csv;
 pub use export::{render_export, Export, ExportFormat};

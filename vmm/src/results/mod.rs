@@ -254,6 +254,10 @@ pub struct PhaseResult {
     /// The empty baseline's own cycles per operation (the loop that was subtracted).
     #[serde(default)]
     pub baseline_cycles: Summary,
+    /// The cost normalised to the group's empty loop: per round, net cycles / the baseline's
+    /// cycles per op, median and CI over the same rounds (`check --normalised` gates on it).
+    #[serde(default = "Summary::no_data")]
+    pub cycles_per_loop: Summary,
     /// `baseline_cycles` in ns.
     #[serde(default)]
     pub baseline_ns: Summary,
