@@ -63,6 +63,20 @@ impl StrategyId {
     pub const NATIVE_POPF: StrategyId = StrategyId(abi::strategy::NATIVE_POPF);
     pub const NATIVE_CLI_STI: StrategyId = StrategyId(abi::strategy::NATIVE_CLI_STI);
     pub const VIF_RESTORE: StrategyId = StrategyId(abi::strategy::VIF_RESTORE);
+    pub const NATIVE_SKIP: StrategyId = StrategyId(abi::strategy::NATIVE_SKIP);
+    pub const PVOP_POPF: StrategyId = StrategyId(abi::strategy::PVOP_POPF);
+    pub const PVOP_SKIP: StrategyId = StrategyId(abi::strategy::PVOP_SKIP);
+    pub const VIF_SKIP: StrategyId = StrategyId(abi::strategy::VIF_SKIP);
+
+    /// The comparisons the field asks about, (a, then b: "b vs a"), made wherever both are in
+    /// a group that chose none of its own: the 2021 skip, the 2017 pv-op skip, the virtual-IF
+    /// skip, and spin_lock_irq against irqsave.
+    pub const FIELD_PAIRS: [(StrategyId, StrategyId); 4] = [
+        (StrategyId::NATIVE_POPF, StrategyId::NATIVE_SKIP),
+        (StrategyId::PVOP_POPF, StrategyId::PVOP_SKIP),
+        (StrategyId::VIF_RESTORE, StrategyId::VIF_SKIP),
+        (StrategyId::NATIVE_POPF, StrategyId::NATIVE_CLI_STI),
+    ];
 
     pub fn is_vif(self) -> bool {
         abi::strategy::is_vif(self.0)

@@ -95,6 +95,7 @@ impl Ctx<'_> {
             })?,
         };
         self.measures_what_it_says(key, b, &workloads, &irqs)?;
+        let compare = self.comparisons(key, b, &workloads)?;
         let body_ops = self.opt_int(&b.body_ops, &format!("{key}.body_ops"), defaults::BODY_OPS)?;
         let seed = self.opt_int(&b.seed, &format!("{key}.seed"), defaults::SEED)?;
         let block_ops = match &b.block_ops {
@@ -130,6 +131,7 @@ impl Ctx<'_> {
                             vcpus: v,
                             seed,
                             block_ops,
+                            compare: compare.clone(),
                         });
                     }
                 }
@@ -174,6 +176,114 @@ impl Ctx<'_> {
             }
         }
         Ok(())
+    }
+
+    /// The bench's comparisons, (a, then b: "b vs a"): `compare` as given, every row against
+    /// `reference`, or by default every row against the first plus the field's pairs present.
+    /// Only strategy and lock benches have them (an instruction group compares all pairs).
+    fn comparisons(
+        &self,
+        key: &str,
+        b: &RawBench,
+        workloads: &[Workload],
+    ) -> Checked<Vec<(StrategyId, StrategyId)>> {
+        let strategies: Vec<StrategyId> = workloads
+            .iter()
+            .filter_map(|w| match w {
+                Workload::Strategy { strategy } | Workload::Lock { strategy } => Some(*strategy),
+                _ => None,
+            })
+            .collect();
+        let listed = || {
+            strategies
+                .iter()
+                .map(|s| s.name())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let member = |name: &Spanned<String>, at: &str| -> Checked<StrategyId> {
+            match StrategyId::from_name(name.get_ref()) {
+                Some(s) if strategies.contains(&s) => Ok(s),
+                _ => Err(self.invalid(
+                    name.span(),
+                    at,
+                    format!(
+                        "`{}` is not one of this bench's strategies ({})",
+                        crate::text::escape_line(name.get_ref()),
+                        listed()
+                    ),
+                )),
+            }
+        };
+        if strategies.is_empty() {
+            if let Some(span) = b
+                .compare
+                .as_ref()
+                .map(|c| c.span())
+                .or(b.reference.as_ref().map(|r| r.span()))
+            {
+                return Err(self.invalid(
+                    span,
+                    key,
+                    "`compare` and `reference` apply to strategy and lock benches (an instruction bench compares its rows pairwise)",
+                ));
+            }
+            return Ok(Vec::new());
+        }
+        match (&b.compare, &b.reference) {
+            (Some(_), Some(r)) => Err(self.invalid(
+                r.span(),
+                &format!("{key}.reference"),
+                "give `compare` or `reference`, not both",
+            )),
+            (Some(list), None) => {
+                let mut pairs = Vec::new();
+                for (i, pair) in list.get_ref().iter().enumerate() {
+                    let at = format!("{key}.compare[{i}]");
+                    let [a, b] = pair.get_ref().as_slice() else {
+                        return Err(self.invalid(
+                            pair.span(),
+                            &at,
+                            "a comparison is two strategy names, [a, b] (b is reported against a)",
+                        ));
+                    };
+                    let (a, b) = (member(a, &at)?, member(b, &at)?);
+                    if a == b {
+                        return Err(self.invalid(
+                            pair.span(),
+                            &at,
+                            "a strategy compared with itself",
+                        ));
+                    }
+                    if !pairs.contains(&(a, b)) {
+                        pairs.push((a, b));
+                    }
+                }
+                Ok(pairs)
+            }
+            (None, Some(r)) => {
+                let reference = member(r, &format!("{key}.reference"))?;
+                Ok(strategies
+                    .iter()
+                    .filter(|s| **s != reference)
+                    .map(|s| (reference, *s))
+                    .collect())
+            }
+            (None, None) => {
+                let first = strategies[0];
+                let mut pairs: Vec<(StrategyId, StrategyId)> =
+                    strategies[1..].iter().map(|s| (first, *s)).collect();
+                for (a, b) in StrategyId::FIELD_PAIRS {
+                    if strategies.contains(&a)
+                        && strategies.contains(&b)
+                        && !pairs.contains(&(a, b))
+                    {
+                        pairs.push((a, b));
+                    }
+                }
+                Ok(pairs)
+            }
+        }
     }
 
     fn workloads(&self, key: &str, kind: Kind, b: &RawBench) -> Checked<Vec<Workload>> {

@@ -287,6 +287,10 @@ pub struct PhasePlan {
     pub seed: u64,
     /// Operations per block (per vCPU, per variant); `None` = calibrated to `Plan::block_us`.
     pub block_ops: Option<u64>,
+    /// The comparisons of its group, (a, then b: "b vs a"), the same on every row of a bench;
+    /// empty: every pair (instruction groups).
+    #[serde(default)]
+    pub compare: Vec<(StrategyId, StrategyId)>,
 }
 
 /// Everything a run needs, validated.
@@ -355,6 +359,7 @@ impl Plan {
                 vcpus,
                 seed: 1,
                 block_ops: Some(block_ops),
+                compare: Vec::new(),
             }],
         }
     }

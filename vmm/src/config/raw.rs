@@ -48,6 +48,8 @@ pub(super) struct RawBench {
     pub block_ops: Option<Spanned<i64>>,
     pub seed: Option<Spanned<i64>>,
     pub irq: Option<SpannedList<RawIrq>>,
+    pub compare: Option<Spanned<Vec<SpannedList<String>>>>,
+    pub reference: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -1440,3 +1440,55 @@ fn schema_is_consistent() {
     );
     ok(all);
 }
+
+// ---- chosen comparisons -------------------------------------------------------------------
+
+#[test]
+fn a_bench_chooses_its_comparisons_or_gets_the_fields_pairs() {
+    let id = |n: &str| StrategyId::from_name(n).expect(n);
+    let chosen = ok(&bench(
+        "strategies = [\"native-popf\", \"pvop-popf\", \"pvop-skip\"]\ncompare = [[\"pvop-popf\", \"pvop-skip\"]]",
+    ));
+    assert_eq!(
+        chosen.phases[0].compare,
+        [(id("pvop-popf"), id("pvop-skip"))]
+    );
+    let reference = ok(&bench(
+        "strategies = [\"vif-restore\", \"vif-skip\", \"pvop-popf\"]\nreference = \"vif-skip\"",
+    ));
+    assert_eq!(
+        reference.phases[0].compare,
+        [
+            (id("vif-skip"), id("vif-restore")),
+            (id("vif-skip"), id("pvop-popf"))
+        ]
+    );
+    // Default: every row against the first, then the field's pairs that are present.
+    let default = ok(&bench(
+        "strategies = [\"pvop-popf\", \"vif-restore\", \"vif-skip\"]",
+    ));
+    assert_eq!(
+        default.phases[0].compare,
+        [
+            (id("pvop-popf"), id("vif-restore")),
+            (id("pvop-popf"), id("vif-skip")),
+            (id("vif-restore"), id("vif-skip")),
+        ]
+    );
+}
+
+#[test]
+fn a_comparison_naming_a_strategy_not_in_the_bench_is_refused_at_its_place() {
+    bad(
+        &bench("strategies = [\"native-popf\", \"pvop-skip\"]\ncompare = [[\"pvop-popf\", \"pvop-skip\"]]"),
+        "5:13",
+        "bench[0].compare[0]",
+        &["pvop-popf", "not one of this bench's strategies", "native-popf, pvop-skip"],
+    );
+    bad(
+        &bench("strategies = [\"native-popf\", \"pvop-skip\"]\ncompare = [[\"native-popf\"]]"),
+        "5:12",
+        "bench[0].compare[0]",
+        &["two strategy names"],
+    );
+}

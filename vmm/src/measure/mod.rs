@@ -413,6 +413,7 @@ mod tests {
             vcpus: 1,
             seed: 1,
             block_ops: None,
+            compare: Vec::new(),
         }
     }
 

@@ -341,40 +341,55 @@ fn comparisons(
     } else {
         (Metric::NetCycles, ComparedMetric::CyclesPerOp)
     };
+    // The group's chosen pairs by row index; none chosen (an instruction group): every pair.
+    let strategy_of = |r: &PhasePlan| match r.workload {
+        Workload::Strategy { strategy } | Workload::Lock { strategy } => Some(strategy),
+        _ => None,
+    };
+    let index = |s: StrategyId| run.rows.iter().position(|r| strategy_of(r) == Some(s));
+    let pairs: Vec<(usize, usize)> = if run.rows[0].compare.is_empty() {
+        (0..results.len())
+            .flat_map(|a| (a + 1..results.len()).map(move |b| (a, b)))
+            .collect()
+    } else {
+        run.rows[0]
+            .compare
+            .iter()
+            .filter_map(|(a, b)| Some((index(*a)?, index(*b)?)))
+            .collect()
+    };
     let mut out = Vec::new();
-    for a in 0..results.len() {
+    for (a, b) in pairs {
         // A ratio to a net whose CI spans zero has no meaning: the comparison stays, without.
         let ci = results[a].cycles_per_op.ci95;
         let a_near_zero = !lock && ci[0] <= 0.0 && ci[1] >= 0.0;
-        for b in a + 1..results.len() {
-            let ratios = table.paired_ratios(a + 1, b + 1, metric, tsc_hz);
-            let no_ratio = if a_near_zero {
-                Some(format!(
-                    "{}'s cost is within noise of 0, so a ratio to it means nothing",
-                    results[a].strategy
-                ))
-            } else if ratios.is_empty() {
-                Some(format!(
-                    "0 of {} paired rounds undisturbed",
-                    table.rounds.len()
-                ))
+        let ratios = table.paired_ratios(a + 1, b + 1, metric, tsc_hz);
+        let no_ratio = if a_near_zero {
+            Some(format!(
+                "{}'s cost is within noise of 0, so a ratio to it means nothing",
+                results[a].strategy
+            ))
+        } else if ratios.is_empty() {
+            Some(format!(
+                "0 of {} paired rounds undisturbed",
+                table.rounds.len()
+            ))
+        } else {
+            None
+        };
+        out.push(PairedComparison {
+            a: results[a].name.clone(),
+            b: results[b].name.clone(),
+            group: results[a].group.clone(),
+            metric: compared,
+            rounds: ratios.len() as u32,
+            ratio: if no_ratio.is_some() {
+                interval(&[])
             } else {
-                None
-            };
-            out.push(PairedComparison {
-                a: results[a].name.clone(),
-                b: results[b].name.clone(),
-                group: results[a].group.clone(),
-                metric: compared,
-                rounds: ratios.len() as u32,
-                ratio: if no_ratio.is_some() {
-                    interval(&[])
-                } else {
-                    interval(&ratios)
-                },
-                no_ratio,
-            });
-        }
+                interval(&ratios)
+            },
+            no_ratio,
+        });
     }
     out
 }

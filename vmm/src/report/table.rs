@@ -273,16 +273,17 @@ fn metric_label(metric: ComparedMetric, kind: ResultKind) -> String {
     }
 }
 
-/// `pvop-skip vs pvop-popf  cycles/op −9.1% [−10.0, −8.2]` for each comparison against the
-/// group's first row.
+/// `pvop-skip vs pvop-popf  cycles/op −9.1% [−10.0, −8.2]` for each comparison the group chose
+/// (an instruction group, which compares every pair, shows those against its first row).
 pub(crate) fn comparison_lines(report: &RunReport, group: &Group) -> Vec<String> {
     let Some(first) = group.rows.first() else {
         return Vec::new();
     };
+    let every_pair = group.kind == ResultKind::Insn;
     let picked: Vec<&PairedComparison> = report
         .comparisons
         .iter()
-        .filter(|c| c.a == first.name && c.b != first.name)
+        .filter(|c| !every_pair || (c.a == first.name && c.b != first.name))
         .filter(|c| c.group == group.name || c.group.is_empty())
         .collect();
     picked
