@@ -427,7 +427,12 @@ impl Store {
         if problems == "ok" {
             return Ok(());
         }
-        let first = problems.lines().next().unwrap_or_default().to_owned();
+        // SQLite heads its list with `*** in database main ***`: the first real problem says more.
+        let first = problems
+            .lines()
+            .find(|l| !l.starts_with("***"))
+            .unwrap_or_default()
+            .to_owned();
         Err(HistoryError::Corrupt {
             path: self.path.clone(),
             source: rusqlite::Error::SqliteFailure(

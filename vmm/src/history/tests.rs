@@ -434,6 +434,11 @@ fn a_baseline_is_not_saved_into_a_damaged_history() {
     let store = Store::open(&loc(&path)).unwrap();
     let err = store.save_baseline("main", None).unwrap_err();
     assert!(matches!(err, HistoryError::Corrupt { .. }), "{err}");
+    let cause = std::error::Error::source(&err).map(ToString::to_string);
+    assert!(
+        cause.as_deref().is_some_and(|c| c.contains("Page")),
+        "the cause names the damaged page: {cause:?}"
+    );
     drop(store);
     assert_eq!(fs::read(&path).unwrap(), bytes, "the damaged file changed");
 }
