@@ -51,6 +51,23 @@ fn tiny_config(dir: &Path, strategies: &[&str]) -> PathBuf {
     path
 }
 
+/// `history --last` past u64 said only "number too large to fit in target type": every
+/// refused value names the valid range.
+#[test]
+fn history_last_out_of_range_names_the_range() {
+    let dir = tmp();
+    for bad in ["0", "100001", "99999999999999999999", "x"] {
+        let out = irqbench()
+            .env("XDG_DATA_HOME", dir.path())
+            .args(["history", "--last", bad])
+            .output()
+            .expect("spawn");
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{bad}: {err}");
+        assert!(err.contains("1..=100000"), "{bad}: {err}");
+    }
+}
+
 #[test]
 fn every_command_has_help_with_examples() {
     for args in [
