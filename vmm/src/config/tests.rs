@@ -99,8 +99,27 @@ fn a_block_longer_than_half_the_budget_is_refused() {
         text,
         "4:12",
         "`run.block_us`",
-        &["longer than run.max_seconds = 0.1", "valid with this budget: 20..=50_000"],
+        &[
+            "longer than run.max_seconds = 0.1",
+            "valid with this budget: 20..=50_000",
+        ],
     );
+}
+
+/// A 10 000-character name is refused by its start and length, not echoed whole.
+#[test]
+fn a_huge_name_is_not_echoed_whole() {
+    let text = format!(
+        "name = \"{}\"\n[[bench]]\nname = \"b\"\n",
+        "a".repeat(10_000)
+    );
+    let msg = bad(
+        &text,
+        "1:8",
+        "`name`",
+        &["(10000 characters) is longer than 64"],
+    );
+    assert!(msg.len() < 400, "{} bytes", msg.len());
 }
 
 /// A number far outside its range is shown as written (issue 20, rerun: `period_us = 1e-300`

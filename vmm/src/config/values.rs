@@ -177,7 +177,12 @@ impl Ctx<'_> {
         let problem = if s.is_empty() {
             Some("an empty name".to_string())
         } else if s.chars().count() > 64 {
-            Some(format!("{s:?} is longer than 64 characters"))
+            // The start is enough to find it: a 10k-character name is not echoed whole.
+            let start: String = s.chars().take(60).collect();
+            let n = s.chars().count();
+            Some(format!(
+                "{start:?}… ({n} characters) is longer than 64 characters"
+            ))
         } else {
             bad.map(|c| format!("{s:?} contains {c:?}"))
         };
