@@ -51,6 +51,23 @@ fn tiny_config(dir: &Path, strategies: &[&str]) -> PathBuf {
     path
 }
 
+/// `history --last` past u64 said only "number too large to fit in target type": every
+/// refused value names the valid range.
+#[test]
+fn history_last_out_of_range_names_the_range() {
+    let dir = tmp();
+    for bad in ["0", "100001", "99999999999999999999", "x"] {
+        let out = irqbench()
+            .env("XDG_DATA_HOME", dir.path())
+            .args(["history", "--last", bad])
+            .output()
+            .expect("spawn");
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{bad}: {err}");
+        assert!(err.contains("1..=100000"), "{bad}: {err}");
+    }
+}
+
 #[test]
 fn every_command_has_help_with_examples() {
     for args in [
@@ -505,6 +522,53 @@ fn a_signal_stops_a_run_under_a_slow_interrupt_load_at_once() {
     let report: serde_json::Value =
         serde_json::from_str(&json.expect("partial JSON")).expect("valid JSON");
     assert_eq!(report["partial"], serde_json::Value::Bool(true));
+}
+
+/// A SIGINT while the run is being saved (held there by the test pause) said "stopping" and
+/// then exited 0; the README promises 130 for a signal after the last round. The run itself is
+/// saved whole (the transaction was under way).
+#[test]
+fn a_signal_during_the_save_exits_130() {
+    if !kvm_or_skip() {
+        return;
+    }
+    let dir = tmp();
+    let config = tiny_config(dir.path(), &["native-popf"]);
+    let db = dir.path().join("h.sqlite");
+    let mut child = irqbench()
+        .args(["run", path_str(&config), "-q", "--db", path_str(&db)])
+        .env(irqbench::history::SAVE_PAUSE_ENV, "3000")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut stderr = std::io::BufReader::new(child.stderr.take().expect("stderr"));
+    let mut seen = String::new();
+    loop {
+        let mut line = String::new();
+        let n = std::io::BufRead::read_line(&mut stderr, &mut line).expect("read stderr");
+        seen.push_str(&line);
+        if n == 0 || line.contains("pausing") {
+            break;
+        }
+    }
+    assert!(seen.contains("pausing"), "no save pause:\n{seen}");
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let sent = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        if sent.elapsed() > Duration::from_secs(10) {
+            let _ = child.kill();
+            panic!("still running 10 s after SIGINT:\n{seen}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let _ = std::io::Read::read_to_string(&mut stderr, &mut seen);
+    assert_eq!(status.code(), Some(130), "stderr:\n{seen}");
+    assert!(seen.contains("SIGINT: stopping"), "{seen}");
 }
 
 #[test]

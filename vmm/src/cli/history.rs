@@ -156,7 +156,7 @@ pub(crate) struct HistoryArgs {
     host: Option<String>,
     /// The most recent N matching runs.
     #[arg(long, value_name = "N", default_value_t = history::DEFAULT_LAST as u32,
-          value_parser = clap::value_parser!(u32).range(1..=100_000))]
+          value_parser = last_runs)]
     last: u32,
     /// JSON on stdout instead of the table.
     #[arg(long)]
@@ -567,4 +567,13 @@ pub(crate) fn cmd_check(args: CheckArgs) -> Result<Status, CliError> {
     Ok(emit(&history::render_check(&outcome))?
         .and(done.status)
         .and(verdict))
+}
+
+/// `--last N`: a count in range, with the range named also for a number past u64 (clap's own
+/// parser then says only "number too large to fit in target type").
+fn last_runs(s: &str) -> Result<u32, String> {
+    match s.parse::<u64>() {
+        Ok(n @ 1..=100_000) => Ok(n as u32),
+        _ => Err(format!("`{s}` is not a count in 1..=100000")),
+    }
 }

@@ -256,6 +256,8 @@ pub fn pipeline(req: &Request) -> Result<Finished, CliError> {
         let meta = run_meta(req.origin, &p.config_text, &p.image);
         status = status.and(s.save(&report, &meta, req.quiet));
     }
+    // A signal while the outputs were written or the run saved said "stopping": its status.
+    status = status.and(signals.status_of(&report));
     for f in &report.failures {
         warn(format_args!("phase {} failed:\n{}", f.name, f.error));
     }

@@ -89,6 +89,57 @@ fn huge_block_ops() {
     );
 }
 
+/// A block too long for the budget is refused before boot (issue 20 rule: a round longer than
+/// `max_seconds`), not by the calibration after it.
+#[test]
+fn a_block_longer_than_half_the_budget_is_refused() {
+    let text = "name = \"x\"\n[run]\nmax_seconds = 0.1\nblock_us = 100000\n\n[[bench]]\n\
+                name = \"b\"\n";
+    bad(
+        text,
+        "4:12",
+        "`run.block_us`",
+        &[
+            "longer than run.max_seconds = 0.1",
+            "valid with this budget: 20..=50_000",
+        ],
+    );
+}
+
+/// A 10 000-character name is refused by its start and length, not echoed whole.
+#[test]
+fn a_huge_name_is_not_echoed_whole() {
+    let text = format!(
+        "name = \"{}\"\n[[bench]]\nname = \"b\"\n",
+        "a".repeat(10_000)
+    );
+    let msg = bad(
+        &text,
+        "1:8",
+        "`name`",
+        &["(10000 characters) is longer than 64"],
+    );
+    assert!(msg.len() < 400, "{} bytes", msg.len());
+}
+
+/// A number far outside its range is shown as written (issue 20, rerun: `period_us = 1e-300`
+/// printed 300 digits).
+#[test]
+fn a_tiny_or_huge_number_is_shown_short() {
+    for (value, shown) in [
+        ("-1e-300", "-1e-300 is outside"),
+        ("1e300", "1e300 is outside"),
+    ] {
+        let msg = bad(
+            &bench(&format!("nesting = [{value}]")),
+            "4:12",
+            "`bench[0].nesting[0]`",
+            &[shown],
+        );
+        assert!(msg.len() < 300, "{msg}");
+    }
+}
+
 #[test]
 fn nesting_outside_unit_interval() {
     bad(

@@ -123,14 +123,45 @@ impl Ctx<'_> {
         let spec = schema::spec(&key_norm(key));
         let x = *v.get_ref();
         if !spec.range.contains(x) {
+            // 1e-300 as written, not as 300 digits.
+            let far = x.is_finite() && x != 0.0 && !(1e-4..1e15).contains(&x.abs());
+            let shown = if far {
+                schema::fmt_num(x)
+            } else {
+                x.to_string()
+            };
             let message = format!(
-                "{x} is outside {} ({})",
+                "{shown} is outside {} ({})",
                 spec.range.render(),
                 spec.meaning()
             );
             return Err(self.invalid(v.span(), key, message));
         }
         Ok(x)
+    }
+
+    /// A block length whose round (a row's block and the `empty` baseline's, at least) fits
+    /// the budget: known before boot, so not left to the calibration to refuse.
+    fn block_us(&self, v: &Option<Spanned<i64>>, max_seconds: f64) -> Checked<u32> {
+        use crate::config::plan::defaults as plan_defaults;
+        let us: u32 = self.opt_int(v, "run.block_us", plan_defaults::BLOCK_US)?;
+        let round_s = 2.0 * f64::from(us) / 1e6;
+        let Some(v) = v.as_ref().filter(|_| round_s > max_seconds) else {
+            return Ok(us);
+        };
+        let most = (max_seconds * 1e6 / 2.0).floor() as i64;
+        Err(self.invalid(
+            v.span(),
+            "run.block_us",
+            format!(
+                "{} µs per block make one round (a row's block and the `empty` baseline's) last \
+                 at least {} s, longer than run.max_seconds = {}; valid with this budget: 20..={}",
+                fmt_int(i64::from(us)),
+                schema::fmt_num(round_s),
+                schema::fmt_num(max_seconds),
+                fmt_int(most)
+            ),
+        ))
     }
 
     fn opt_num(&self, v: &Option<Spanned<f64>>, key: &str, default: f64) -> Checked<f64> {
@@ -146,7 +177,12 @@ impl Ctx<'_> {
         let problem = if s.is_empty() {
             Some("an empty name".to_string())
         } else if s.chars().count() > 64 {
-            Some(format!("{s:?} is longer than 64 characters"))
+            // The start is enough to find it: a 10k-character name is not echoed whole.
+            let start: String = s.chars().take(60).collect();
+            let n = s.chars().count();
+            Some(format!(
+                "{start:?}… ({n} characters) is longer than 64 characters"
+            ))
         } else {
             bad.map(|c| format!("{s:?} contains {c:?}"))
         };
@@ -375,23 +411,24 @@ impl Ctx<'_> {
             .as_ref()
             .map(|v| self.int(v, "run.phase_timeout_ms"))
             .transpose()?;
+        let max_seconds = self.opt_num(
+            &run.max_seconds,
+            "run.max_seconds",
+            plan_defaults::MAX_SECONDS,
+        )?;
         Ok(Plan {
             name: String::new(),
             description: String::new(),
             source: self.src.file.to_string(),
             memory_mib: self.opt_int(&run.memory_mib, "run.memory_mib", defaults::MEMORY_MIB)?,
             precision: self.opt_num(&run.precision, "run.precision", plan_defaults::PRECISION)?,
-            max_seconds: self.opt_num(
-                &run.max_seconds,
-                "run.max_seconds",
-                plan_defaults::MAX_SECONDS,
-            )?,
+            max_seconds,
             min_rounds: self.opt_int(
                 &run.min_rounds,
                 "run.min_rounds",
                 plan_defaults::MIN_ROUNDS,
             )?,
-            block_us: self.opt_int(&run.block_us, "run.block_us", plan_defaults::BLOCK_US)?,
+            block_us: self.block_us(&run.block_us, max_seconds)?,
             pin_vcpus: run.pin.unwrap_or(false),
             hypercall,
             phase_timeout_ms,

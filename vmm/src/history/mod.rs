@@ -612,9 +612,18 @@ impl Store {
 
     /// `PRAGMA integrity_check`: `ok`, or SQLite's list of problems.
     pub fn integrity_check(&self) -> Result<String, HistoryError> {
+        self.check_pragma("integrity_check")
+    }
+
+    /// `PRAGMA quick_check`: `integrity_check` without the index contents, linear in the file.
+    pub fn quick_check(&self) -> Result<String, HistoryError> {
+        self.check_pragma("quick_check")
+    }
+
+    fn check_pragma(&self, pragma: &str) -> Result<String, HistoryError> {
         let lines: Vec<String> = self
             .conn
-            .prepare("PRAGMA integrity_check")
+            .prepare(&format!("PRAGMA {pragma}"))
             .and_then(|mut s| {
                 s.query_map([], |r| r.get::<_, String>(0))?
                     .collect::<Result<Vec<String>, _>>()

@@ -408,6 +408,7 @@ impl Store {
             None => self.latest()?,
         };
         let before = self.baseline_of(name)?;
+        self.refuse_damage()?;
         self.conn
             .execute(
                 "INSERT INTO baselines (name, run_id, saved_utc) VALUES (?1, ?2, ?3)
@@ -417,6 +418,28 @@ impl Store {
             )
             .map_err(self.err())?;
         Ok((id, before))
+    }
+
+    /// A damaged page can sit where naming a baseline never reads (an index of `runs`, say):
+    /// `quick_check` finds it, so a history `run` called damaged is not written to here either.
+    fn refuse_damage(&self) -> Result<(), HistoryError> {
+        let problems = self.quick_check()?;
+        if problems == "ok" {
+            return Ok(());
+        }
+        // SQLite heads its list with `*** in database main ***`: the first real problem says more.
+        let first = problems
+            .lines()
+            .find(|l| !l.starts_with("***"))
+            .unwrap_or_default()
+            .to_owned();
+        Err(HistoryError::Corrupt {
+            path: self.path.clone(),
+            source: rusqlite::Error::SqliteFailure(
+                rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_CORRUPT),
+                Some(first),
+            ),
+        })
     }
 
     /// Every baseline, by name.

@@ -404,6 +404,45 @@ fn fifos_links_and_folders_beside_the_database_are_refused_and_left_alone() {
     assert!(err.to_string().contains("directory"), "{err}");
 }
 
+/// Issue 20 item 5: a page `baseline save` never reads (the runs' unique index, which the
+/// next run's save trips over) is damage all the same: the baseline is refused and the file
+/// keeps every byte.
+#[test]
+fn a_baseline_is_not_saved_into_a_damaged_history() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db(&dir);
+    let root: i64 = {
+        let store = Store::open(&loc(&path)).unwrap();
+        store.save(&report(10, 1.0), &meta()).unwrap();
+        store
+            .conn
+            .execute_batch("PRAGMA wal_checkpoint(TRUNCATE)")
+            .unwrap();
+        store
+            .conn
+            .query_row(
+                "SELECT rootpage FROM sqlite_master WHERE name = 'sqlite_autoindex_runs_1'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap()
+    };
+    let mut bytes = fs::read(&path).unwrap();
+    let page = 4096 * (root as usize - 1);
+    bytes[page..page + 4096].fill(0xde);
+    fs::write(&path, &bytes).unwrap();
+    let store = Store::open(&loc(&path)).unwrap();
+    let err = store.save_baseline("main", None).unwrap_err();
+    assert!(matches!(err, HistoryError::Corrupt { .. }), "{err}");
+    let cause = std::error::Error::source(&err).map(ToString::to_string);
+    assert!(
+        cause.as_deref().is_some_and(|c| c.contains("Page")),
+        "the cause names the damaged page: {cause:?}"
+    );
+    drop(store);
+    assert_eq!(fs::read(&path).unwrap(), bytes, "the damaged file changed");
+}
+
 #[test]
 fn baselines_name_runs_and_refuse_ambiguous_names() {
     let dir = tempfile::tempdir().unwrap();

@@ -97,6 +97,16 @@ const MAX_MAGNITUDE: f64 = 1e15;
 
 type Implausible = (String, String, &'static str);
 
+/// A figure as an error shows it: exponent notation beyond the plausible range, so a damaged
+/// 1e300 reads as that and not as 300 digits.
+fn compact(x: f64) -> String {
+    if x.is_finite() && x.abs() > MAX_MAGNITUDE {
+        format!("{x:e}")
+    } else {
+        format!("{x}")
+    }
+}
+
 /// A median and its CI as a run writes them: finite, in range, the CI around the median. A v1
 /// file's `ci95` of `[0, 0]` with no samples means "no CI" and is accepted.
 fn check_interval(
@@ -105,7 +115,14 @@ fn check_interval(
     ci: [f64; 2],
     non_negative: bool,
 ) -> Result<(), Implausible> {
-    let shown = || format!("{median} [{}, {}]", ci[0], ci[1]);
+    let shown = || {
+        format!(
+            "{} [{}, {}]",
+            compact(median),
+            compact(ci[0]),
+            compact(ci[1])
+        )
+    };
     if ![median, ci[0], ci[1]].iter().all(|x| x.is_finite()) {
         return Err((field, shown(), "not a finite number"));
     }

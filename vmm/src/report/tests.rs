@@ -1061,6 +1061,10 @@ fn impossible_figures_in_a_results_file_are_refused_by_field() {
         fs::write(&path, to_json(&report).unwrap()).unwrap();
         let err = read_json(&path).unwrap_err().to_string();
         assert!(err.contains(why) && err.contains("bad"), "{why}: {err}");
+        assert!(
+            err.len() < 400,
+            "{why}: the figures are shown compactly: {err}"
+        );
     }
     let good = dir.join("good.json");
     fs::write(&good, to_json(&sample_report()).unwrap()).unwrap();
