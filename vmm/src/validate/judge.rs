@@ -326,6 +326,10 @@ fn pvm_exits_bound(e: &Expectations, m: &InsnNet) -> f64 {
     2.0 * f64::from(m.instructions.max(1)) / e.emul_batch + count_slack(m)
 }
 
+/// Exits per cpuid beyond the expected that are no longer the host's noise: half an exit per
+/// instruction more is the flavour's own behaviour (or a stat that counts twice).
+const NOT_NOISE: f64 = 0.5;
+
 pub fn cpuid_exits(e: &Expectations, m: &InsnNet) -> Judged {
     let measured = format!("{:.4} exits per cpuid ({} executed)", m.exits, m.units);
     let [lo, hi] = CPUID_EXITS_NATIVE;
@@ -336,31 +340,47 @@ pub fn cpuid_exits(e: &Expectations, m: &InsnNet) -> Judged {
                  of CPL0 code: one exit per {} instructions)",
                 e.emul_batch
             );
-            let v = if m.exits <= CPUID_EXITS_PVM_MAX + count_slack(m) {
-                Verdict::Pass
+            // More exits than the emulation accounts for are the host's interrupts while the
+            // guest ran (a busy host): noise in the figures, not a host that miscounts.
+            let (v, note) = if m.exits <= CPUID_EXITS_PVM_MAX + count_slack(m) {
+                (
+                    Verdict::Pass,
+                    "PVM handles CPUID inside its instruction emulator",
+                )
+            } else if m.exits >= NOT_NOISE {
+                (
+                    Verdict::Fail,
+                    "cpuid exits as on VMX/SVM: this is not PVM's emulator at work",
+                )
             } else {
-                Verdict::Fail
+                (
+                    Verdict::Warn,
+                    "more exits than PVM's emulation accounts for: the host's interrupts while the \
+                     guest ran (a busy host); exits/op figures include them",
+                )
             };
-            judged(
-                v,
-                expected,
-                measured,
-                "PVM handles CPUID inside its instruction emulator",
-            )
+            judged(v, expected, measured, note)
         }
         f => {
             let expected =
                 format!("{lo}..{hi} per cpuid, ±2 exits per block (CPUID always exits to KVM)");
             let slack = count_slack(m);
-            let v = match ((lo - slack..=hi + slack).contains(&m.exits), f) {
-                (true, _) => Verdict::Pass,
-                (false, KvmFlavour::Unknown) => Verdict::Warn,
-                (false, _) => Verdict::Fail,
-            };
-            let note = if v == Verdict::Pass {
-                ""
+            // Fewer exits than cpuids: the stat misses what KVM handled (FAIL). More: other
+            // exits (host interrupts, preemption) landed in the blocks (WARN, noise).
+            let (v, note) = if (lo - slack..=hi + slack).contains(&m.exits) {
+                (Verdict::Pass, "")
+            } else if (m.exits > hi + slack && m.exits < hi + NOT_NOISE) || f == KvmFlavour::Unknown
+            {
+                (
+                    Verdict::Warn,
+                    "more exits than cpuids: other exits (host interrupts, preemption) landed in \
+                     the blocks; exits/op figures include them",
+                )
             } else {
-                "the `exits` stat does not count what KVM handled: exits/op figures are off"
+                (
+                    Verdict::Fail,
+                    "the `exits` stat does not count what KVM handled: exits/op figures are off",
+                )
             };
             judged(v, expected, measured, note)
         }
