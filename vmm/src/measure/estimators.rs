@@ -187,7 +187,6 @@ impl RoundTable {
             .collect()
     }
 
-    /// Fraction of the rounds in which `v` or the baseline was disturbed.
     /// Rounds in which row `v` and the baseline both ran, and how many of those had either
     /// disturbed.
     pub fn blocks_disturbed(&self, v: usize) -> (usize, usize) {
@@ -204,21 +203,11 @@ impl RoundTable {
         (seen, disturbed)
     }
 
+    /// Fraction of the rounds in which `v` or the baseline was disturbed.
     pub fn disturbed_fraction(&self, v: usize) -> f64 {
-        let mut seen = 0usize;
-        let mut disturbed = 0usize;
-        for round in &self.rounds {
-            if let (Some(Some(e)), Some(Some(x))) = (round.first(), round.get(v)) {
-                seen += 1;
-                if e.disturbed || x.disturbed {
-                    disturbed += 1;
-                }
-            }
-        }
-        if seen == 0 {
-            0.0
-        } else {
-            disturbed as f64 / seen as f64
+        match self.blocks_disturbed(v) {
+            (0, _) => 0.0,
+            (seen, disturbed) => disturbed as f64 / seen as f64,
         }
     }
 

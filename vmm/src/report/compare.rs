@@ -152,21 +152,13 @@ pub(crate) fn summary_row(
     min_change_pct: f64,
 ) -> CompareRow {
     let (ea, eb) = (Estimate::of(a), Estimate::of(b));
-    if !a.has_data() || !b.has_data() {
-        return CompareRow {
-            name: name.into(),
-            metric: metric.into(),
-            old: a.median,
-            new: b.median,
-            old_ci95: ea.ci,
-            new_ci95: eb.ci,
-            change_pct: f64::NAN,
-            beyond_noise: false,
-            basis: NoiseBasis::NoData,
-        };
-    }
-    let change = change_pct(a.median, b.median);
+    let change = if a.has_data() && b.has_data() {
+        change_pct(a.median, b.median)
+    } else {
+        f64::NAN
+    };
     let (beyond_noise, basis) = match (ea.ci, eb.ci) {
+        _ if change.is_nan() => (false, NoiseBasis::NoData),
         (Some(ca), Some(cb)) => (
             disjoint(ca, cb) && change.abs() >= min_change_pct,
             NoiseBasis::Ci,
