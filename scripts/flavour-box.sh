@@ -26,8 +26,8 @@ Options:
   -h, --help        this text
 
 The default suite (full): `irqbench host`, the KVM module parameters, `irqbench validate`,
-`run quick`, `run insn-cost`, `run strategies` (all --no-save --force: the quick validation
-FAILs tsc.invariant in the box, TCG and Bochs offer no invariant TSC), the docs/FLAVOURS.md
+`run quick`, `run insn-cost`, `run strategies` (all --no-save --force, so that a validation
+FAIL still leaves the figures to judge; on the emulated CPU the TSC checks are NOT JUDGED), the docs/FLAVOURS.md
 checklist (window exits under inject, LAPIC ticks, the port/vmcall/vapic-poll hypercalls), then
 every test binary of the workspace with IRQBENCH_REQUIRE_KVM=1 --test-threads=1, ending with one
 "tests: N passed, N failed" line. On the host, scripts/flavour-box/report.py then checks the
