@@ -129,6 +129,9 @@ def tests(j, out):
     text = open(path).read()
     passed = sum(int(n) for n in re.findall(r"^test result: .*?(\d+) passed", text, re.M))
     failed = re.findall(r"^test (\S+) \.\.\. FAILED", text, re.M)
+    # A box in which no test ran judged nothing: that is a failure, not a pass.
+    j.item(passed > 0, "tests ran",
+           f"{passed} passed" if passed else "no test passed or ran: the box could not run them")
     for name in failed:
         j.item(False, name, "test FAILED")
     unknown = [n for n in failed if n not in j.known]
