@@ -38,14 +38,7 @@ pub use manifest::format_manifest;
 /// This machine's name (`/proc/sys/kernel/hostname`, at most 64 bytes), for `history --host`
 /// and `--redact hostname`.
 pub fn hostname() -> Option<String> {
-    use std::io::Read as _;
-    let mut name = String::new();
-    fs::File::open("/proc/sys/kernel/hostname")
-        .ok()?
-        .take(256)
-        .read_to_string(&mut name)
-        .ok()?;
-    Some(name.trim().to_owned()).filter(|n| !n.is_empty())
+    Some(read_small(Path::new("/proc/sys/kernel/hostname"))).filter(|n| !n.is_empty())
 }
 
 const KVM_PATH: &str = "/dev/kvm";
