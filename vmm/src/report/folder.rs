@@ -146,12 +146,20 @@ pub(crate) fn folder_safe(name: &str) -> String {
 
 /// Creates and returns `base/<config>-<YYYYmmdd-HHMMSS>` (UTC), or with `-2`, `-3`, … appended
 /// when that exists. `create_dir` (not `_all`) on the last component makes the check and the
-/// creation one step, so two runs started in the same second never share a folder.
+/// creation one step, so two runs started in the same second never share a folder. `base`
+/// itself is created only when its parent exists, as `mkdir` would: a mistyped `--out
+/// /srv/reslts/x` is an error, not a tree of new folders.
 pub fn new_results_dir(base: &Path, config_name: &str) -> Result<PathBuf, ReportError> {
-    fs::create_dir_all(base).map_err(|source| ReportError::CreateDir {
-        path: base.to_owned(),
-        source,
-    })?;
+    match fs::create_dir(base) {
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists && base.is_dir() => {}
+        Err(source) => {
+            return Err(ReportError::CreateDir {
+                path: base.to_owned(),
+                source,
+            })
+        }
+        Ok(()) => {}
+    }
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
