@@ -661,3 +661,33 @@ fn no_data_folder_hints_at_what_the_command_takes() {
         assert!(err.contains("--db") && !err.contains("--no-save"), "{err}");
     }
 }
+
+/// A history that cannot grow under a file-size limit says so (the limit, EFBIG), not only
+/// SQLite's "disk I/O error".
+#[test]
+fn a_file_size_limit_on_the_history_is_named() {
+    use std::os::unix::process::CommandExt;
+    let data = tempfile::tempdir().expect("tmp");
+    let dir = tempfile::tempdir().expect("tmp");
+    let json = results_file(dir.path(), "r.json", 1_700_000_000, 14_000.0);
+    let mut cmd = irqbench(data.path());
+    cmd.args(["import", path_str(&json)]);
+    // SAFETY: setrlimit is async-signal-safe and touches only the child about to exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            let limit = libc::rlimit {
+                rlim_cur: 4096,
+                rlim_max: 4096,
+            };
+            if libc::setrlimit(libc::RLIMIT_FSIZE, &limit) == 0 {
+                Ok(())
+            } else {
+                Err(std::io::Error::last_os_error())
+            }
+        });
+    }
+    let out = cmd.output().expect("spawn");
+    let err = text(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("ulimit -f") && err.contains("EFBIG"), "{err}");
+}

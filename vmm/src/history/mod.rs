@@ -125,6 +125,13 @@ pub enum HistoryError {
         #[source]
         source: rusqlite::Error,
     },
+    #[error("history database {path} cannot be written: {why}")]
+    NoSpace {
+        path: PathBuf,
+        why: String,
+        #[source]
+        source: rusqlite::Error,
+    },
     #[error("history database {path}")]
     Sqlite {
         path: PathBuf,
@@ -191,11 +198,50 @@ fn db_error(path: &Path) -> impl Fn(rusqlite::Error) -> HistoryError + '_ {
                 source,
             },
         },
+        // SQLite says "database or disk is full" or, for EFBIG, "disk I/O error".
+        Some(ErrorCode::DiskFull | ErrorCode::SystemIoFailure) => match space_cause(path) {
+            Some(why) => HistoryError::NoSpace {
+                path: path.to_owned(),
+                why,
+                source,
+            },
+            None => HistoryError::Sqlite {
+                path: path.to_owned(),
+                source,
+            },
+        },
         _ => HistoryError::Sqlite {
             path: path.to_owned(),
             source,
         },
     }
+}
+
+/// Why a write may have failed for room: a file-size limit (`ulimit -f`, EFBIG) or a file
+/// system with less than 1 MiB left for this user (ENOSPC).
+fn space_cause(path: &Path) -> Option<String> {
+    use std::os::unix::ffi::OsStrExt;
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes only into the struct it is given.
+    if unsafe { libc::getrlimit(libc::RLIMIT_FSIZE, &mut limit) } == 0
+        && limit.rlim_cur != libc::RLIM_INFINITY
+    {
+        return Some(format!(
+            "the file-size limit (ulimit -f) is {} bytes (EFBIG)",
+            limit.rlim_cur
+        ));
+    }
+    let dir = std::ffi::CString::new(folder(path).as_os_str().as_bytes()).ok()?;
+    // SAFETY: statvfs writes only into the zeroed struct it is given; the path is a valid
+    // NUL-terminated string that outlives the call.
+    let free = unsafe {
+        let mut st: libc::statvfs = std::mem::zeroed();
+        (libc::statvfs(dir.as_ptr(), &mut st) == 0).then(|| st.f_bavail * st.f_frsize)
+    }?;
+    (free < 1 << 20).then(|| format!("its file system has {free} bytes left (ENOSPC)"))
 }
 
 fn folder(path: &Path) -> &Path {
