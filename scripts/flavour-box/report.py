@@ -29,8 +29,6 @@ KNOWN_EMULATOR = {
         "irq.inject": TCG_1CPU,
         "irq.lapic-timer-1v": TCG_1CPU,
         "irq.lapic-timer-2v": TCG_1CPU,
-        "attribution.exit-site": "no pv-event was delivered in the phase (see accounting.hypercalls "
-                                 "WARN): " + TCG_1CPU,
         # The test binaries: each fails on the tsc.invariant FAIL above (validate's verdict, or a
         # run refused before it measures), or on TCG's timing.
         "validate::tests::the_full_suite_passes_on_this_host": NO_INVTSC,

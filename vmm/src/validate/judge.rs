@@ -640,12 +640,29 @@ pub fn exit_site(e: &Expectations, m: &SiteObs) -> Judged {
         .map(|(rip, n, s)| format!("{n}× {rip:#x} <{s}>"))
         .collect::<Vec<_>>()
         .join(", ");
-    if m.seen.is_empty() || m.expected.is_empty() {
+    if m.expected.is_empty() {
         return judged(
             Verdict::Fail,
             expected,
             measured,
-            "no hypercall exit, or no symbol to expect",
+            "the guest image has no hypercall symbol to expect: it is not irqbench's guest",
+        );
+    }
+    if m.seen.is_empty() && m.issued == 0 {
+        // The same cause as `accounting.hypercalls`'s WARN: no event came, so no exit to place.
+        return judged(
+            Verdict::Warn,
+            expected,
+            measured,
+            "no event was delivered during the phase: no hypercall exit to attribute",
+        );
+    }
+    if m.seen.is_empty() {
+        return judged(
+            Verdict::Fail,
+            expected,
+            measured,
+            "the guest issued hypercalls and no exit site was recorded: attribution is broken",
         );
     }
     let exact = m

@@ -151,6 +151,8 @@ pub struct SiteObs {
     pub expected: Vec<(String, u64, u64)>,
     /// (rip, exits, symbol the rip resolves to).
     pub seen: Vec<(u64, u64, String)>,
+    /// Hypercalls the guest issued in the phase: none means no exit to place.
+    pub issued: u64,
 }
 
 /// `noise.steal`: /proc/stat over the suite.

@@ -567,6 +567,7 @@ pub fn pv_event(
     let sites = SiteObs {
         expected: hypercall_out_sites(&s.image),
         seen,
+        issued: calls.issued,
     };
     Ok((calls, sites))
 }
