@@ -1531,3 +1531,27 @@ fn a_guest_that_never_boots_is_blamed_on_the_guest_not_the_host() {
     assert!(err.contains("the guest could not be booted"), "{err}");
     assert!(!err.contains("the host failed validation"), "{err}");
 }
+
+/// `validate` stopped by SIGTERM exits 130 like `run` (not 143, killed), and prints no verdict:
+/// the checks its stop cut short would FAIL for the signal, not the host.
+#[test]
+fn a_signal_stops_validate_with_130_and_no_verdict() {
+    if !kvm_or_skip() {
+        return;
+    }
+    let child = irqbench()
+        .arg("validate")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    // The suite boots a guest per check (seconds in all); 300 ms is within its first checks.
+    std::thread::sleep(Duration::from_millis(300));
+    // SAFETY: kill only sends a signal to the child we spawned.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let out = child.wait_with_output().expect("wait");
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{:?}: {err}", out.status);
+    assert!(err.contains("no verdict"), "{err}");
+    assert!(!text(&out.stdout).contains("FAIL"), "{}", text(&out.stdout));
+}

@@ -295,14 +295,14 @@ pub fn cmd_run(args: &RunArgs) -> Result<Status, CliError> {
 }
 
 /// Which signal stopped the run (0: none), for the exit status.
-struct Signals {
+pub(super) struct Signals {
     stop: Arc<AtomicBool>,
     which: Arc<AtomicUsize>,
 }
 
 impl Signals {
     /// The status of the signal that arrived, if one did.
-    fn arrived(&self) -> Option<(&'static str, Status)> {
+    pub(super) fn arrived(&self) -> Option<(&'static str, Status)> {
         if !self.stop.load(Ordering::SeqCst) {
             return None;
         }
@@ -353,7 +353,7 @@ fn monotonic_ns() -> u64 {
 /// SIGINT, SIGTERM and SIGHUP (a closed terminal or ssh session) stop the run cleanly so the
 /// measured part is written; a second one exits at once, unless it is the first delivered
 /// twice (within [`REPEAT_NS`]).
-fn install_signals() -> Signals {
+pub(super) fn install_signals() -> Signals {
     use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
     let stop = Arc::new(AtomicBool::new(false));
     let which = Arc::new(AtomicUsize::new(0));

@@ -7,6 +7,7 @@ use irqbench::{host, validate};
 use super::config::load_image;
 use super::error::{CliError, Status};
 use super::output::emit;
+use super::run::install_signals;
 
 pub const AFTER_HELP: &str = "Examples:
   irqbench validate                  # every check, expected against measured
@@ -39,7 +40,8 @@ Verdicts:
         report after a FAIL of its quick checks unless given --force
 
 Exit status: 0 every check PASS or WARN; 1 a check FAILed, or the suite could not run (no
-KVM); 2 bad arguments; 141 stdout was a closed pipe.";
+KVM); 2 bad arguments; 130 stopped by SIGINT or SIGTERM, 129 by SIGHUP (no verdict); 141
+stdout was a closed pipe.";
 
 #[derive(Debug, clap::Args)]
 pub struct ValidateArgs {
@@ -52,7 +54,16 @@ pub fn cmd_validate(args: &ValidateArgs) -> Result<Status, CliError> {
     let kvm = host::open_kvm()?;
     let mut manifest = host::manifest(&kvm)?;
     let image = Arc::new(load_image(None)?);
+    // A stop signal ends the guest boots of the checks still to come; their FAILs would be
+    // the signal's, not the host's, so no verdict is printed.
+    let signals = install_signals();
     let v = validate::run(&kvm, &image, &mut manifest, irqbench::results::Scope::Full);
+    if let Some((signal, status)) = signals.arrived() {
+        super::error::warn(format!(
+            "{signal}: the validation stopped before its last check; no verdict"
+        ));
+        return Ok(status);
+    }
     let verdict = v.verdict;
     let text = if args.json {
         let doc = serde_json::json!({ "validation": v, "host": manifest });

@@ -275,7 +275,8 @@ impl Session {
         let mut samples: Vec<Option<PhaseSample>> = vec![None; self.vcpus as usize];
         let mut failure = None;
         while samples.iter().any(Option::is_none) {
-            if stop.load(Ordering::SeqCst) {
+            // The process-wide request too: validation's phases have no run flag of their own.
+            if stop.load(Ordering::SeqCst) || stop_requested() {
                 failure = Some(PhaseError::Interrupted);
                 break;
             }
