@@ -469,6 +469,8 @@ pub(crate) struct CheckArgs {
     #[arg(long)]
     normalised: bool,
     #[command(flatten)]
+    adhoc: super::config::PlanArgs,
+    #[command(flatten)]
     reporting: ReportArgs,
     /// Run a plan whose budgets add up to more than an hour (as `run --yes`).
     #[arg(long)]
@@ -528,6 +530,7 @@ pub(crate) fn cmd_check(args: CheckArgs) -> Result<Status, CliError> {
         out_dir: None,
         origin: Origin::Check,
         redact: &args.reporting.redact,
+        adhoc: &args.adhoc,
         yes: args.yes,
         trace_exits: false,
     })?;

@@ -10,19 +10,39 @@ use std::ops::Range;
 use toml::de::{DeTable, DeValue};
 use toml::Spanned;
 
+use super::overrides::{flag_location, origin, Edit, Origin};
 use super::Location;
 
-/// The config text and the name errors give it.
+/// The config text and the name errors give it. `text` is what is parsed: the file with the
+/// `--set` edits written in; places are reported in `file` as it is (or as the flag).
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Source<'a> {
     pub file: &'a str,
     pub text: &'a str,
+    /// The text before the edits.
+    pub original: &'a str,
+    pub edits: &'a [Edit],
 }
 
-impl Source<'_> {
-    /// 1-based line and column (in characters) of byte `offset`.
+impl<'a> Source<'a> {
+    /// A text without edits.
+    pub(super) fn new(file: &'a str, text: &'a str) -> Source<'a> {
+        Source {
+            file,
+            text,
+            original: text,
+            edits: &[],
+        }
+    }
+
+    /// 1-based line and column (in characters) of byte `offset` of `text`, in the file, or
+    /// the `--set` flag that wrote it.
     pub(super) fn location(&self, offset: usize) -> Location {
-        let bytes = self.text.as_bytes();
+        let offset = match origin(self.edits, offset) {
+            Origin::Flag(flag) => return flag_location(flag),
+            Origin::File(offset) => offset,
+        };
+        let bytes = self.original.as_bytes();
         let offset = offset.min(bytes.len());
         let before = &bytes[..offset];
         let line_start = before
