@@ -388,11 +388,18 @@ pub(crate) fn cmd_import(args: ImportArgs) -> Result<Status, CliError> {
 // compare and check
 
 /// A compare argument's report: a file, or a run the history holds (opened read-only).
-fn load_ref(arg: &str, loc: &DbLocation, store: &mut Option<Store>) -> Result<RunReport, CliError> {
+/// The run `arg` names, and how the compare header names it (`run 12`, `baseline main (run
+/// 12)`, the path), so two runs of one config and minute are told apart.
+fn load_ref(
+    arg: &str,
+    loc: &DbLocation,
+    store: &mut Option<Store>,
+) -> Result<(RunReport, String), CliError> {
     let r = RunRef::parse(arg);
     if let RunRef::File(path) = &r {
         // read_json is bounded: /dev/zero or a FIFO is refused before anything is read.
-        return Ok(report::read_json(path)?);
+        let shown = irqbench::text::escape_line(&path.display().to_string()).into_owned();
+        return Ok((report::read_json(path)?, shown));
     }
     let s = match store {
         Some(s) => s,
@@ -401,7 +408,15 @@ fn load_ref(arg: &str, loc: &DbLocation, store: &mut Option<Store>) -> Result<Ru
             source: Box::new(e),
         })?),
     };
-    Ok(s.resolve(&r).and_then(|id| s.report(id))?)
+    let id = s.resolve(&r)?;
+    let shown = match &r {
+        RunRef::Baseline(name) => {
+            format!("baseline {} (run {id})", irqbench::text::escape_line(name))
+        }
+        RunRef::Latest => format!("run {id} (latest)"),
+        RunRef::Run(_) | RunRef::File(_) => format!("run {id}"),
+    };
+    Ok((s.report(id)?, shown))
 }
 
 pub(crate) fn cmd_compare(
@@ -413,10 +428,21 @@ pub(crate) fn cmd_compare(
 ) -> Result<Status, CliError> {
     let loc = location(db)?;
     let mut store = None;
-    let a = load_ref(old, &loc, &mut store)?;
-    let b = load_ref(new, &loc, &mut store)?;
-    let c = report::compare_with(&a, &b, min_change);
-    emit(&report::render_compare(&c, markdown))
+    let (a, a_shown) = load_ref(old, &loc, &mut store)?;
+    let (b, b_shown) = load_ref(new, &loc, &mut store)?;
+    let mut c = report::compare_with(&a, &b, min_change);
+    c.runs[0].source = a_shown;
+    c.runs[1].source = b_shown;
+    let printed = emit(&report::render_compare(&c, markdown))?;
+    if c.rows.is_empty() {
+        // Nothing was compared: a CI step comparing the wrong pair must not pass.
+        warn(format_args!(
+            "no row of {} matches a row of {} (rows match by name and by what they measured):              nothing compared",
+            c.runs[0].source, c.runs[1].source
+        ));
+        return Ok(printed.and(Status::Failed));
+    }
+    Ok(printed)
 }
 
 #[derive(Debug, clap::Args)]
@@ -545,7 +571,7 @@ pub(crate) fn cmd_check(args: CheckArgs) -> Result<Status, CliError> {
             args.baseline, base.config_name, report.config_name
         ));
     }
-    let outcome = history::check(
+    let mut outcome = history::check(
         &base,
         report,
         &args.baseline,
@@ -553,6 +579,11 @@ pub(crate) fn cmd_check(args: CheckArgs) -> Result<Status, CliError> {
         args.max_regression,
         args.normalised,
     );
+    outcome.comparison.runs[0].source = format!(
+        "baseline {} (run {base_id})",
+        irqbench::text::escape_line(&args.baseline)
+    );
+    outcome.comparison.runs[1].source = "this run".into();
     let host_differs = &outcome.comparison.host_differs;
     if args.strict_host && !host_differs.is_empty() {
         return Err(CliError::Usage(format!(

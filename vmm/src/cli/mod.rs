@@ -1,6 +1,7 @@
 //! The command line: the arguments, one module per command family, one error type. `main.rs`
 //! parses, dispatches and prints an error once.
 
+pub mod complete;
 pub mod config;
 pub mod error;
 pub mod history;
