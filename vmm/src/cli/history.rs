@@ -450,6 +450,7 @@ pub(crate) fn cmd_compare(
   irqbench run quick && irqbench baseline save main    # once, on a known-good tree
   irqbench check quick --baseline main                 # after a change: exit 1 on a regression
   irqbench check configs/strategies.toml --baseline main --max-regression 10 > check.md
+  irqbench check quick --baseline main --set run.max_seconds=2 --only 'quick/native-*'
 
 Runs CONFIG, saves the run (unless --no-save), and compares it with the baseline by the rule of
 `irqbench compare`: a change is beyond noise when the two runs' 95% CIs do not overlap and it is

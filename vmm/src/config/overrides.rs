@@ -18,6 +18,9 @@ use super::translate::unknown_key as unknown_key_in;
 use super::values::closest;
 use super::{ConfigError, Location};
 
+/// How much of a `--set` an error quotes.
+const FLAG_SHOWN: usize = 80;
+
 /// One `--set KEY=VALUE`, as given.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Setting {
@@ -41,9 +44,13 @@ impl Setting {
         })
     }
 
-    /// `--set KEY=VALUE`, escaped for one line of a terminal: where errors point.
+    /// `--set KEY=VALUE`, escaped for one line of a terminal and cut short past
+    /// [`FLAG_SHOWN`] characters: where errors point.
     fn flag(&self) -> String {
-        format!("--set {}", crate::text::escape_line(&self.to_string()))
+        let whole = self.to_string();
+        let shown: String = whole.chars().take(FLAG_SHOWN).collect();
+        let cut = if shown.len() < whole.len() { "…" } else { "" };
+        format!("--set {}{cut}", crate::text::escape_line(&shown))
     }
 }
 
@@ -130,7 +137,8 @@ pub(super) fn apply(text: &str, settings: &[Setting]) -> Result<(String, Vec<Edi
 fn toml_value(setting: &Setting, at: &Location) -> Result<String, ConfigError> {
     let raw = setting.value.as_str();
     let parsed = raw.parse::<toml::Value>().or_else(|e| {
-        let bare = !raw.is_empty()
+        // A word, not a number TOML refused (`1e400`, an integer beyond 64 bits).
+        let bare = raw.starts_with(|c: char| c.is_ascii_alphabetic())
             && raw
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
@@ -148,7 +156,7 @@ fn toml_value(setting: &Setting, at: &Location) -> Result<String, ConfigError> {
             message: format!(
                 "`{}` is not a TOML value ({}); a list is `[1, 2]`, a string with other \
                  characters than a-z, 0-9, `-`, `_` needs quotes (`'bench.strategies=[\"pvop-popf\"]'`)",
-                crate::text::escape_line(raw),
+                crate::text::escape_line(&raw.chars().take(FLAG_SHOWN).collect::<String>()),
                 e.message().trim()
             ),
         }),

@@ -11,7 +11,12 @@ const SHOWN: usize = 8;
 
 /// A glob that selects no row.
 #[derive(Debug, thiserror::Error)]
-#[error("--only {glob}: matches no row of `{plan}`; its rows are {}{}", shown.join(", "), more_text(*more))]
+#[error(
+    "--only {glob}: matches no row of `{plan}` (a glob matches the whole name: `*pvop-*` is a \
+     strategy in every group); its rows are {}{}",
+    shown.join(", "),
+    more_text(*more)
+)]
 pub struct SelectError {
     pub glob: String,
     pub plan: String,

@@ -1545,7 +1545,7 @@ fn report_redact_names_facts_and_refuses_others_with_their_place() {
     ));
     assert_eq!(plan.redact, ["hostname", "cmdline"]);
     assert!(ok(&format!("{H}[report]\nredact = []\n")).redact.is_empty());
-    assert!(ok(&H.to_string()).redact.is_empty());
+    assert!(ok(H).redact.is_empty());
     bad(
         &format!("{H}[report]\nredact = [\"cmdline\", \"hostnam\"]\n"),
         "5:22",
