@@ -14,6 +14,7 @@ use toml::de::{DeTable, DeValue};
 use toml::Spanned;
 
 use super::schema;
+use super::spans::{flag_location, Edit};
 use super::translate::unknown_key as unknown_key_in;
 use super::values::closest;
 use super::{ConfigError, Location};
@@ -57,45 +58,6 @@ impl Setting {
 impl fmt::Display for Setting {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}={}", self.key, self.value)
-    }
-}
-
-/// One change to the text: `removed` bytes at `at` became `inserted` bytes of `--set` number
-/// `setting`.
-#[derive(Clone, Debug)]
-pub(super) struct Edit {
-    at: usize,
-    removed: usize,
-    inserted: usize,
-    flag: String,
-}
-
-/// Where byte `offset` of the edited text came from: the flag that wrote it, or the offset in
-/// the text before the edits.
-pub(super) enum Origin<'e> {
-    Flag(&'e str),
-    File(usize),
-}
-
-/// Maps `offset` of the text after `edits` back (latest edit first).
-pub(super) fn origin(edits: &[Edit], mut offset: usize) -> Origin<'_> {
-    for e in edits.iter().rev() {
-        if e.inserted > 0 && (e.at..e.at + e.inserted).contains(&offset) {
-            return Origin::Flag(&e.flag);
-        }
-        if offset >= e.at + e.inserted {
-            offset = offset - e.inserted + e.removed;
-        }
-    }
-    Origin::File(offset)
-}
-
-/// The place a flag's error points at: the flag itself.
-pub(super) fn flag_location(flag: &str) -> Location {
-    Location {
-        file: flag.to_string(),
-        line: 0,
-        column: 0,
     }
 }
 

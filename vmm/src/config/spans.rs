@@ -10,8 +10,46 @@ use std::ops::Range;
 use toml::de::{DeTable, DeValue};
 use toml::Spanned;
 
-use super::overrides::{flag_location, origin, Edit, Origin};
 use super::Location;
+
+/// One `--set` change to the text: `removed` bytes at `at` became `inserted` bytes written
+/// for `flag`.
+#[derive(Clone, Debug)]
+pub(super) struct Edit {
+    pub at: usize,
+    pub removed: usize,
+    pub inserted: usize,
+    pub flag: String,
+}
+
+/// Where byte `offset` of the edited text came from: the flag that wrote it, or the offset in
+/// the text before the edits.
+pub(super) enum Origin<'e> {
+    Flag(&'e str),
+    File(usize),
+}
+
+/// Maps `offset` of the text after `edits` back (latest edit first).
+pub(super) fn origin(edits: &[Edit], mut offset: usize) -> Origin<'_> {
+    for e in edits.iter().rev() {
+        if e.inserted > 0 && (e.at..e.at + e.inserted).contains(&offset) {
+            return Origin::Flag(&e.flag);
+        }
+        if offset >= e.at + e.inserted {
+            offset = offset - e.inserted + e.removed;
+        }
+    }
+    Origin::File(offset)
+}
+
+/// The place a flag's error points at: the flag itself.
+pub(super) fn flag_location(flag: &str) -> Location {
+    Location {
+        file: flag.to_string(),
+        line: 0,
+        column: 0,
+    }
+}
 
 /// The config text and the name errors give it. `text` is what is parsed: the file with the
 /// `--set` edits written in; places are reported in `file` as it is (or as the flag).
