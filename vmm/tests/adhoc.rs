@@ -176,6 +176,36 @@ fn only_runs_the_matching_rows_and_the_report_records_the_flags() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("--set run.max_secnds=1: unknown key"), "{err}");
 
+    // `check --only` judges the selected rows: the baseline's others are not missing.
+    let out = run(&[
+        "check",
+        "quick",
+        "--baseline",
+        "B",
+        "--db",
+        path_str(&db),
+        "--no-save",
+        "--max-regression",
+        "1000",
+        "--set",
+        "run.max_seconds=0.3",
+        "--set",
+        "run.min_rounds=3",
+        "--only",
+        "quick/pvop-skip/*",
+    ]);
+    let (stdout, err) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{err}");
+    assert!(
+        err.contains("--only: 1 of the baseline's 2 rows are not judged"),
+        "{err}"
+    );
+    assert!(!stdout.contains("pvop-popf"), "{stdout}");
+    assert!(
+        stdout.contains("old: baseline B (run 1) = quick"),
+        "{stdout}"
+    );
+
     compare_names_each_side_and_fails_when_nothing_matches(dir.path(), &json, &db);
 }
 

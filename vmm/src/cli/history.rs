@@ -506,6 +506,26 @@ pub(crate) struct CheckArgs {
     save: SaveArgs,
 }
 
+/// `check --only`: the baseline's rows the run leaves out are not missing, they were not asked
+/// for; the verdict is over the selected rows (and says how many it set aside).
+fn only_selected(base: &mut RunReport, globs: &[String]) {
+    if globs.is_empty() {
+        return;
+    }
+    let before = base.results.len();
+    base.results.retain(|r| {
+        globs
+            .iter()
+            .any(|g| irqbench::config::glob_matches(g, &r.name))
+    });
+    let left_out = before - base.results.len();
+    if left_out > 0 {
+        warn(format_args!(
+            "--only: {left_out} of the baseline's {before} rows are not judged"
+        ));
+    }
+}
+
 /// The baseline's run id and report, from the database the run will be saved in.
 fn load_baseline(args: &CheckArgs) -> Result<(i64, RunReport), CliError> {
     let loc = location(args.save.db.as_deref())?;
@@ -545,7 +565,8 @@ fn json_target(args: &CheckArgs) -> Result<Outputs, CliError> {
 /// `run`'s pipeline, then the verdict: a regression is 1, as a failed phase is.
 pub(crate) fn cmd_check(args: CheckArgs) -> Result<Status, CliError> {
     // Everything that can be wrong with the arguments is found before the run.
-    let (base_id, base) = load_baseline(&args)?;
+    let (base_id, mut base) = load_baseline(&args)?;
+    only_selected(&mut base, &args.adhoc.only);
     let outputs = json_target(&args)?;
     let done = pipeline(&Request {
         config: Some(&args.config),

@@ -41,7 +41,7 @@ use crate::config::plan::Plan;
 use crate::files::read::{self, BoundedReadError};
 
 pub use overrides::Setting;
-pub use select::{only, SelectError};
+pub use select::{matches as glob_matches, only, SelectError};
 
 /// The name of the built-in config ([`DEFAULT_CONFIG_TOML`]).
 pub const DEFAULT_CONFIG_NAME: &str = "quick";
