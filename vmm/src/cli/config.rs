@@ -31,15 +31,15 @@ pub const BUILTIN_CONFIGS: [(&str, &str); 6] = [
 /// Ad-hoc changes to the plan, for `run` and `check`.
 #[derive(Debug, Default, clap::Args)]
 pub struct PlanArgs {
-    /// Override a config key for this run: `run.KEY`, `bench.KEY` (every bench),
-    /// `bench.NAME.KEY` (one bench), `name` or `description`, with a TOML value
+    /// Override a config key for this run: `run.KEY`, `report.KEY`, `bench.KEY` (every
+    /// bench), `bench.NAME.KEY` (one bench), `name` or `description`, with a TOML value
     /// (`run.max_seconds=1`, `bench.vcpus=[1,2]`, `'bench.strategies=["pvop-popf"]'`; a bare
     /// word is a string). Checked as the config is. Repeatable; recorded in the report.
     #[arg(long = "set", value_name = "KEY=VALUE", value_parser = Setting::parse)]
     pub set: Vec<Setting>,
-    /// Run only the rows whose names match (as the table prints them, e.g.
-    /// `'quick/pvop-*'`; `*` matches `/` too, `?` one character); each group still measures
-    /// its `empty` baseline. Repeatable (a row matching any runs); one matching nothing is
+    /// Run only the rows whose full names match (as the JSON and warnings name them,
+    /// `quick/pvop-skip/n0/none/1v`: `'quick/pvop-*'`; `*` matches `/` too, `?` one
+    /// character); each group still measures its `empty` baseline. Repeatable (a row matching any runs); one matching nothing is
     /// an error. Recorded in the report.
     #[arg(long, value_name = "GLOB")]
     pub only: Vec<String>,

@@ -1,4 +1,4 @@
-//! `--only GLOB`: the rows of a plan whose names match, as the table prints them
+//! `--only GLOB`: the rows of a plan whose full names match, as the JSON and warnings name them
 //! (`quick/pvop-skip/n0/none/1v`). `*` matches any run of characters, `/` included, and `?`
 //! one character; everything else stands for itself. Each group still runs its `empty`
 //! baseline, which the measuring adds to every group; a comparison with a row left out is
