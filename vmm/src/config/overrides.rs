@@ -80,13 +80,15 @@ pub(super) fn apply(text: &str, settings: &[Setting]) -> Result<(String, Vec<Edi
         }
         let mut changes = changes(tree.get_ref(), setting, &value, &text, &at)?;
         // Back to front, so each change's offset still holds when it is made.
-        changes.sort_by_key(|c| std::cmp::Reverse(c.0));
-        for (start, end, inserted) in changes {
-            text.replace_range(start..end, &inserted);
+        changes.sort_by_key(|c| std::cmp::Reverse(c.start));
+        for c in changes {
+            let inserted = format!("{}{}{}", c.before, c.value, c.after);
+            text.replace_range(c.start..c.end, &inserted);
             edits.push(Edit {
-                at: start,
-                removed: end - start,
+                at: c.start,
+                removed: c.end - c.start,
                 inserted: inserted.len(),
+                value: c.before.len()..c.before.len() + c.value.len(),
                 flag: flag.clone(),
             });
         }
@@ -125,6 +127,40 @@ fn toml_value(setting: &Setting, at: &Location) -> Result<String, ConfigError> {
     }
 }
 
+/// One change of the text: `start..end` becomes `before`, the value, `after` (only the value
+/// is the flag's: a place in the key before it is the file's, at `start`).
+struct Change {
+    start: usize,
+    end: usize,
+    before: String,
+    value: String,
+    after: String,
+}
+
+impl Change {
+    /// A new `key = value` line at `at` (`before` ends with `key = `).
+    fn insert(at: usize, before: String, value: &str) -> Change {
+        Change {
+            start: at,
+            end: at,
+            before,
+            value: value.to_string(),
+            after: "\n".into(),
+        }
+    }
+
+    /// The value `old` replaced.
+    fn replace(old: &Spanned<DeValue<'_>>, value: &str) -> Change {
+        Change {
+            start: old.span().start,
+            end: old.span().end,
+            before: String::new(),
+            value: value.to_string(),
+            after: String::new(),
+        }
+    }
+}
+
 /// A table a setting writes into, and the key in it.
 enum Target {
     Root,
@@ -141,7 +177,7 @@ fn changes(
     value: &str,
     text: &str,
     at: &Location,
-) -> Result<Vec<(usize, usize, String)>, ConfigError> {
+) -> Result<Vec<Change>, ConfigError> {
     let (target, key) = target(tree, &setting.key, at)?;
     let benches = tree
         .get("bench")
@@ -151,10 +187,10 @@ fn changes(
         Target::Root => vec![in_root(tree, key, value)],
         Target::Table(name) => match tree.get(name) {
             Some(t) => vec![in_table(t, key, value, text, &format!("{name}."))],
-            None => vec![(
+            None => vec![Change::insert(
                 text.len(),
-                text.len(),
-                format!("\n[{name}]\n{key} = {value}\n"),
+                format!("\n[{name}]\n{key} = "),
+                value,
             )],
         },
         Target::Benches(indices) => indices
@@ -167,10 +203,10 @@ fn changes(
 }
 
 /// A top-level key: replaced where it is, else written first (top-level keys precede tables).
-fn in_root(tree: &DeTable<'_>, key: &str, value: &str) -> (usize, usize, String) {
+fn in_root(tree: &DeTable<'_>, key: &str, value: &str) -> Change {
     match tree.get(key) {
-        Some(v) => (v.span().start, v.span().end, value.to_string()),
-        None => (0, 0, format!("{key} = {value}\n")),
+        Some(v) => Change::replace(v, value),
+        None => Change::insert(0, format!("{key} = "), value),
     }
 }
 
@@ -181,11 +217,11 @@ fn in_table(
     value: &str,
     text: &str,
     dotted_prefix: &str,
-) -> (usize, usize, String) {
+) -> Change {
     let span = table.span();
     let entries = table.get_ref().as_table();
     if let Some(v) = entries.and_then(|t| t.get(key)) {
-        return (v.span().start, v.span().end, value.to_string());
+        return Change::replace(v, value);
     }
     let empty = entries.is_none_or(|t| t.is_empty());
     match text.as_bytes().get(span.start) {
@@ -199,18 +235,20 @@ fn in_table(
             } else {
                 ""
             };
-            (eol, eol, format!("{newline}{key} = {value}\n"))
+            Change::insert(eol, format!("{newline}{key} = "), value)
         }
         Some(b'{') => {
             let sep = if empty { " " } else { ", " };
-            (
-                span.start + 1,
-                span.start + 1,
-                format!(" {key} = {value}{sep}"),
-            )
+            Change {
+                start: span.start + 1,
+                end: span.start + 1,
+                before: format!(" {key} = "),
+                value: value.to_string(),
+                after: sep.to_string(),
+            }
         }
         // Dotted keys at the top level (`run.pin = true`): one more, first.
-        _ => (0, 0, format!("{dotted_prefix}{key} = {value}\n")),
+        _ => Change::insert(0, format!("{dotted_prefix}{key} = "), value),
     }
 }
 

@@ -19,6 +19,8 @@ pub(super) struct Edit {
     pub at: usize,
     pub removed: usize,
     pub inserted: usize,
+    /// The value's bytes within the inserted ones: the flag's part.
+    pub value: Range<usize>,
     pub flag: String,
 }
 
@@ -32,11 +34,15 @@ pub(super) enum Origin<'e> {
 /// Maps `offset` of the text after `edits` back (latest edit first).
 pub(super) fn origin(edits: &[Edit], mut offset: usize) -> Origin<'_> {
     for e in edits.iter().rev() {
-        if e.inserted > 0 && (e.at..e.at + e.inserted).contains(&offset) {
+        let value = e.at + e.value.start..e.at + e.value.end;
+        if value.contains(&offset) {
             return Origin::Flag(&e.flag);
         }
         if offset >= e.at + e.inserted {
             offset = offset - e.inserted + e.removed;
+        } else if offset >= e.at {
+            // The `key = ` written before the value: where it went in the text before.
+            offset = e.at;
         }
     }
     Origin::File(offset)

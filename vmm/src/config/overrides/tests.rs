@@ -169,3 +169,18 @@ fn errors_in_the_file_keep_their_place_around_the_edits() {
         load_str(TWO, FILE, &limits).unwrap()
     );
 }
+
+/// An error about the whole file (a missing key) stays the file's when a setting wrote a line
+/// at its top: only the value a setting wrote is the flag's.
+#[test]
+fn an_error_of_the_whole_file_is_not_blamed_on_a_setting() {
+    let no_name = "[[bench]]\nname = \"a\"\n";
+    let msg = load(no_name, &["description=x", "run.max_seconds=1"]).unwrap_err();
+    assert!(
+        msg.starts_with("configs/x.toml:1:1: key `name`: missing"),
+        "{msg}"
+    );
+    let no_bench = "name = \"x\"\n";
+    let msg = load(no_bench, &["description=x", "run.max_seconds=1"]).unwrap_err();
+    assert!(msg.starts_with("configs/x.toml:1:1: key `bench`"), "{msg}");
+}
