@@ -159,8 +159,15 @@ fn only_runs_the_matching_rows_and_the_report_records_the_flags() {
     let stored: serde_json::Value = serde_json::from_str(&stored).expect("stored json");
     assert_eq!(stored["adhoc"], report["adhoc"]);
 
+    check_takes_the_flags(&db);
+    compare_names_each_side_and_fails_when_nothing_matches(dir.path(), &json, &db);
+}
+
+/// `check` takes the same flags with the same errors, and `check --only` judges the selected
+/// rows: the baseline's others are set aside, not missing.
+fn check_takes_the_flags(db: &Path) {
     // `check` takes the same flags, with the same errors.
-    let out = run(&["baseline", "save", "B", "1", "--db", path_str(&db)]);
+    let out = run(&["baseline", "save", "B", "1", "--db", path_str(db)]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let out = run(&[
         "check",
@@ -168,7 +175,7 @@ fn only_runs_the_matching_rows_and_the_report_records_the_flags() {
         "--baseline",
         "B",
         "--db",
-        path_str(&db),
+        path_str(db),
         "--set",
         "run.max_secnds=1",
     ]);
@@ -183,7 +190,7 @@ fn only_runs_the_matching_rows_and_the_report_records_the_flags() {
         "--baseline",
         "B",
         "--db",
-        path_str(&db),
+        path_str(db),
         "--no-save",
         "--max-regression",
         "1000",
@@ -205,8 +212,6 @@ fn only_runs_the_matching_rows_and_the_report_records_the_flags() {
         stdout.contains("old: baseline B (run 1) = quick"),
         "{stdout}"
     );
-
-    compare_names_each_side_and_fails_when_nothing_matches(dir.path(), &json, &db);
 }
 
 /// `compare` says which file or run each side is, and exits 1 when no row of one matches a
