@@ -2,7 +2,7 @@
 
 use std::process::ExitCode;
 
-use clap::{CommandFactory, Parser};
+use clap::Parser;
 
 mod cli;
 
@@ -38,12 +38,7 @@ fn dispatch(command: Command) -> Result<Status, CliError> {
         Command::Check(args) => cli::history::cmd_check(args),
         Command::Import(args) => cli::history::cmd_import(args),
         Command::List => cli::output::emit(&cli::inspect::list_text()),
-        Command::Completions { shell } => {
-            // Generated into memory: clap_complete panics when its writer fails.
-            let mut script = Vec::new();
-            clap_complete::generate(shell, &mut Cli::command(), "irqbench", &mut script);
-            cli::output::emit_bytes(&script)
-        }
+        Command::Completions { shell } => cli::output::emit_bytes(&cli::complete::script(shell)),
     }
 }
 

@@ -388,11 +388,18 @@ pub(crate) fn cmd_import(args: ImportArgs) -> Result<Status, CliError> {
 // compare and check
 
 /// A compare argument's report: a file, or a run the history holds (opened read-only).
-fn load_ref(arg: &str, loc: &DbLocation, store: &mut Option<Store>) -> Result<RunReport, CliError> {
+/// The run `arg` names, and how the compare header names it (`run 12`, `baseline main (run
+/// 12)`, the path), so two runs of one config and minute are told apart.
+fn load_ref(
+    arg: &str,
+    loc: &DbLocation,
+    store: &mut Option<Store>,
+) -> Result<(RunReport, String), CliError> {
     let r = RunRef::parse(arg);
     if let RunRef::File(path) = &r {
         // read_json is bounded: /dev/zero or a FIFO is refused before anything is read.
-        return Ok(report::read_json(path)?);
+        let shown = irqbench::text::escape_line(&path.display().to_string()).into_owned();
+        return Ok((report::read_json(path)?, shown));
     }
     let s = match store {
         Some(s) => s,
@@ -401,7 +408,15 @@ fn load_ref(arg: &str, loc: &DbLocation, store: &mut Option<Store>) -> Result<Ru
             source: Box::new(e),
         })?),
     };
-    Ok(s.resolve(&r).and_then(|id| s.report(id))?)
+    let id = s.resolve(&r)?;
+    let shown = match &r {
+        RunRef::Baseline(name) => {
+            format!("baseline {} (run {id})", irqbench::text::escape_line(name))
+        }
+        RunRef::Latest => format!("run {id} (latest)"),
+        RunRef::Run(_) | RunRef::File(_) => format!("run {id}"),
+    };
+    Ok((s.report(id)?, shown))
 }
 
 pub(crate) fn cmd_compare(
@@ -413,10 +428,21 @@ pub(crate) fn cmd_compare(
 ) -> Result<Status, CliError> {
     let loc = location(db)?;
     let mut store = None;
-    let a = load_ref(old, &loc, &mut store)?;
-    let b = load_ref(new, &loc, &mut store)?;
-    let c = report::compare_with(&a, &b, min_change);
-    emit(&report::render_compare(&c, markdown))
+    let (a, a_shown) = load_ref(old, &loc, &mut store)?;
+    let (b, b_shown) = load_ref(new, &loc, &mut store)?;
+    let mut c = report::compare_with(&a, &b, min_change);
+    c.runs[0].source = a_shown;
+    c.runs[1].source = b_shown;
+    let printed = emit(&report::render_compare(&c, markdown))?;
+    if c.rows.is_empty() {
+        // Nothing was compared: a CI step comparing the wrong pair must not pass.
+        warn(format_args!(
+            "no row of {} matches a row of {} (rows match by name and by what they measured):              nothing compared",
+            c.runs[0].source, c.runs[1].source
+        ));
+        return Ok(printed.and(Status::Failed));
+    }
+    Ok(printed)
 }
 
 #[derive(Debug, clap::Args)]
@@ -424,6 +450,7 @@ pub(crate) fn cmd_compare(
   irqbench run quick && irqbench baseline save main    # once, on a known-good tree
   irqbench check quick --baseline main                 # after a change: exit 1 on a regression
   irqbench check configs/strategies.toml --baseline main --max-regression 10 > check.md
+  irqbench check quick --baseline main --set run.max_seconds=2 --only 'quick/native-*'
 
 Runs CONFIG, saves the run (unless --no-save), and compares it with the baseline by the rule of
 `irqbench compare`: a change is beyond noise when the two runs' 95% CIs do not overlap and it is
@@ -469,12 +496,34 @@ pub(crate) struct CheckArgs {
     #[arg(long)]
     normalised: bool,
     #[command(flatten)]
+    adhoc: super::config::PlanArgs,
+    #[command(flatten)]
     reporting: ReportArgs,
     /// Run a plan whose budgets add up to more than an hour (as `run --yes`).
     #[arg(long)]
     yes: bool,
     #[command(flatten)]
     save: SaveArgs,
+}
+
+/// `check --only`: the baseline's rows the run leaves out are not missing, they were not asked
+/// for; the verdict is over the selected rows (and says how many it set aside).
+fn only_selected(base: &mut RunReport, globs: &[String]) {
+    if globs.is_empty() {
+        return;
+    }
+    let before = base.results.len();
+    base.results.retain(|r| {
+        globs
+            .iter()
+            .any(|g| irqbench::config::glob_matches(g, &r.name))
+    });
+    let left_out = before - base.results.len();
+    if left_out > 0 {
+        warn(format_args!(
+            "--only: {left_out} of the baseline's {before} rows are not judged"
+        ));
+    }
 }
 
 /// The baseline's run id and report, from the database the run will be saved in.
@@ -516,7 +565,8 @@ fn json_target(args: &CheckArgs) -> Result<Outputs, CliError> {
 /// `run`'s pipeline, then the verdict: a regression is 1, as a failed phase is.
 pub(crate) fn cmd_check(args: CheckArgs) -> Result<Status, CliError> {
     // Everything that can be wrong with the arguments is found before the run.
-    let (base_id, base) = load_baseline(&args)?;
+    let (base_id, mut base) = load_baseline(&args)?;
+    only_selected(&mut base, &args.adhoc.only);
     let outputs = json_target(&args)?;
     let done = pipeline(&Request {
         config: Some(&args.config),
@@ -528,6 +578,7 @@ pub(crate) fn cmd_check(args: CheckArgs) -> Result<Status, CliError> {
         out_dir: None,
         origin: Origin::Check,
         redact: &args.reporting.redact,
+        adhoc: &args.adhoc,
         yes: args.yes,
         trace_exits: false,
     })?;
@@ -542,7 +593,7 @@ pub(crate) fn cmd_check(args: CheckArgs) -> Result<Status, CliError> {
             args.baseline, base.config_name, report.config_name
         ));
     }
-    let outcome = history::check(
+    let mut outcome = history::check(
         &base,
         report,
         &args.baseline,
@@ -550,6 +601,11 @@ pub(crate) fn cmd_check(args: CheckArgs) -> Result<Status, CliError> {
         args.max_regression,
         args.normalised,
     );
+    outcome.comparison.runs[0].source = format!(
+        "baseline {} (run {base_id})",
+        irqbench::text::escape_line(&args.baseline)
+    );
+    outcome.comparison.runs[1].source = "this run".into();
     let host_differs = &outcome.comparison.host_differs;
     if args.strict_host && !host_differs.is_empty() {
         return Err(CliError::Usage(format!(

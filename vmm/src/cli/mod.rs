@@ -1,6 +1,7 @@
 //! The command line: the arguments, one module per command family, one error type. `main.rs`
 //! parses, dispatches and prints an error once.
 
+pub mod complete;
 pub mod config;
 pub mod error;
 pub mod history;
@@ -27,6 +28,7 @@ many VM exits and how many TSC cycles one operation costs, under a configurable 
   irqbench run                              # the built-in quick config, table on stdout
   irqbench run configs/strategies.toml --out results
   irqbench run insn-cost --json insn.json   # a shipped config by name; SVG next to the JSON
+  irqbench run quick --set run.max_seconds=1 --only 'quick/pvop-*'   # ad hoc: no TOML edited
   irqbench compare before.json after.json   # old --> new with the change and its noise
   irqbench history --strategy native-popf   # every run is saved: runs and a row's trend
   irqbench baseline save main               # name the latest run
@@ -63,6 +65,15 @@ pub enum Command {
   irqbench run epoll-irqsave-vs-irq --markdown mail.md
   irqbench run my.toml --guest ./my-guest.elf    # another guest payload
   irqbench run quick --no-save                   # not kept in the history database
+  irqbench run quick --set run.max_seconds=1 --only 'quick/pvop-*'
+                                                 # one second per group, the pvop rows only
+  irqbench run strategies --set bench.vcpus=[1,2] --set 'bench.irq=[{source=\"inject\", rate_hz=1000}]'
+
+--set and --only change the config for this run only, and the report records them (JSON
+`adhoc`, an `ad hoc:` header line, the history): KEY is `run.KEY`, `report.KEY`, `bench.KEY`
+(every bench) or `bench.NAME.KEY` (one bench), VALUE is TOML; a bad one is refused as a bad
+config is, naming the flag. --only keeps the rows whose full names (`quick/pvop-skip/n0/none/1v`)
+match the glob; each group still measures its empty baseline.
 
 Every run is saved in the history database (see `irqbench history`; --db PATH names another
 file, --no-save skips it). A database named with --db that cannot be used fails at once; when
@@ -115,6 +126,8 @@ written and marked \"partial\"); 141 stdout was a closed pipe.")]
   irqbench compare main latest                # baseline `main` against the latest saved run
   irqbench compare 12 14                      # stored runs by id (irqbench history)
 
+The header names each side as given (`old: run 12 = quick, ...`).
+
 Each side is a results JSON file (an existing path, or one with a `/` or ending in .json), a
 run id of the history database, `latest`, or a baseline name; `run:12` and `baseline:NAME`
 say which explicitly.
@@ -123,7 +136,10 @@ A change is 'beyond noise' when the two runs' 95% CIs of the median (per-round p
 figures, order statistics) do not overlap and the change is at least --min-change. Files
 written as irqbench-results/1 carry no CI: for them Welch's t-test at 99% on the medians
 decides, and the output says so. Changes below
---min-change (default 5%) are never called beyond noise: back-to-back runs drift that much.")]
+--min-change (default 5%) are never called beyond noise: back-to-back runs drift that much.
+
+Exit status: 0 compared; 1 no row of one run matches a row of the other (nothing compared);
+2 no such file, run or baseline; 141 stdout was a closed pipe.")]
     Compare {
         old: String,
         new: String,

@@ -17,7 +17,7 @@ use irqbench::results::redact::{redact, Redaction};
 use irqbench::results::RunReport;
 use irqbench::{host, measure, validate};
 
-use super::config::{load_image, load_plan};
+use super::config::{load_image, load_plan, PlanArgs};
 use super::error::{warn, CliError, Status};
 use super::history::{not_over_history, run_meta, SaveArgs, Saver};
 use super::output::{emit, reported, write_one};
@@ -45,6 +45,8 @@ pub struct RunArgs {
     /// Print nothing but errors (files are still written).
     #[arg(long, short)]
     quiet: bool,
+    #[command(flatten)]
+    pub adhoc: PlanArgs,
     #[command(flatten)]
     pub reporting: ReportArgs,
     #[command(flatten)]
@@ -215,6 +217,8 @@ pub struct Request<'a> {
     pub out_dir: Option<&'a Path>,
     pub origin: Origin,
     pub redact: &'a [Redaction],
+    /// `--set` and `--only`.
+    pub adhoc: &'a PlanArgs,
     /// `--yes`: a plan over an hour of budgets may run.
     pub yes: bool,
     /// `--trace-exits` (`run` only).
@@ -230,7 +234,7 @@ pub struct Finished {
 /// The pipeline. `Err` only when nothing was measured; a failed phase, output or save is
 /// reported on stderr and counted in [`Finished::status`].
 pub fn pipeline(req: &Request) -> Result<Finished, CliError> {
-    let p = prepare(req.config, req.guest, req.yes)?;
+    let p = prepare(req)?;
     // After KVM, config and guest: a run that cannot start leaves no new database behind.
     let (saver, mut status) = Saver::prepare(req.save)?;
     let out_dir = req
@@ -243,8 +247,9 @@ pub fn pipeline(req: &Request) -> Result<Finished, CliError> {
         report.partial = true;
         report.partial_reason = Some("stopped by signal after the measuring".into());
     }
+    report.adhoc = req.adhoc.recorded();
     // Before anything is written or saved: a redacted fact reaches no output.
-    redact(&mut report, req.redact, host::hostname().as_deref());
+    redact(&mut report, &p.redact, host::hostname().as_deref());
     status = status.and(signals.status_of(&report));
     status = status.and(write_outputs(
         &report,
@@ -282,6 +287,7 @@ pub fn cmd_run(args: &RunArgs) -> Result<Status, CliError> {
         out_dir: args.out.as_deref(),
         origin: Origin::Run,
         redact: &args.reporting.redact,
+        adhoc: &args.adhoc,
         yes: args.yes,
         trace_exits: args.trace_exits,
     })?;
@@ -454,9 +460,12 @@ struct Prepared {
     plan: Plan,
     config_text: String,
     image: Arc<GuestImage>,
+    /// `--redact` and the config's `report.redact`, each fact once.
+    redact: Vec<Redaction>,
 }
 
-fn prepare(config: Option<&str>, guest: Option<&Path>, yes: bool) -> Result<Prepared, CliError> {
+fn prepare(req: &Request) -> Result<Prepared, CliError> {
+    let (config, guest, yes) = (req.config, req.guest, req.yes);
     // Config and guest errors come first, so both can be checked on a machine without KVM;
     // the vCPU limit is KVM's when it can be asked.
     let kvm = host::open_kvm();
@@ -466,14 +475,19 @@ fn prepare(config: Option<&str>, guest: Option<&Path>, yes: bool) -> Result<Prep
         },
         Err(_) => Limits::default(),
     };
-    let (plan, config_text) = load_plan(config, &limits)?;
+    let (plan, config_text) = load_plan(config, &limits, req.adhoc)?;
     confirm_length(&plan, yes)?;
     let image = Arc::new(load_image(guest)?);
+    let redact = Redaction::ALL
+        .into_iter()
+        .filter(|r| req.redact.contains(r) || plan.redact.iter().any(|n| n == r.name()))
+        .collect();
     Ok(Prepared {
         kvm: kvm?,
         plan,
         config_text,
         image,
+        redact,
     })
 }
 

@@ -19,9 +19,11 @@
 //! each `[[bench]]` into rows and groups.
 
 mod expand;
+mod overrides;
 pub mod plan;
 mod raw;
 mod schema;
+mod select;
 mod spans;
 mod translate;
 mod values;
@@ -37,6 +39,9 @@ use toml::de::DeTable;
 
 use crate::config::plan::Plan;
 use crate::files::read::{self, BoundedReadError};
+
+pub use overrides::Setting;
+pub use select::{matches as glob_matches, only, SelectError};
 
 /// The name of the built-in config ([`DEFAULT_CONFIG_TOML`]).
 pub const DEFAULT_CONFIG_NAME: &str = "quick";
@@ -79,7 +84,8 @@ impl Default for Limits {
     }
 }
 
-/// Where in a config something is: `configs/x.toml:7:13` (1-based line and column, in characters).
+/// Where in a config something is: `configs/x.toml:7:13` (1-based line and column, in
+/// characters), or the `--set KEY=VALUE` flag that gave the value (line 0: no line).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Location {
     pub file: String,
@@ -89,6 +95,9 @@ pub struct Location {
 
 impl fmt::Display for Location {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.line == 0 {
+            return write!(f, "{}", self.file);
+        }
         write!(f, "{}:{}:{}", self.file, self.line, self.column)
     }
 }
@@ -169,7 +178,18 @@ pub fn load_file(path: &Path, limits: &Limits) -> Result<Plan, ConfigError> {
 
 /// Validates a config held in memory; `source` names it in errors and in [`Plan::source`].
 pub fn load_str(text: &str, source: &str, limits: &Limits) -> Result<Plan, ConfigError> {
-    load_with(text, source, limits, plan::MAX_GROUP_VARIANTS)
+    load_with(text, source, limits, plan::MAX_GROUP_VARIANTS, &[])
+}
+
+/// [`load_str`] with `--set` overrides written in, in order (a later one of a key wins). An
+/// error in a value a setting gave names the flag (`--set run.max_seconds=0: key ...`).
+pub fn load_str_with(
+    text: &str,
+    source: &str,
+    limits: &Limits,
+    settings: &[Setting],
+) -> Result<Plan, ConfigError> {
+    load_with(text, source, limits, plan::MAX_GROUP_VARIANTS, settings)
 }
 
 /// [`load_str`] with the group-size limit as a parameter, so tests can reach it with the
@@ -179,9 +199,29 @@ fn load_with(
     source: &str,
     limits: &Limits,
     max_group: usize,
+    settings: &[Setting],
 ) -> Result<Plan, ConfigError> {
-    let src = spans::Source { file: source, text };
+    let file = spans::Source::new(source, text);
     // The spanned document first: syntax errors, and key paths for serde's errors below.
+    let (tree, syntax_errors) = DeTable::parse_recoverable(text);
+    if let Some(err) = syntax_errors.first() {
+        return Err(translate::syntax_error(file, err, tree.get_ref()));
+    }
+    if settings.is_empty() {
+        return check(file, limits, max_group);
+    }
+    let (edited, edits) = overrides::apply(text, settings)?;
+    let src = spans::Source {
+        text: &edited,
+        edits: &edits,
+        ..file
+    };
+    check(src, limits, max_group)
+}
+
+/// Every check past the syntax of the file, on `src.text`.
+fn check(src: spans::Source<'_>, limits: &Limits, max_group: usize) -> Result<Plan, ConfigError> {
+    let text = src.text;
     let (tree, syntax_errors) = DeTable::parse_recoverable(text);
     if let Some(err) = syntax_errors.first() {
         return Err(translate::syntax_error(src, err, tree.get_ref()));

@@ -315,6 +315,9 @@ pub struct Plan {
     /// A dispatch still running after this long is stopped by the watchdog; `None` = derived.
     pub phase_timeout_ms: Option<u64>,
     pub phases: Vec<PhasePlan>,
+    /// `report.redact`: the names of the facts to keep out of every output.
+    #[serde(default)]
+    pub redact: Vec<String>,
 }
 
 /// Rows one group may hold (the guest runs at most `abi::MAX_VARIANTS` blocks per round, one
@@ -361,6 +364,7 @@ impl Plan {
                 block_ops: Some(block_ops),
                 compare: Vec::new(),
             }],
+            redact: Vec::new(),
         }
     }
 

@@ -15,7 +15,14 @@ pub(super) struct RawConfig {
     pub name: Spanned<String>,
     pub description: Option<String>,
     pub run: Option<RawRun>,
+    pub report: Option<RawReport>,
     pub bench: Option<Spanned<Vec<RawBench>>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawReport {
+    pub redact: Option<SpannedList<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -6,6 +6,7 @@ use irqbench_abi as abi;
 
 use super::defaults;
 use crate::config::plan::defaults as plan_defaults;
+use crate::results::redact::Redaction;
 
 /// What values a key accepts, in a form both the checks and the docs read.
 #[derive(Clone, Copy, Debug)]
@@ -114,6 +115,8 @@ pub(super) const KEYS: &[Key] = &[
           meaning: "free text shown in reports" },
     Key { table: "", key: "run", ty: "a [run] table", range: Range::Text(""), default: KeyDefault::Absent("every key at its default"),
           meaning: "settings of the whole run" },
+    Key { table: "", key: "report", ty: "a [report] table", range: Range::Text(""), default: KeyDefault::Absent("every key at its default"),
+          meaning: "what the outputs of the run leave out" },
     Key { table: "", key: "bench", ty: "one or more [[bench]] tables", range: Range::Text(""), default: KeyDefault::Required,
           meaning: "each expands to the cross product of its lists" },
 
@@ -141,6 +144,9 @@ pub(super) const KEYS: &[Key] = &[
           meaning: "milliseconds before the watchdog stops a dispatch" },
     Key { table: "run", key: "vcpus", ty: "an integer", range: VCPU_RANGE, default: KeyDefault::Int(defaults::VCPUS as i64),
           meaning: "vCPUs; the default of bench.vcpus, at most the host's KVM limit" },
+
+    Key { table: "report", key: "redact", ty: "a list of", range: Range::Text("{redactions}"), default: KeyDefault::Toml("[]"),
+          meaning: "host facts kept out of every output and the history, as `--redact` does (the two add up): `cmdline` the kernel command line, `hostname` the host's name wherever it appears; the report says what was redacted" },
 
     Key { table: "bench", key: "name", ty: "a string of", range: Range::Text(NAME_CHARS), default: KeyDefault::Required,
           meaning: "unique among benches" },
@@ -262,6 +268,7 @@ fn substitute(text: &str) -> String {
     let mut text = text
         .replace("{rounds}", ROUNDS)
         .replace("{strategies}", &abi::strategy::NAMES.join(", "))
+        .replace("{redactions}", &redactions())
         .replace("{insns}", &abi::insn::NAMES.join(", "))
         .replace("{irq_sources}", &irq_sources())
         .replace("{irq_source_meanings}", &irq_source_meanings());
@@ -277,6 +284,11 @@ fn substitute(text: &str) -> String {
         .replace("{max_seconds}", &fmt_num(plan_defaults::MAX_SECONDS))
         .replace("{min_rounds}", &plan_defaults::MIN_ROUNDS.to_string())
         .replace("{block_us}", &plan_defaults::BLOCK_US.to_string())
+}
+
+/// `"cmdline" and "hostname"`: what `report.redact` may name.
+fn redactions() -> String {
+    joined(Redaction::ALL.iter().map(|r| r.name()), "\"", "and")
 }
 
 /// `"none", "lapic-timer", "inject" or "pv-event"`.
@@ -324,6 +336,7 @@ pub(super) fn markdown() -> String {
     for (table, title) in [
         ("", "Top level"),
         ("run", "`[run]` (optional; every key optional)"),
+        ("report", "`[report]` (optional)"),
         ("bench", "`[[bench]]` (one or more)"),
         ("bench.irq", "`bench.irq` elements"),
     ] {

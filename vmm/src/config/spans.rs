@@ -12,17 +12,81 @@ use toml::Spanned;
 
 use super::Location;
 
-/// The config text and the name errors give it.
+/// One `--set` change to the text: `removed` bytes at `at` became `inserted` bytes written
+/// for `flag`.
+#[derive(Clone, Debug)]
+pub(super) struct Edit {
+    pub at: usize,
+    pub removed: usize,
+    pub inserted: usize,
+    /// The value's bytes within the inserted ones: the flag's part.
+    pub value: Range<usize>,
+    pub flag: String,
+}
+
+/// Where byte `offset` of the edited text came from: the flag that wrote it, or the offset in
+/// the text before the edits.
+pub(super) enum Origin<'e> {
+    Flag(&'e str),
+    File(usize),
+}
+
+/// Maps `offset` of the text after `edits` back (latest edit first).
+pub(super) fn origin(edits: &[Edit], mut offset: usize) -> Origin<'_> {
+    for e in edits.iter().rev() {
+        let value = e.at + e.value.start..e.at + e.value.end;
+        if value.contains(&offset) {
+            return Origin::Flag(&e.flag);
+        }
+        if offset >= e.at + e.inserted {
+            offset = offset - e.inserted + e.removed;
+        } else if offset >= e.at {
+            // The `key = ` written before the value: where it went in the text before.
+            offset = e.at;
+        }
+    }
+    Origin::File(offset)
+}
+
+/// The place a flag's error points at: the flag itself.
+pub(super) fn flag_location(flag: &str) -> Location {
+    Location {
+        file: flag.to_string(),
+        line: 0,
+        column: 0,
+    }
+}
+
+/// The config text and the name errors give it. `text` is what is parsed: the file with the
+/// `--set` edits written in; places are reported in `file` as it is (or as the flag).
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Source<'a> {
     pub file: &'a str,
     pub text: &'a str,
+    /// The text before the edits.
+    pub original: &'a str,
+    pub edits: &'a [Edit],
 }
 
-impl Source<'_> {
-    /// 1-based line and column (in characters) of byte `offset`.
+impl<'a> Source<'a> {
+    /// A text without edits.
+    pub(super) fn new(file: &'a str, text: &'a str) -> Source<'a> {
+        Source {
+            file,
+            text,
+            original: text,
+            edits: &[],
+        }
+    }
+
+    /// 1-based line and column (in characters) of byte `offset` of `text`, in the file, or
+    /// the `--set` flag that wrote it.
     pub(super) fn location(&self, offset: usize) -> Location {
-        let bytes = self.text.as_bytes();
+        let offset = match origin(self.edits, offset) {
+            Origin::Flag(flag) => return flag_location(flag),
+            Origin::File(offset) => offset,
+        };
+        let bytes = self.original.as_bytes();
         let offset = offset.min(bytes.len());
         let before = &bytes[..offset];
         let line_start = before

@@ -451,7 +451,7 @@ fn unknown_top_level_key() {
         &format!("repeats = 3\n{H}"),
         "1:1",
         "unknown key `repeats` in the top level",
-        &["valid keys: name, description, run, bench"],
+        &["valid keys: name, description, run, report, bench"],
     );
 }
 
@@ -811,10 +811,7 @@ fn duplicate_checks_are_linear_in_the_list_length() {
         }
     }
     let ctx = values::Ctx {
-        src: Source {
-            file: FILE,
-            text: "",
-        },
+        src: Source::new(FILE, ""),
         limits: limits(),
         max_group: 15,
     };
@@ -1043,10 +1040,7 @@ fn shipped_configs_are_sized_as_documented() {
 
 #[test]
 fn columns_count_characters() {
-    let ctx = Source {
-        file: "f",
-        text: "aé\nxéz",
-    };
+    let ctx = Source::new("f", "aé\nxéz");
     let at = ctx.location("aé\nxé".len());
     assert_eq!((at.line, at.column), (2, 3));
     assert_eq!(ctx.location(0).to_string(), "f:1:1");
@@ -1192,7 +1186,7 @@ fn groups_share_everything_but_the_workload() {
 #[test]
 fn group_size_is_limited() {
     let text = bench(r#"strategies = ["native-popf", "native-skip", "pvop-popf"]"#);
-    let msg = load_with(&text, FILE, &limits(), 2)
+    let msg = load_with(&text, FILE, &limits(), 2, &[])
         .unwrap_err()
         .to_string();
     assert!(
@@ -1206,7 +1200,7 @@ fn group_size_is_limited() {
     ] {
         assert!(msg.contains(w), "expected {w:?} in {msg:?}");
     }
-    assert!(load_with(&text, FILE, &limits(), 3).is_ok());
+    assert!(load_with(&text, FILE, &limits(), 3, &[]).is_ok());
     // The real limit holds every instruction of the ABI, the baseline included.
     ok(&bench(&format!(
         "kind = \"insn\"\ninsns = {:?}",
@@ -1541,5 +1535,37 @@ fn a_comparison_naming_a_strategy_not_in_the_bench_is_refused_at_its_place() {
         "5:12",
         "bench[0].compare[0]",
         &["two strategy names"],
+    );
+}
+
+#[test]
+fn report_redact_names_facts_and_refuses_others_with_their_place() {
+    let plan = ok(&format!(
+        "{H}[report]\nredact = [\"hostname\", \"cmdline\"]\n"
+    ));
+    assert_eq!(plan.redact, ["hostname", "cmdline"]);
+    assert!(ok(&format!("{H}[report]\nredact = []\n")).redact.is_empty());
+    assert!(ok(H).redact.is_empty());
+    bad(
+        &format!("{H}[report]\nredact = [\"cmdline\", \"hostnam\"]\n"),
+        "5:22",
+        "report.redact[1]",
+        &[
+            "unknown fact to redact \"hostnam\"",
+            "valid: cmdline, hostname",
+            "did you mean hostname?",
+        ],
+    );
+    bad(
+        &format!("{H}[report]\nredact = [\"cmdline\", \"cmdline\"]\n"),
+        "5:22",
+        "report.redact[1]",
+        &["duplicate value"],
+    );
+    bad(
+        &format!("{H}[report]\nredac = []\n"),
+        "5:1",
+        "redac",
+        &["valid keys: redact"],
     );
 }

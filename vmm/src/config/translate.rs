@@ -94,7 +94,7 @@ fn unsigned_beyond_i64(message: &str) -> Option<&str> {
 
 /// An unknown key at `path` (which ends at the key, or at its table), with the valid keys and
 /// the closest of them.
-fn unknown_key(at: super::Location, key: &str, mut path: Vec<Seg>) -> ConfigError {
+pub(super) fn unknown_key(at: super::Location, key: &str, mut path: Vec<Seg>) -> ConfigError {
     if path.last() == Some(&Seg::Key(key.to_string())) {
         path.pop();
     }

@@ -13,6 +13,7 @@ use super::schema::{self, fmt_int, Key};
 use super::spans::{key_norm, Source};
 use super::{defaults, ConfigError, Limits, MAX_PHASES};
 use crate::config::plan::{HypercallTransport, InsnId, IrqSource, Plan, Workload};
+use crate::results::redact::Redaction;
 
 /// A step of validation.
 pub(super) type Checked<T> = Result<T, ConfigError>;
@@ -345,6 +346,7 @@ impl Ctx<'_> {
         let mut plan = self.run(&run)?;
         plan.name = name;
         plan.description = raw.description.unwrap_or_default();
+        plan.redact = self.redact(raw.report.as_ref().and_then(|r| r.redact.as_ref()))?;
         let run_values = RunValues {
             vcpus: match &run.vcpus {
                 None => defaults::VCPUS,
@@ -399,6 +401,18 @@ impl Ctx<'_> {
         Ok(plan)
     }
 
+    /// `report.redact`: names of [`Redaction`]s, each once; an empty list is none.
+    fn redact(&self, list: Option<&SpannedList<String>>) -> Checked<Vec<String>> {
+        let Some(list) = list.filter(|l| !l.get_ref().is_empty()) else {
+            return Ok(Vec::new());
+        };
+        let names: Vec<&str> = Redaction::ALL.iter().map(|r| r.name()).collect();
+        self.unique_list(list, "report.redact", |v, ek| {
+            let i = self.choice_index(v, ek, "fact to redact", &names)?;
+            Ok((names[i].to_string(), names[i]))
+        })
+    }
+
     /// A plan with the `[run]` values and no name, description or phases yet.
     fn run(&self, run: &RawRun) -> Checked<Plan> {
         use crate::config::plan::defaults as plan_defaults;
@@ -433,6 +447,7 @@ impl Ctx<'_> {
             hypercall,
             phase_timeout_ms,
             phases: Vec::new(),
+            redact: Vec::new(),
         })
     }
 }

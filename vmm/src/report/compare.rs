@@ -42,6 +42,9 @@ impl NoiseBasis {
 /// One run as the comparison header names it.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct RunLabel {
+    /// Which run it is, as the user named it: `run 12`, `baseline main (run 12)`, a path;
+    /// empty when the caller does not say (the header then starts with the config).
+    pub source: String,
     pub config_name: String,
     pub started_unix: u64,
     pub host: String,
@@ -226,6 +229,7 @@ pub fn compare(a: &RunReport, b: &RunReport) -> Comparison {
 
 fn label(r: &RunReport) -> RunLabel {
     RunLabel {
+        source: String::new(),
         config_name: r.config_name.clone(),
         started_unix: r.started_unix,
         host: format!("{}, kernel {}", r.host.cpu_model, r.host.kernel_release),
@@ -476,9 +480,14 @@ fn verdict(r: &CompareRow) -> String {
 fn header(c: &Comparison) -> String {
     let mut out = String::new();
     for (which, r) in ["old", "new"].iter().zip(&c.runs) {
+        let source = if r.source.is_empty() {
+            String::new()
+        } else {
+            format!("{} = ", r.source)
+        };
         let _ = writeln!(
             out,
-            "{which}: {}, {}, {} ({})",
+            "{which}: {source}{}, {}, {} ({})",
             r.config_name,
             human_timestamp(r.started_unix),
             r.host,

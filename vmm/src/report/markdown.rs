@@ -89,6 +89,7 @@ fn header(out: &mut String, report: &RunReport) {
         ("module parameters", md_map(&h.module_params)),
         ("capabilities", md_map(&h.capabilities)),
         ("run", run),
+        ("ad hoc", adhoc_text(report)),
         ("CI", report.ci_method.clone()),
     ];
     for (k, v) in bullets.iter().filter(|(_, v)| !v.is_empty()) {
@@ -237,4 +238,13 @@ pub fn render_markdown(report: &RunReport) -> String {
         }
     }
     crate::text::escape(&out).into_owned()
+}
+
+/// The run's `--set`/`--only` as a code span, or nothing.
+fn adhoc_text(report: &RunReport) -> String {
+    if report.adhoc.is_empty() {
+        String::new()
+    } else {
+        format!("`` {} ``", report.adhoc.flags())
+    }
 }

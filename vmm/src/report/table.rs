@@ -191,6 +191,9 @@ pub fn host_header(report: &RunReport, width: usize) -> String {
         let _ = writeln!(out, "{host}");
         let _ = writeln!(out, "{run}");
     }
+    if !report.adhoc.is_empty() {
+        let _ = writeln!(out, "ad hoc: {}", report.adhoc.flags());
+    }
     if !h.redacted.is_empty() {
         let _ = writeln!(
             out,

@@ -237,6 +237,7 @@ fn sample_report() -> RunReport {
         irqbench_version: "0.2.0".into(),
         config_name: "quick".into(),
         config_source: "<built-in default>".into(),
+        adhoc: Default::default(),
         started_unix: 1_774_000_000,
         wall_seconds: 42.5,
         partial: false,

@@ -453,6 +453,40 @@ pub struct PhaseFailure {
     pub error: String,
 }
 
+/// A run's changes to its config from the command line, as given.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Adhoc {
+    /// `--set KEY=VALUE`, each as `KEY=VALUE`, in order.
+    #[serde(default)]
+    pub set: Vec<String>,
+    /// `--only GLOB`, each glob.
+    #[serde(default)]
+    pub only: Vec<String>,
+}
+
+impl Adhoc {
+    pub fn is_empty(&self) -> bool {
+        self.set.is_empty() && self.only.is_empty()
+    }
+
+    /// `--set run.max_seconds=1 --only 'quick/pvop-*'`: the flags as a shell would take them.
+    pub fn flags(&self) -> String {
+        let quote = |s: &str| {
+            let plain = s
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.=/,:@".contains(c));
+            if plain {
+                s.to_string()
+            } else {
+                format!("'{}'", s.replace('\'', "'\\''"))
+            }
+        };
+        let set = self.set.iter().map(|s| format!("--set {}", quote(s)));
+        let only = self.only.iter().map(|g| format!("--only {}", quote(g)));
+        set.chain(only).collect::<Vec<_>>().join(" ")
+    }
+}
+
 /// A whole run.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct RunReport {
@@ -460,6 +494,9 @@ pub struct RunReport {
     pub irqbench_version: String,
     pub config_name: String,
     pub config_source: String,
+    /// `--set` and `--only` of this run: the plan is the config with these applied.
+    #[serde(default, skip_serializing_if = "Adhoc::is_empty")]
+    pub adhoc: Adhoc,
     /// Seconds since the Unix epoch when the run started.
     pub started_unix: u64,
     pub wall_seconds: f64,
