@@ -60,7 +60,7 @@ pub fn cmd_validate(args: &ValidateArgs) -> Result<Status, CliError> {
             .map_err(|e| CliError::Failed(format!("cannot encode the validation: {e}")))?;
         format!("{t}\n")
     } else {
-        validate::render(&v)
+        irqbench::report::wrap(&validate::render(&v), irqbench::report::text_width())
     };
     let printed = emit(&text)?;
     Ok(if verdict == irqbench::results::Verdict::Fail {

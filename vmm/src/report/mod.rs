@@ -18,6 +18,7 @@ pub(crate) mod markdown;
 mod scaling;
 mod svg;
 pub(crate) mod table;
+mod warnings;
 mod width;
 
 #[cfg(test)]

@@ -8,10 +8,11 @@ use crate::results::{
     ComparedMetric, PairedComparison, PairedDifference, PhaseResult, ResultKind, RunReport,
 };
 
-use super::columns::{grid, stat_estimate, Align, DISTURBED_WARN};
+use super::columns::{grid, stat_estimate, Align};
 use super::format::{
     ellipsize, fmt_cost, fmt_count, fmt_interval, fmt_rate, fmt_ratio_change, fmt_spread, tsc_ghz,
 };
+pub(crate) use super::warnings::figure_warnings;
 use super::width::{text_width, wrap};
 
 pub use super::columns::vcpu_spread;
@@ -479,30 +480,6 @@ pub(crate) fn legend(report: &RunReport) -> Vec<String> {
         lines.push(format!("not used: {n}"));
     }
     lines
-}
-
-/// The run's warnings about its figures (e.g. LAPIC ticks delivered short), then the rows
-/// whose disturbed fraction is high enough to doubt that the kept rounds are typical.
-pub(crate) fn figure_warnings(report: &RunReport) -> Vec<String> {
-    let run = report.warnings.iter().map(|w| format!("warning: {w}"));
-    run.chain(disturbed_warnings(report)).collect()
-}
-
-fn disturbed_warnings(report: &RunReport) -> Vec<String> {
-    report
-        .results
-        .iter()
-        .filter(|r| r.disturbed_fraction > DISTURBED_WARN)
-        .map(|r| {
-            format!(
-                "warning: {} had {:.1}% of its blocks disturbed (more than {:.0}%): the host \
-                 was busy, treat its CI with care",
-                r.name,
-                r.disturbed_fraction * 100.0,
-                DISTURBED_WARN * 100.0
-            )
-        })
-        .collect()
 }
 
 /// The terminal report at the terminal's width ([`text_width`]).
