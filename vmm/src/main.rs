@@ -21,7 +21,7 @@ fn main() -> ExitCode {
 fn dispatch(command: Command) -> Result<Status, CliError> {
     match command {
         Command::Run(args) => cli::run::cmd_run(&args),
-        Command::Host { json } => cli::inspect::cmd_host(json),
+        Command::Host { json, verbose, .. } => cli::inspect::cmd_host(json, verbose),
         Command::Validate(args) => cli::validate::cmd_validate(&args),
         Command::Disasm { strategies, guest } => {
             cli::inspect::cmd_disasm(&strategies, guest.as_deref())

@@ -88,11 +88,19 @@ start (no KVM, a bad guest), or an output or the save failed; 2 bad config or ar
 written and marked \"partial\"); 141 stdout was a closed pipe.")]
     Run(run::RunArgs),
     /// Print the host manifest: CPU, kernel, KVM flavour, TSC, capabilities.
-    #[command(after_help = "Example:\n  irqbench host")]
+    #[command(
+        after_help = "Examples:\n  irqbench host\n  irqbench host --verbose   # the whole kernel command line"
+    )]
     Host {
-        /// As JSON instead of text.
+        /// As JSON instead of text (always the whole command line).
         #[arg(long)]
         json: bool,
+        /// The whole kernel command line (shortened to its start by default).
+        #[arg(long, short)]
+        verbose: bool,
+        /// Print nothing but errors and the manifest (there is nothing else to leave out).
+        #[arg(long, short)]
+        quiet: bool,
     },
     /// Check that this host behaves as its KVM flavour should: PASS, WARN or FAIL per check.
     #[command(after_help = validate::AFTER_HELP)]
