@@ -6,6 +6,7 @@ pub mod error;
 pub mod history;
 pub mod inspect;
 pub mod output;
+pub mod progress;
 pub mod run;
 pub mod validate;
 

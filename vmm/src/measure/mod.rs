@@ -21,7 +21,7 @@ use crate::host::cpu;
 use crate::machine::image::GuestImage;
 use crate::machine::{IrqchipMode, MachineConfig, MachineError};
 use crate::measure::pinning::Pinning;
-use crate::measure::session::{PhaseError, ProgressFn, RunOptions, Session};
+use crate::measure::session::{PhaseError, ProgressFn, RunOptions, Session, Step};
 use crate::results::KvmFlavour;
 use crate::results::{DisturbanceInfo, HostManifest, PhaseFailure, RunReport, CI_METHOD, SCHEMA};
 
@@ -237,6 +237,16 @@ fn absorb(
     outcome.interrupted
 }
 
+/// The progress step of a group that ran (`Some`) or failed.
+fn finished_step(outcome: Option<&GroupOutcome>, seconds: f64) -> Step {
+    outcome.map_or(Step::Failed, |o| Step::Finished {
+        rows: o.results.len(),
+        rounds: o.results.iter().map(|r| r.rounds).max().unwrap_or(0),
+        precise: o.results.iter().all(|r| r.precision_reached),
+        seconds,
+    })
+}
+
 /// Runs the whole plan on a fresh report (no host validation: library callers, tests and
 /// benches). The CLI validates between [`start_report`] and [`run_prepared`].
 pub fn run_plan(
@@ -299,7 +309,7 @@ pub fn run_prepared(
             if let Some(s) = session.take() {
                 s.shutdown();
             }
-            progress(i, total, &first.group.to_string(), "boot");
+            progress(i, total, &first.group.to_string(), &Step::Boot);
             let config = MachineConfig {
                 vcpus: first.vcpus,
                 memory_bytes: u64::from(plan.memory_mib) << 20,
@@ -324,7 +334,7 @@ pub fn run_prepared(
             }
         }
         let Some(s) = session.as_mut() else { continue };
-        progress(i, total, &first.group.to_string(), "start");
+        progress(i, total, &first.group.to_string(), &Step::Start);
         let mut run = GroupRun {
             session: s,
             plan,
@@ -334,8 +344,11 @@ pub fn run_prepared(
         };
         let group = first.group.to_string();
         let tracer = trace_exits::start(&mut report, options.trace_exits);
+        let group_started = Instant::now();
         let ran = run.run(&mut |step| progress(i, total, &group, step));
         trace_exits::finish(&mut report, tracer, &group);
+        let done = finished_step(ran.as_ref().ok(), group_started.elapsed().as_secs_f64());
+        progress(i, total, &group, &done);
         match ran {
             Ok(outcome) => {
                 if absorb(&mut report, &mut violations, outcome, &group) {
