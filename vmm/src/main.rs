@@ -32,6 +32,7 @@ fn dispatch(command: Command) -> Result<Status, CliError> {
             db,
             markdown,
             min_change,
+            ..
         } => cli::history::cmd_compare(&old, &new, db.db.as_deref(), markdown, min_change),
         Command::History(args) => cli::history::cmd_history(args),
         Command::Baseline(args) => cli::history::cmd_baseline(args),

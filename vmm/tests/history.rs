@@ -385,7 +385,7 @@ fn history_svg_to_stdout_is_the_whole_stdout() {
     let svg = text(&out.stdout);
     assert!(svg.trim_end().ends_with("</svg>"), "{svg}");
     assert!(
-        !svg.contains("trend per result"),
+        !svg.contains("per row and run"),
         "the table follows the chart"
     );
     let out = run(data.path(), &["history", "--json", "--svg", "-"]);

@@ -150,6 +150,9 @@ decides, and the output says so. Changes below
             allow_hyphen_values = true
         )]
         min_change: f64,
+        /// Print nothing but errors and the comparison.
+        #[arg(long, short)]
+        quiet: bool,
     },
     /// The saved runs, and each result row's median and CI across them.
     History(history::HistoryArgs),

@@ -42,7 +42,8 @@ pub struct RunArgs {
     /// Write every format into a new timestamped folder under DIR (never overwritten).
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
-    /// Print nothing but errors (files are still written).
+    /// Print nothing but errors: no progress, no notes, no table (the files asked for are
+    /// still written).
     #[arg(long, short)]
     quiet: bool,
     #[command(flatten)]

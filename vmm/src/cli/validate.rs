@@ -46,6 +46,9 @@ pub struct ValidateArgs {
     /// The checks and the host manifest as JSON on stdout.
     #[arg(long)]
     pub json: bool,
+    /// Print nothing but errors and the checks (there is nothing else to leave out).
+    #[arg(long, short)]
+    pub quiet: bool,
 }
 
 pub fn cmd_validate(args: &ValidateArgs) -> Result<Status, CliError> {

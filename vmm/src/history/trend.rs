@@ -52,7 +52,7 @@ pub fn trends(points: &[TrendPoint]) -> Vec<Trend<'_>> {
     out
 }
 
-fn estimate(p: &TrendPoint) -> Estimate {
+pub(super) fn estimate(p: &TrendPoint) -> Estimate {
     Estimate {
         median: p.median,
         ci: p.ci95,
@@ -65,7 +65,7 @@ fn minute(unix: u64) -> String {
     t.get(..16).unwrap_or(&t).to_owned()
 }
 
-fn runs_table(runs: &[RunRow]) -> String {
+pub(super) fn runs_table(runs: &[RunRow]) -> String {
     use Align::{Left, Right};
     let mut t = TextTable::new(&[
         ("run", Right),
