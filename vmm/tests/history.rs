@@ -442,7 +442,7 @@ fn runs_are_saved_and_check_gates_a_regression() {
     let verdict = text(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{verdict}{}", text(&out.stderr));
     assert!(
-        verdict.contains("| phase |") && verdict.contains("check passed"),
+        verdict.contains("| row |") && verdict.contains("check passed"),
         "{verdict}"
     );
 

@@ -212,7 +212,7 @@ pub(crate) fn cmd_history(args: HistoryArgs) -> Result<Status, CliError> {
     };
     if let Some(target) = &svg {
         let chart = history::render_trend_svg(&points)
-            .map_err(|why| format!("{why} (nothing matched, or no run has result rows)"));
+            .map_err(|why| format!("{why} (nothing matched, or no run has rows)"));
         write_one(target, chart, args.quiet)?;
         // `--svg -` is the whole stdout, as `run --json -` is: a table after it would make
         // `history --svg - > trend.svg` no SVG.
@@ -445,8 +445,8 @@ at least --max-regression percent. A change for the worse that is beyond noise (
 exits per op, fewer ops/s), or a baseline result this run lacks, is a regression. Prints the
 Markdown compare table and the verdict.
 
-Exit status, as for `irqbench run`: 0 no regression and every phase measured; 1 a
-regression, a failed phase, a failed host validation, no KVM, or a failed write or save; 2 bad
+Exit status, as for `irqbench run`: 0 no regression and every row measured; 1 a
+regression, a failed row, a failed host validation, no KVM, or a failed write or save; 2 bad
 config or arguments, or no such baseline; 130/129 interrupted by a signal (no verdict).")]
 pub(crate) struct CheckArgs {
     /// A config file, or the name of a shipped config.

@@ -82,7 +82,7 @@ name wins. A folder is never a config: a folder named like a shipped config (./q
 passed over with a note and the shipped config runs; any other folder is refused. A path that
 cannot be looked at says why (ELOOP, ENOTDIR, EACCES).
 
-Exit status: 0 all phases measured, written and saved; 1 a phase failed (guest fault,
+Exit status: 0 all rows measured, written and saved; 1 a row failed (guest fault,
 timeout, protocol violation), a row has no data, the host failed validation, the run could not
 start (no KVM, a bad guest), or an output or the save failed; 2 bad config or arguments
 (outputs and --db included, and a plan over an hour of budgets without --yes); 130 interrupted by SIGINT or SIGTERM, 129 by SIGHUP (partial results are still
@@ -117,7 +117,7 @@ written and marked \"partial\"); 141 stdout was a closed pipe.")]
         #[arg(long, value_name = "FILE")]
         guest: Option<PathBuf>,
     },
-    /// Compare two runs: old --> new per result, and whether it is beyond noise.
+    /// Compare two runs: old --> new per row, and whether it is beyond noise.
     #[command(after_help = "Examples:
   irqbench compare before.json after.json
   irqbench compare before.json after.json --markdown > mail.md
@@ -154,7 +154,7 @@ decides, and the output says so. Changes below
         #[arg(long, short)]
         quiet: bool,
     },
-    /// The saved runs, and each result row's median and CI across them.
+    /// The saved runs, and each row's median and CI across them.
     History(history::HistoryArgs),
     /// Name a saved run as a baseline, list or remove baselines.
     Baseline(history::BaselineArgs),

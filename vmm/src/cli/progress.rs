@@ -139,9 +139,50 @@ fn finished_line(i: usize, n: usize, group: &str, step: &Step, precision: f64) -
     Some(format!("group {}/{n} {group}: {what}", i + 1))
 }
 
+/// The failed rows, one message per distinct error (a group's rows fail together, with one
+/// error): "row a failed" or "3 rows failed (a, b, c)", then the error.
+pub fn failure_lines(failures: &[irqbench::results::PhaseFailure]) -> Vec<String> {
+    let mut kinds: Vec<(&str, Vec<&str>)> = Vec::new();
+    for f in failures {
+        match kinds.iter_mut().find(|(e, _)| *e == f.error) {
+            Some((_, rows)) => rows.push(&f.name),
+            None => kinds.push((&f.error, vec![&f.name])),
+        }
+    }
+    kinds
+        .into_iter()
+        .map(|(error, rows)| match rows.as_slice() {
+            [one] => format!("row {one} failed:\n{error}"),
+            _ => format!(
+                "{} rows failed ({}):\n{error}",
+                rows.len(),
+                irqbench::report::name_list(&rows)
+            ),
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rows_that_failed_with_one_error_are_one_message() {
+        let failure = |name: &str, error: &str| irqbench::results::PhaseFailure {
+            name: name.into(),
+            error: error.into(),
+        };
+        let lines = failure_lines(&[
+            failure("g/a", "guest fault"),
+            failure("g/b", "guest fault"),
+            failure("h/c", "timeout"),
+        ]);
+        assert_eq!(
+            lines,
+            ["2 rows failed (g/a, g/b):\nguest fault", "row h/c failed:\ntimeout"]
+        );
+        assert!(failure_lines(&[]).is_empty());
+    }
 
     #[test]
     fn the_eta_counts_the_current_budget_and_every_later_one() {

@@ -33,7 +33,7 @@ pub struct RunArgs {
     /// Write the results as JSON (and an SVG chart next to it); `-` for stdout.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
-    /// Write one CSV row per result; `-` for stdout.
+    /// Write one CSV line per row; `-` for stdout.
     #[arg(long, value_name = "FILE")]
     csv: Option<PathBuf>,
     /// Write a Markdown report (host manifest and tables) to paste into a mail; `-` for stdout.
@@ -259,8 +259,8 @@ pub fn pipeline(req: &Request) -> Result<Finished, CliError> {
     }
     // A signal while the outputs were written or the run saved said "stopping": its status.
     status = status.and(signals.status_of(&report));
-    for f in &report.failures {
-        warn(format_args!("phase {} failed:\n{}", f.name, f.error));
+    for line in super::progress::failure_lines(&report.failures) {
+        warn(line);
     }
     if report.partial {
         warn(format_args!(

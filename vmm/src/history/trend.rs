@@ -122,7 +122,7 @@ pub fn render_history(db: &std::path::Path, runs: &[RunRow], points: &[TrendPoin
     }
     let _ = writeln!(
         out,
-        "\ntrend per result: median ±h, h = the farther end of its 95% CI"
+        "\ntrend per row: median ±h, h = the farther end of its 95% CI"
     );
     for t in &trends {
         let _ = writeln!(out, "\n{}", t.name);
@@ -260,7 +260,7 @@ fn draw_trend<DB: DrawingBackend>(
 pub fn render_trend_svg(points: &[TrendPoint]) -> Result<String, String> {
     let trends = trends(points);
     if trends.is_empty() {
-        return Err("no result rows to draw".into());
+        return Err("no rows to draw".into());
     }
     let shown = &trends[..trends.len().min(MAX_PANELS)];
     let extra = if trends.len() > shown.len() { 30 } else { 0 };

@@ -117,7 +117,7 @@ fn results(out: &mut String, report: &RunReport) {
             "\n### {}\n",
             md_cell(&group_heading(&group, &g.uniform))
         );
-        let mut headers = vec!["phase"];
+        let mut headers = vec!["row"];
         headers.extend(g.headers.iter().map(|(h, _)| h.as_str()));
         let mut right = vec![false];
         right.extend(g.headers.iter().map(|(_, a)| *a == Align::Right));
@@ -162,7 +162,7 @@ fn exits_by_stat(out: &mut String, report: &RunReport) {
         return;
     }
     out.push_str("\n## Exits per op by KVM stat (net of the baseline, ±95% CI)\n\n");
-    let mut headers = vec!["phase"];
+    let mut headers = vec!["row"];
     headers.extend(stats.iter().copied());
     let mut right = vec![false];
     right.extend(vec![true; stats.len()]);
@@ -206,7 +206,7 @@ fn exit_sites(out: &mut String, report: &RunReport) {
     md_table(
         out,
         &[
-            "phase",
+            "row",
             "strategy",
             "site",
             "reason",

@@ -42,6 +42,7 @@ pub use markdown::render_markdown;
 pub use scaling::{render_scaling, scaling_rows, ScalingRow};
 pub use svg::render_svg;
 pub use table::{host_header, render_mixed, render_table, render_table_at, vcpu_spread};
+pub use warnings::name_list;
 pub use width::{text_width, wrap, DEFAULT_WIDTH};
 
 #[derive(Debug, Error)]

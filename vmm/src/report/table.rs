@@ -606,7 +606,7 @@ fn render_exit_sites(out: &mut String, report: &RunReport, width: usize) {
     use Align::{Left, Right};
     out.push_str("\nexit sites (userspace exits by guest code site)\n");
     let mut t = TextTable::new(&[
-        ("phase", Left),
+        ("row", Left),
         ("strategy", Left),
         ("site", Left),
         ("reason", Left),
@@ -614,7 +614,7 @@ fn render_exit_sites(out: &mut String, report: &RunReport, width: usize) {
         ("rip", Right),
         ("instruction", Left),
     ]);
-    t.shrinkable = vec![("phase", 16), ("instruction", 16), ("site", 12)];
+    t.shrinkable = vec![("row", 16), ("instruction", 16), ("site", 12)];
     for r in &report.results {
         // The busiest sites; the JSON has all of them.
         for s in r.exit_sites.iter().take(EXIT_SITES_SHOWN) {
@@ -643,7 +643,7 @@ pub fn render_mixed(report: &RunReport) -> String {
     let mut out = String::new();
     for r in report.results.iter().filter(|r| !r.strategy_ops.is_empty()) {
         if out.is_empty() {
-            out.push_str("\nmixed phases (per strategy: guest-counted ops, attributed exits)\n");
+            out.push_str("\nmixed rows (per strategy: guest-counted ops, attributed exits)\n");
         }
         let total: u64 = r.strategy_ops.values().sum();
         let _ = writeln!(

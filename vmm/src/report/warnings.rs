@@ -21,7 +21,7 @@ pub(crate) fn figure_warnings(report: &RunReport) -> Vec<String> {
 }
 
 /// `names` as "a, b, c, d … and 9 more".
-pub(crate) fn name_list(names: &[&str]) -> String {
+pub fn name_list(names: &[&str]) -> String {
     let shown = if names.len() > NAMES_SHOWN + 1 {
         NAMES_SHOWN
     } else {
