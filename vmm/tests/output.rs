@@ -27,6 +27,21 @@ fn tmp() -> tempfile::TempDir {
     tempfile::tempdir().expect("temp dir")
 }
 
+/// The lines of `text` with each wrapped continuation (indented) joined to its line.
+fn unwrapped(text: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for l in text.lines() {
+        match out.last_mut() {
+            Some(last) if l.starts_with("  ") => {
+                last.push(' ');
+                last.push_str(l.trim_start());
+            }
+            _ => out.push(l.to_string()),
+        }
+    }
+    out
+}
+
 fn widest(text: &str) -> usize {
     text.lines().map(|l| l.chars().count()).max().unwrap_or(0)
 }
@@ -86,4 +101,117 @@ fn host_shortens_the_kernel_command_line_unless_verbose() {
         eprintln!("the command line is short here: only the width is checked");
     }
     assert!(host(&["host", "-q"]).status.success());
+}
+
+/// Spins on every CPU until `stop`: a busy host, so rows get disturbed blocks.
+fn compete(
+    stop: &std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> Vec<std::thread::JoinHandle<()>> {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    (0..cpus)
+        .map(|_| {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut x = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
+                }
+            })
+        })
+        .collect()
+}
+
+/// 42 rows on a busy host: each kind of warning is one line, every line fits 80 columns, and
+/// stderr (not a terminal here) has one line per finished group; `-q` prints nothing at all.
+#[test]
+fn a_forty_row_run_on_a_busy_host_warns_once_per_kind_and_reports_each_group() {
+    if !kvm_or_skip() {
+        return;
+    }
+    let dir = tmp();
+    let cfg = dir.path().join("forty.toml");
+    std::fs::write(
+        &cfg,
+        "name = \"forty\"\n[run]\nmax_seconds = 0.4\nmin_rounds = 6\nprecision = 0.001\n\n\
+         [[bench]]\nname = \"forty\"\nkind = \"strategy\"\nnesting = [0.0, 0.25, 0.5]\n\
+         body_ops = 4\nirq = [{ source = \"none\" }, { source = \"lapic-timer\", period_us = 1000 }]\n",
+    )
+    .expect("write config");
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let spinners = compete(&stop);
+    let json = dir.path().join("forty.json");
+    let out = irqbench()
+        .env("COLUMNS", "80")
+        .args(["run", cfg.to_str().unwrap(), "--no-save", "--json"])
+        .arg(&json)
+        .output()
+        .expect("spawn");
+    let quiet = irqbench()
+        .args(["run", cfg.to_str().unwrap(), "--no-save", "-q"])
+        .output()
+        .expect("spawn");
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for s in spinners {
+        s.join().expect("spinner");
+    }
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(
+        out.status.code() == Some(0) || out.status.code() == Some(1),
+        "{stderr}"
+    );
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).expect("JSON")).expect("JSON");
+    let rows = report["results"].as_array().expect("results").len();
+    assert!(rows >= 40, "{rows} rows");
+    assert!(widest(&stdout) <= 80, "{stdout}");
+    assert!(widest(&stderr) <= 80, "{stderr}");
+    // Each warning starts a line; its continuation lines are indented.
+    let warnings: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("warning: "))
+        .collect();
+    let kind = |needle: &str| warnings.iter().filter(|l| l.contains(needle)).count();
+    assert!(kind("warning: disturbed >") <= 1, "{stdout}");
+    let joined = stdout.split_whitespace().collect::<Vec<_>>().join(" ");
+    let ticks = joined.matches("LAPIC timer interrupts its").count();
+    assert!(ticks <= 1, "{ticks} LAPIC warnings: {stdout}");
+    let stored = report["warnings"].as_array().map_or(0, Vec::len);
+    eprintln!(
+        "{rows} rows: {} warning lines in the table for {stored} stored warnings, {} disturbed",
+        warnings.len(),
+        kind("warning: disturbed >")
+    );
+    assert!(warnings.len() <= 8, "{stdout}");
+    let groups = report["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["group"].as_str().unwrap_or(""))
+        .collect::<std::collections::BTreeSet<_>>()
+        .len();
+    let messages = unwrapped(&stderr);
+    let finished: Vec<&String> = messages
+        .iter()
+        .filter(|l| l.starts_with("irqbench: group "))
+        .collect();
+    assert_eq!(finished.len(), groups, "{stderr}");
+    assert!(
+        finished[0].starts_with(&format!("irqbench: group 1/{groups} forty/")),
+        "{stderr}"
+    );
+    assert!(
+        finished
+            .iter()
+            .all(|l| l.contains(" rows, ") && l.contains(" rounds, ")),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("phase"), "{stderr}");
+    assert!(quiet.status.code() == Some(0) || quiet.status.code() == Some(1));
+    assert!(quiet.stdout.is_empty(), "{}", text(&quiet.stdout));
+    let noise = text(&quiet.stderr);
+    // Under -q only errors: a run whose row kept no round (exit 1) says that, nothing else.
+    assert!(
+        quiet.status.code() == Some(1) || noise.is_empty(),
+        "-q printed: {noise}"
+    );
 }

@@ -328,7 +328,7 @@ fn baseline_save(store: &Store, name: &str, run: Option<i64>) -> Result<String, 
         _ => String::new(),
     };
     Ok(format!(
-        "baseline {name}: run {id}{moved}, config {}, {} results, started {}\n",
+        "baseline {name}: run {id}{moved}, config {}, {} rows, started {}\n",
         r.config_name,
         r.results.len(),
         human_time(r.started_unix)

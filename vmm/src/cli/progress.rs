@@ -179,7 +179,10 @@ mod tests {
         ]);
         assert_eq!(
             lines,
-            ["2 rows failed (g/a, g/b):\nguest fault", "row h/c failed:\ntimeout"]
+            [
+                "2 rows failed (g/a, g/b):\nguest fault",
+                "row h/c failed:\ntimeout"
+            ]
         );
         assert!(failure_lines(&[]).is_empty());
     }

@@ -107,7 +107,7 @@ fn header(out: &mut String, report: &RunReport) {
 fn results(out: &mut String, report: &RunReport) {
     out.push_str("\n## Results\n");
     if report.results.is_empty() {
-        out.push_str("\nNo results.\n");
+        out.push_str("\nNo rows.\n");
         return;
     }
     for group in groups(report) {
@@ -205,14 +205,7 @@ fn exit_sites(out: &mut String, report: &RunReport) {
     out.push_str("\n## Exit sites\n\n");
     md_table(
         out,
-        &[
-            "row",
-            "strategy",
-            "site",
-            "reason",
-            "count",
-            "instruction",
-        ],
+        &["row", "strategy", "site", "reason", "count", "instruction"],
         &[false, false, false, false, true, false],
         &sites,
     );

@@ -508,7 +508,7 @@ pub fn render_table_at(report: &RunReport, width: usize) -> String {
         }
     }
     if report.results.is_empty() {
-        out.push_str("\nno results\n");
+        out.push_str("\nno rows\n");
     } else {
         out.push('\n');
         for line in legend(report).iter().chain(&figure_warnings(report)) {
