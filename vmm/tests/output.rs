@@ -215,3 +215,53 @@ fn a_forty_row_run_on_a_busy_host_warns_once_per_kind_and_reports_each_group() {
         "-q printed: {noise}"
     );
 }
+
+/// Three saved runs of a 8-row config: `history` is one rows × runs table that fits the width,
+/// tens of lines; `--long` is the table per row; `-q` keeps the listing.
+#[test]
+fn history_is_a_compact_rows_by_runs_table_by_default() {
+    if !kvm_or_skip() {
+        return;
+    }
+    let dir = tmp();
+    let cfg = config(dir.path(), "piv", "[\"native-popf\", \"pvop-skip\"]", 0.3);
+    let db = dir.path().join("h.sqlite");
+    for _ in 0..3 {
+        let out = irqbench()
+            .args(["run", cfg.to_str().unwrap(), "-q", "--db"])
+            .arg(&db)
+            .output()
+            .expect("spawn");
+        assert!(out.status.code() == Some(0) || out.status.code() == Some(1));
+    }
+    let history = |args: &[&str]| {
+        irqbench()
+            .env("COLUMNS", "60")
+            .arg("history")
+            .args(args)
+            .arg("--db")
+            .arg(&db)
+            .output()
+            .expect("spawn")
+    };
+    let out = history(&[]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let listing = text(&out.stdout);
+    let pivot = &listing[listing.find("per row and run").expect(&listing)..];
+    assert!(widest(pivot) <= 60, "{pivot}");
+    for id in 1..=3 {
+        assert!(pivot.contains(&format!("run {id}")), "{pivot}");
+    }
+    // 8 rows × 3 runs: a line per row (and panel), not a block per row.
+    assert!(listing.lines().count() < 45, "{listing}");
+    assert!(
+        !listing.contains("started (UTC)      cycles/op"),
+        "{listing}"
+    );
+    let long = text(&history(&["--long"]).stdout);
+    assert!(long.contains("trend per row"), "{long}");
+    assert!(long.lines().count() > listing.lines().count(), "{long}");
+    let quiet = history(&["-q"]);
+    assert_eq!(text(&quiet.stdout), listing);
+    assert!(quiet.stderr.is_empty(), "{}", text(&quiet.stderr));
+}

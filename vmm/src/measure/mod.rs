@@ -237,14 +237,20 @@ fn absorb(
     outcome.interrupted
 }
 
-/// The progress step of a group that ran (`Some`) or failed.
-fn finished_step(outcome: Option<&GroupOutcome>, seconds: f64) -> Step {
-    outcome.map_or(Step::Failed, |o| Step::Finished {
+/// Runs the group, then says it finished (its rows, rounds, precision, seconds) or failed.
+fn run_reported(
+    run: &mut GroupRun,
+    progress: &mut dyn FnMut(&Step),
+) -> Result<GroupOutcome, PhaseError> {
+    let started = Instant::now();
+    let ran = run.run(progress);
+    progress(&ran.as_ref().map_or(Step::Failed, |o| Step::Finished {
         rows: o.results.len(),
         rounds: o.results.iter().map(|r| r.rounds).max().unwrap_or(0),
         precise: o.results.iter().all(|r| r.precision_reached),
-        seconds,
-    })
+        seconds: started.elapsed().as_secs_f64(),
+    }));
+    ran
 }
 
 /// Runs the whole plan on a fresh report (no host validation: library callers, tests and
@@ -344,11 +350,8 @@ pub fn run_prepared(
         };
         let group = first.group.to_string();
         let tracer = trace_exits::start(&mut report, options.trace_exits);
-        let group_started = Instant::now();
-        let ran = run.run(&mut |step| progress(i, total, &group, step));
+        let ran = run_reported(&mut run, &mut |step| progress(i, total, &group, step));
         trace_exits::finish(&mut report, tracer, &group);
-        let done = finished_step(ran.as_ref().ok(), group_started.elapsed().as_secs_f64());
-        progress(i, total, &group, &done);
         match ran {
             Ok(outcome) => {
                 if absorb(&mut report, &mut violations, outcome, &group) {

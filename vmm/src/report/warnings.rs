@@ -156,11 +156,9 @@ mod tests {
         format!(
             "{row}: the guest took {took} of the 69 LAPIC timer interrupts its 1000 µs period \
              asks for ({})",
-            if took == 0 {
-                "none at all".to_string()
-            } else {
-                format!("one every {} µs", 69_000 / took)
-            }
+            69_000u32
+                .checked_div(took)
+                .map_or("none at all".to_string(), |us| format!("one every {us} µs"))
         )
     }
 
