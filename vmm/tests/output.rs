@@ -265,3 +265,21 @@ fn history_is_a_compact_rows_by_runs_table_by_default() {
     assert_eq!(text(&quiet.stdout), listing);
     assert!(quiet.stderr.is_empty(), "{}", text(&quiet.stderr));
 }
+
+/// `-q` is offered, and described the same way, by every command that prints more than its
+/// answer; no help text calls a row a "phase".
+#[test]
+fn every_command_takes_q_and_help_says_row_not_phase() {
+    for cmd in ["run", "check", "validate", "host", "history", "compare"] {
+        let out = irqbench().args([cmd, "--help"]).output().expect("spawn");
+        let help = text(&out.stdout);
+        assert!(out.status.success(), "{cmd}: {}", text(&out.stderr));
+        assert!(
+            help.contains("-q, --quiet") && help.contains("Print nothing but errors"),
+            "{cmd}: {help}"
+        );
+        assert!(!help.to_lowercase().contains("phase"), "{cmd}: {help}");
+    }
+    let top = text(&irqbench().arg("--help").output().expect("spawn").stdout);
+    assert!(!top.to_lowercase().contains(" phase"), "{top}");
+}
