@@ -51,11 +51,13 @@ pub fn render_history_pivot(
         .iter()
         .map(|p| ((p.run_id, p.name.as_str()), p))
         .collect();
-    // Only the runs that have a row: a run whose rows were all filtered out is a column of `-`.
+    // Only the runs that have a row: a run whose rows were all filtered out would be a column
+    // of `-`. Linear in the points: an imported run may hold hundreds of thousands of rows.
+    let with_rows: std::collections::HashSet<i64> = points.iter().map(|p| p.run_id).collect();
     let columns: Vec<i64> = runs
         .iter()
         .map(|r| r.id)
-        .filter(|id| points.iter().any(|p| p.run_id == *id))
+        .filter(|id| with_rows.contains(id))
         .collect();
     let mut headers = vec![("row".to_string(), Align::Left)];
     headers.extend(columns.iter().map(|id| (format!("run {id}"), Align::Right)));

@@ -75,19 +75,20 @@ fn rows(n: usize) -> String {
 /// Warnings that say the same about different rows or groups ("NAME: text", differing only in
 /// NAME and numbers) as one: the first one's text, with every name it applies to.
 fn merge(warnings: &[String]) -> Vec<String> {
-    let mut kinds: Vec<(String, Vec<&str>, &str)> = Vec::new();
+    let mut kinds: Vec<(Vec<&str>, &str)> = Vec::new();
+    let mut by_shape: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
     let mut out_order: Vec<Result<usize, &str>> = Vec::new();
     for w in warnings {
         let Some((subject, text)) = subject_of(w) else {
             out_order.push(Err(w));
             continue;
         };
-        let key = shape(text);
-        match kinds.iter_mut().position(|(k, _, _)| *k == key) {
-            Some(i) => kinds[i].1.push(subject),
-            None => {
-                kinds.push((key, vec![subject], text));
-                out_order.push(Ok(kinds.len() - 1));
+        match by_shape.entry(shape(text)) {
+            std::collections::hash_map::Entry::Occupied(i) => kinds[*i.get()].0.push(subject),
+            std::collections::hash_map::Entry::Vacant(slot) => {
+                slot.insert(kinds.len());
+                out_order.push(Ok(kinds.len()));
+                kinds.push((vec![subject], text));
             }
         }
     }
@@ -96,7 +97,7 @@ fn merge(warnings: &[String]) -> Vec<String> {
         .map(|entry| match entry {
             Err(w) => w.to_string(),
             Ok(i) => {
-                let (_, names, text) = &kinds[i];
+                let (names, text) = &kinds[i];
                 if names.len() == 1 {
                     format!("{}: {text}", names[0])
                 } else {
