@@ -283,3 +283,28 @@ fn every_command_takes_q_and_help_says_row_not_phase() {
     let top = text(&irqbench().arg("--help").output().expect("spawn").stdout);
     assert!(!top.to_lowercase().contains(" phase"), "{top}");
 }
+
+/// `validate`'s expected/measured/why lines (up to 258 columns before) wrap to the width.
+#[test]
+fn validate_lines_wrap_to_the_width() {
+    if !kvm_or_skip() {
+        return;
+    }
+    let out = irqbench()
+        .env("COLUMNS", "70")
+        .args(["validate", "-q"])
+        .output()
+        .expect("spawn");
+    let stdout = text(&out.stdout);
+    // PASS or WARN is 0, a FAIL 1 (a busy host can fail a timing check): both print the checks.
+    assert!(out.status.code() == Some(0) || out.status.code() == Some(1));
+    assert!(stdout.contains("expected: "), "{stdout}");
+    assert!(widest(&stdout) <= 70, "{stdout}");
+    // A wrapped `      why: …` line continues two columns further in.
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.starts_with("        ") && !l.starts_with("         ")),
+        "nothing needed wrapping: {stdout}"
+    );
+}
