@@ -308,3 +308,47 @@ fn validate_lines_wrap_to_the_width() {
         "nothing needed wrapping: {stdout}"
     );
 }
+
+/// On a terminal (a pseudo-terminal from script(1)) the bar counts groups and shows the
+/// rounds, the CI against the target and the time left; no per-group lines.
+#[test]
+fn on_a_terminal_the_bar_shows_rounds_precision_and_time_left() {
+    if !kvm_or_skip() {
+        return;
+    }
+    if Command::new("script").arg("--version").output().is_err() {
+        println!("skipped: needs script (util-linux) for a pseudo-terminal");
+        return;
+    }
+    let dir = tmp();
+    let cfg = config(dir.path(), "tty", "[\"native-popf\", \"pvop-skip\"]", 0.6);
+    let data = Path::new(env!("CARGO_TARGET_TMPDIR")).join("output-xdg-data");
+    let inner = format!(
+        "XDG_DATA_HOME='{}' '{}' run '{}' --no-save > /dev/null",
+        data.display(),
+        env!("CARGO_BIN_EXE_irqbench"),
+        cfg.display()
+    );
+    let out = Command::new("script")
+        .args(["-qec", &inner, "/dev/null"])
+        .output()
+        .expect("spawn script");
+    let screen = text(&out.stdout);
+    assert!(
+        out.status.code() == Some(0) || out.status.code() == Some(1),
+        "{screen}"
+    );
+    let bar: Vec<&str> = screen
+        .split(['\r', '\n'])
+        .filter(|l| l.contains(" groups ≤ "))
+        .collect();
+    assert!(!bar.is_empty(), "no bar: {screen:?}");
+    assert!(
+        bar.iter()
+            .any(|l| l.contains("/4 groups ≤ ") && l.contains(" left, round ")),
+        "{bar:#?}"
+    );
+    // A pseudo-terminal is 80 columns: the end of the message may be cut, not the CI.
+    assert!(bar.iter().any(|l| l.contains(", CI ±")), "{bar:#?}");
+    assert!(!screen.contains("irqbench: group "), "{screen}");
+}
