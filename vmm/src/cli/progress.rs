@@ -77,7 +77,7 @@ fn bar(groups: usize) -> indicatif::ProgressBar {
     let bar = indicatif::ProgressBar::new(groups as u64);
     bar.set_style(
         indicatif::ProgressStyle::with_template(
-            "{elapsed_precise} [{bar:20}] {pos}/{len} groups {wide_msg}",
+            "{elapsed:>4} [{bar:12}] {pos}/{len} groups {wide_msg}",
         )
         .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
         .progress_chars("=> "),
@@ -108,6 +108,13 @@ fn duration_text(seconds: f64) -> String {
 /// precision first, as the end of a long message is cut at the terminal's width.
 fn bar_message(group: &str, step: &Step, precision: f64, eta: f64) -> String {
     let what = match step {
+        // Too few rounds for a CI give a width of 0: not "precise", just not known yet.
+        Step::Rounds { done, worst } if !(*worst > 0.0 && worst.is_finite()) => {
+            format!(
+                "round {done}, CI not yet (target ±{:.1}%)",
+                precision * 100.0
+            )
+        }
         Step::Rounds { done, worst } => format!(
             "round {done}, CI ±{:.1}% (target ±{:.1}%)",
             worst * 100.0,
@@ -218,5 +225,10 @@ mod tests {
             bar_message("q/n0", &rounds, 0.01, 80.0),
             "≤ 1m20s left, round 120, CI ±1.3% (target ±1.0%), q/n0"
         );
+        let early = Step::Rounds {
+            done: 4,
+            worst: 0.0,
+        };
+        assert!(bar_message("q", &early, 0.01, 1.0).contains("round 4, CI not yet"));
     }
 }
