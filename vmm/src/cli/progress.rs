@@ -20,7 +20,7 @@ pub struct Progress {
     /// The plan's `run.max_seconds` and `run.precision`.
     max_seconds: f64,
     precision: f64,
-    /// When the current group's rounds started (its budget counts from there).
+    /// When the current group booted or started (its budget counts from there).
     group_started: Instant,
 }
 
@@ -46,7 +46,9 @@ impl Progress {
 
     /// One step of group `i` of `n`.
     pub fn step(&mut self, i: usize, n: usize, group: &str, step: &Step) {
-        if matches!(step, Step::Start) {
+        // The group's budget starts at Start; a boot before it restarts the clock too, so a
+        // slow boot does not count against the previous group's start.
+        if matches!(step, Step::Boot | Step::Start) {
             self.group_started = Instant::now();
         }
         if self.lines {
