@@ -238,18 +238,25 @@ fn absorb(
 }
 
 /// Runs the group, then says it finished (its rows, rounds, precision, seconds) or failed.
+/// A failed boot is not reported here: the run's end lists every failed row.
 fn run_reported(
     run: &mut GroupRun,
     progress: &mut dyn FnMut(&Step),
 ) -> Result<GroupOutcome, PhaseError> {
     let started = Instant::now();
     let ran = run.run(progress);
-    progress(&ran.as_ref().map_or(Step::Failed, |o| Step::Finished {
-        rows: o.results.len(),
-        rounds: o.results.iter().map(|r| r.rounds).max().unwrap_or(0),
-        precise: o.results.iter().all(|r| r.precision_reached),
-        seconds: started.elapsed().as_secs_f64(),
-    }));
+    let step = match &ran {
+        Ok(o) => Step::Finished {
+            rows: o.results.len(),
+            rounds: o.results.iter().map(|r| r.rounds).max().unwrap_or(0),
+            precise: o.results.iter().all(|r| r.precision_reached),
+            seconds: started.elapsed().as_secs_f64(),
+        },
+        // A signal: the run says it stopped; the group did not fail.
+        Err(PhaseError::Interrupted) => return ran,
+        Err(_) => Step::Failed,
+    };
+    progress(&step);
     ran
 }
 
