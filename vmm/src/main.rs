@@ -38,7 +38,10 @@ fn dispatch(command: Command) -> Result<Status, CliError> {
         Command::Baseline(args) => cli::history::cmd_baseline(args),
         Command::Check(args) => cli::history::cmd_check(args),
         Command::Import(args) => cli::history::cmd_import(args),
-        Command::List => cli::output::emit(&cli::inspect::list_text()),
+        Command::List => cli::output::emit(&irqbench::report::wrap(
+            &cli::inspect::list_text(),
+            irqbench::report::text_width(),
+        )),
         Command::Completions { shell } => {
             // Generated into memory: clap_complete panics when its writer fails.
             let mut script = Vec::new();
