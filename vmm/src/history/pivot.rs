@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
-use super::trend::{estimate, runs_table, trends};
+use super::trend::{estimate, host_text, runs_table, runs_table_with, trends};
 use super::{RunRow, TrendPoint};
 use crate::report::columns::Align;
 use crate::report::format::fmt_cost;
@@ -25,7 +25,16 @@ pub fn render_history_pivot(
         runs.len(),
         if runs.len() == 1 { "" } else { "s" }
     );
-    out.push_str(&runs_table(runs));
+    // One host for every run (the usual case) is said once: the table then fits a terminal.
+    let host = runs.first().map(host_text);
+    match host.filter(|h| runs.iter().all(|r| host_text(r) == *h)) {
+        Some(h) => {
+            out.push_str(&crate::report::wrap(&format!("every run on {h}"), width));
+            out.push('\n');
+            out.push_str(&runs_table_with(runs, false));
+        }
+        None => out.push_str(&runs_table(runs)),
+    }
     let trends = trends(points);
     if trends.is_empty() {
         return out;
@@ -165,6 +174,8 @@ mod tests {
             }
         }
         let text = render_history_pivot(std::path::Path::new("/db"), &runs, &points, 80);
+        assert!(text.contains("every run on h: cpu\n"), "{text}");
+        assert!(text.lines().all(|l| l.chars().count() <= 80), "{text}");
         let pivot = &text[text.find("per row and run").unwrap()..];
         assert!(pivot.lines().all(|l| l.chars().count() <= 80), "{pivot}");
         for id in 1..=20 {

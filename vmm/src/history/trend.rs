@@ -66,16 +66,28 @@ fn minute(unix: u64) -> String {
 }
 
 pub(super) fn runs_table(runs: &[RunRow]) -> String {
+    runs_table_with(runs, true)
+}
+
+/// The host a run was measured on, as the runs table shows it.
+pub(super) fn host_text(r: &RunRow) -> String {
+    if r.hostname.is_empty() {
+        r.host_label.clone()
+    } else {
+        format!("{}: {}", r.hostname, r.host_label)
+    }
+}
+
+/// The runs, with or without the host column (the compact listing names a host every run
+/// shares once, above the table).
+pub(super) fn runs_table_with(runs: &[RunRow], host_column: bool) -> String {
     use Align::{Left, Right};
-    let mut t = TextTable::new(&[
-        ("run", Right),
-        ("started (UTC)", Left),
-        ("config", Left),
-        ("host", Left),
-        ("rows", Right),
-        ("origin", Left),
-        ("note", Left),
-    ]);
+    let mut headers = vec![("run", Right), ("started (UTC)", Left), ("config", Left)];
+    if host_column {
+        headers.push(("host", Left));
+    }
+    headers.extend([("rows", Right), ("origin", Left), ("note", Left)]);
+    let mut t = TextTable::new(&headers);
     for r in runs {
         let mut note: Vec<String> = r
             .baselines
@@ -85,20 +97,16 @@ pub(super) fn runs_table(runs: &[RunRow]) -> String {
         if r.partial {
             note.push("PARTIAL".into());
         }
-        let host = if r.hostname.is_empty() {
-            r.host_label.clone()
-        } else {
-            format!("{}: {}", r.hostname, r.host_label)
-        };
-        t.rows.push(vec![
+        let mut row = vec![
             r.id.to_string(),
             minute(r.started_unix),
             r.config_name.clone(),
-            host,
-            r.rows.to_string(),
-            r.origin.clone(),
-            note.join(", "),
-        ]);
+        ];
+        if host_column {
+            row.push(host_text(r));
+        }
+        row.extend([r.rows.to_string(), r.origin.clone(), note.join(", ")]);
+        t.rows.push(row);
     }
     // Not shortened: a host cut in the middle ("kerne…18.44") says less than a long line.
     t.render("  ", usize::MAX)
