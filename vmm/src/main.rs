@@ -21,7 +21,7 @@ fn main() -> ExitCode {
 fn dispatch(command: Command) -> Result<Status, CliError> {
     match command {
         Command::Run(args) => cli::run::cmd_run(&args),
-        Command::Host { json } => cli::inspect::cmd_host(json),
+        Command::Host { json, verbose, .. } => cli::inspect::cmd_host(json, verbose),
         Command::Validate(args) => cli::validate::cmd_validate(&args),
         Command::Disasm { strategies, guest } => {
             cli::inspect::cmd_disasm(&strategies, guest.as_deref())
@@ -32,12 +32,16 @@ fn dispatch(command: Command) -> Result<Status, CliError> {
             db,
             markdown,
             min_change,
+            ..
         } => cli::history::cmd_compare(&old, &new, db.db.as_deref(), markdown, min_change),
         Command::History(args) => cli::history::cmd_history(args),
         Command::Baseline(args) => cli::history::cmd_baseline(args),
         Command::Check(args) => cli::history::cmd_check(args),
         Command::Import(args) => cli::history::cmd_import(args),
-        Command::List => cli::output::emit(&cli::inspect::list_text()),
+        Command::List => cli::output::emit(&irqbench::report::wrap(
+            &cli::inspect::list_text(),
+            irqbench::report::text_width(),
+        )),
         Command::Completions { shell } => cli::output::emit_bytes(&cli::complete::script(shell)),
     }
 }

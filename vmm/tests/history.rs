@@ -385,7 +385,7 @@ fn history_svg_to_stdout_is_the_whole_stdout() {
     let svg = text(&out.stdout);
     assert!(svg.trim_end().ends_with("</svg>"), "{svg}");
     assert!(
-        !svg.contains("trend per result"),
+        !svg.contains("per row and run"),
         "the table follows the chart"
     );
     let out = run(data.path(), &["history", "--json", "--svg", "-"]);
@@ -442,7 +442,7 @@ fn runs_are_saved_and_check_gates_a_regression() {
     let verdict = text(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{verdict}{}", text(&out.stderr));
     assert!(
-        verdict.contains("| phase |") && verdict.contains("check passed"),
+        verdict.contains("| row |") && verdict.contains("check passed"),
         "{verdict}"
     );
 

@@ -141,9 +141,10 @@ pub(crate) fn run_meta<'a>(
   irqbench history --host epyc --json > history.json
   irqbench history --strategy pvop-skip --svg trend.svg   # median line, 95% CI band
 
-A trend lists, per result row, its median with the 95% CI of each run (`±h` reaches the
-farther end of the CI; a CI that includes 0 prints `≈0 (±h)`). --host matches part of the
-hostname or of the host (CPU, kernel, KVM flavour), in any case.")]
+Below the runs, one table of rows × runs: each cell is the row's median with the 95% CI of
+that run (`±h` reaches the farther end of the CI; a CI that includes 0 prints `≈0 (±h)`);
+runs past the width continue in panels. --long prints a table per row instead. --host
+matches part of the hostname or of the host (CPU, kernel, KVM flavour), in any case.")]
 pub(crate) struct HistoryArgs {
     /// Only runs of this config (its name, as `irqbench list` shows it).
     #[arg(long, value_name = "NAME")]
@@ -161,6 +162,12 @@ pub(crate) struct HistoryArgs {
     /// JSON on stdout instead of the table.
     #[arg(long)]
     json: bool,
+    /// A table per row (run, start, median ±h) instead of one table of rows × runs.
+    #[arg(long)]
+    long: bool,
+    /// Print nothing but errors and the listing (no note when no run is saved yet).
+    #[arg(long, short)]
+    quiet: bool,
     /// Draw the trends as an SVG chart (a new path or a regular file; replaced atomically).
     #[arg(long, value_name = "FILE")]
     svg: Option<PathBuf>,
@@ -193,18 +200,20 @@ pub(crate) fn cmd_history(args: HistoryArgs) -> Result<Status, CliError> {
     let (runs, points) = match Store::open_read_only(&loc) {
         Ok(store) => history_rows(&store, &filter)?,
         Err(HistoryError::Missing { path }) => {
-            warn(format_args!(
-                "no runs saved yet: {} does not exist (`irqbench run` creates it)",
-                path.display()
-            ));
+            if !args.quiet {
+                warn(format_args!(
+                    "no runs saved yet: {} does not exist (`irqbench run` creates it)",
+                    path.display()
+                ));
+            }
             (Vec::new(), Vec::new())
         }
         Err(e) => return Err(e.into()),
     };
     if let Some(target) = &svg {
         let chart = history::render_trend_svg(&points)
-            .map_err(|why| format!("{why} (nothing matched, or no run has result rows)"));
-        write_one(target, chart, false)?;
+            .map_err(|why| format!("{why} (nothing matched, or no run has rows)"));
+        write_one(target, chart, args.quiet)?;
         // `--svg -` is the whole stdout, as `run --json -` is: a table after it would make
         // `history --svg - > trend.svg` no SVG.
         if target.is_stdout() {
@@ -215,8 +224,13 @@ pub(crate) fn cmd_history(args: HistoryArgs) -> Result<Status, CliError> {
         let text = history::render_history_json(&loc.path, &runs, &points)
             .map_err(|e| CliError::Failed(format!("cannot encode the history: {e}")))?;
         emit(&text)
-    } else {
+    } else if args.long {
         emit(&history::render_history(&loc.path, &runs, &points))
+    } else {
+        let width = report::text_width();
+        emit(&history::render_history_pivot(
+            &loc.path, &runs, &points, width,
+        ))
     }
 }
 
@@ -314,7 +328,7 @@ fn baseline_save(store: &Store, name: &str, run: Option<i64>) -> Result<String, 
         _ => String::new(),
     };
     Ok(format!(
-        "baseline {name}: run {id}{moved}, config {}, {} results, started {}\n",
+        "baseline {name}: run {id}{moved}, config {}, {} rows, started {}\n",
         r.config_name,
         r.results.len(),
         human_time(r.started_unix)
@@ -458,8 +472,8 @@ at least --max-regression percent. A change for the worse that is beyond noise (
 exits per op, fewer ops/s), or a baseline result this run lacks, is a regression. Prints the
 Markdown compare table and the verdict.
 
-Exit status, as for `irqbench run`: 0 no regression and every phase measured; 1 a
-regression, a failed phase, a failed host validation, no KVM, or a failed write or save; 2 bad
+Exit status, as for `irqbench run`: 0 no regression and every row measured; 1 a
+regression, a failed row, a failed host validation, no KVM, or a failed write or save; 2 bad
 config or arguments, or no such baseline; 130/129 interrupted by a signal (no verdict).")]
 pub(crate) struct CheckArgs {
     /// A config file, or the name of a shipped config.
@@ -478,7 +492,7 @@ pub(crate) struct CheckArgs {
     /// Guest kernel ELF to boot instead of the embedded one.
     #[arg(long, value_name = "FILE")]
     guest: Option<PathBuf>,
-    /// No progress messages on stderr.
+    /// Print nothing but errors and the verdict (no progress, no notes on stderr).
     #[arg(long, short)]
     quiet: bool,
     /// Measure and judge even when the quick host validation FAILs (as `run --force`).
@@ -587,7 +601,7 @@ pub(crate) fn cmd_check(args: CheckArgs) -> Result<Status, CliError> {
         warn("the run was interrupted: no verdict");
         return Ok(done.status);
     }
-    if base.config_name != report.config_name {
+    if base.config_name != report.config_name && !args.quiet {
         warn(format_args!(
             "warning: baseline {} is config {}, this run is config {}",
             args.baseline, base.config_name, report.config_name

@@ -13,7 +13,20 @@ use super::config::{load_image, BUILTIN_CONFIGS};
 use super::error::{CliError, Status};
 use super::output::emit;
 
-pub(crate) fn cmd_host(json: bool) -> Result<Status, CliError> {
+/// How much of the kernel command line `irqbench host` shows without `--verbose`.
+const CMDLINE_SHOWN: usize = 120;
+
+/// The start of a long command line, saying how long it is and how to see all of it.
+fn shorten_cmdline(cmdline: &str) -> String {
+    let n = cmdline.chars().count();
+    if n <= CMDLINE_SHOWN {
+        return cmdline.to_string();
+    }
+    let start: String = cmdline.chars().take(CMDLINE_SHOWN).collect();
+    format!("{}… ({n} chars, --verbose for all)", start.trim_end())
+}
+
+pub(crate) fn cmd_host(json: bool, verbose: bool) -> Result<Status, CliError> {
     let kvm = host::open_kvm()?;
     let mut m = host::manifest(&kvm)?;
     // The declared flavour is confirmed by a guest's behaviour (a few milliseconds).
@@ -25,7 +38,18 @@ pub(crate) fn cmd_host(json: bool) -> Result<Status, CliError> {
             .map_err(|e| CliError::Failed(format!("cannot encode the host manifest: {e}")))?;
         emit(&format!("{text}\n"))
     } else {
-        emit(&format!("{}\n", host::format_manifest(&m)))
+        if !verbose {
+            if let irqbench::results::Readable::Value(c) = &mut m.kernel_cmdline {
+                *c = shorten_cmdline(c);
+            }
+        }
+        // The command line, model names and sysfs text come from outside: shown, never sent.
+        let text = host::format_manifest(&m);
+        let text = irqbench::report::wrap(
+            &irqbench::text::escape(&text),
+            irqbench::report::text_width(),
+        );
+        emit(&format!("{text}\n"))
     }
 }
 
@@ -116,4 +140,21 @@ pub(crate) fn list_text() -> String {
         let _ = writeln!(out, "  {name:<22} {question}");
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_long_command_line_is_cut_and_says_how_long_it_was() {
+        let long = "root=/dev/vda ".repeat(40);
+        let short = shorten_cmdline(&long);
+        assert!(short.chars().count() < CMDLINE_SHOWN + 40, "{short}");
+        assert!(short.ends_with(&format!("… ({} chars, --verbose for all)", long.len())));
+        assert!(long.starts_with(short.split('…').next().unwrap()));
+        assert_eq!(shorten_cmdline("quiet ro"), "quiet ro");
+        let wide = "é".repeat(CMDLINE_SHOWN + 1);
+        assert!(shorten_cmdline(&wide).contains("(121 chars"));
+    }
 }

@@ -7,6 +7,7 @@ pub mod error;
 pub mod history;
 pub mod inspect;
 pub mod output;
+pub mod progress;
 pub mod run;
 pub mod validate;
 
@@ -92,18 +93,26 @@ name wins. A folder is never a config: a folder named like a shipped config (./q
 passed over with a note and the shipped config runs; any other folder is refused. A path that
 cannot be looked at says why (ELOOP, ENOTDIR, EACCES).
 
-Exit status: 0 all phases measured, written and saved; 1 a phase failed (guest fault,
+Exit status: 0 all rows measured, written and saved; 1 a row failed (guest fault,
 timeout, protocol violation), a row has no data, the host failed validation, the run could not
 start (no KVM, a bad guest), or an output or the save failed; 2 bad config or arguments
 (outputs and --db included, and a plan over an hour of budgets without --yes); 130 interrupted by SIGINT or SIGTERM, 129 by SIGHUP (partial results are still
 written and marked \"partial\"); 141 stdout was a closed pipe.")]
     Run(run::RunArgs),
     /// Print the host manifest: CPU, kernel, KVM flavour, TSC, capabilities.
-    #[command(after_help = "Example:\n  irqbench host")]
+    #[command(
+        after_help = "Examples:\n  irqbench host\n  irqbench host --verbose   # the whole kernel command line"
+    )]
     Host {
-        /// As JSON instead of text.
+        /// As JSON instead of text (always the whole command line).
         #[arg(long)]
         json: bool,
+        /// The whole kernel command line (shortened to its start by default).
+        #[arg(long, short)]
+        verbose: bool,
+        /// Print nothing but errors and the manifest (there is nothing else to leave out).
+        #[arg(long, short)]
+        quiet: bool,
     },
     /// Check that this host behaves as its KVM flavour should: PASS, WARN or FAIL per check.
     #[command(after_help = validate::AFTER_HELP)]
@@ -119,7 +128,7 @@ written and marked \"partial\"); 141 stdout was a closed pipe.")]
         #[arg(long, value_name = "FILE")]
         guest: Option<PathBuf>,
     },
-    /// Compare two runs: old --> new per result, and whether it is beyond noise.
+    /// Compare two runs: old --> new per row, and whether it is beyond noise.
     #[command(after_help = "Examples:
   irqbench compare before.json after.json
   irqbench compare before.json after.json --markdown > mail.md
@@ -157,8 +166,11 @@ Exit status: 0 compared; 1 no row of one run matches a row of the other (nothing
             allow_hyphen_values = true
         )]
         min_change: f64,
+        /// Print nothing but errors and the comparison.
+        #[arg(long, short)]
+        quiet: bool,
     },
-    /// The saved runs, and each result row's median and CI across them.
+    /// The saved runs, and each row's median and CI across them.
     History(history::HistoryArgs),
     /// Name a saved run as a baseline, list or remove baselines.
     Baseline(history::BaselineArgs),

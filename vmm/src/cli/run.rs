@@ -1,7 +1,6 @@
 //! The one run pipeline, for `run` and `check`: prepare (config, guest, KVM, history) →
 //! validate → measure → write → save. The same outcome gives the same status in both.
 
-use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -21,6 +20,7 @@ use super::config::{load_image, load_plan, PlanArgs};
 use super::error::{warn, CliError, Status};
 use super::history::{not_over_history, run_meta, SaveArgs, Saver};
 use super::output::{emit, reported, write_one};
+use super::progress::Progress;
 
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
@@ -33,7 +33,7 @@ pub struct RunArgs {
     /// Write the results as JSON (and an SVG chart next to it); `-` for stdout.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
-    /// Write one CSV row per result; `-` for stdout.
+    /// Write one CSV line per row; `-` for stdout.
     #[arg(long, value_name = "FILE")]
     csv: Option<PathBuf>,
     /// Write a Markdown report (host manifest and tables) to paste into a mail; `-` for stdout.
@@ -42,7 +42,8 @@ pub struct RunArgs {
     /// Write every format into a new timestamped folder under DIR (never overwritten).
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
-    /// Print nothing but errors (files are still written).
+    /// Print nothing but errors: no progress, no notes, no table (the files asked for are
+    /// still written).
     #[arg(long, short)]
     quiet: bool,
     #[command(flatten)]
@@ -263,8 +264,8 @@ pub fn pipeline(req: &Request) -> Result<Finished, CliError> {
     }
     // A signal while the outputs were written or the run saved said "stopping": its status.
     status = status.and(signals.status_of(&report));
-    for f in &report.failures {
-        warn(format_args!("phase {} failed:\n{}", f.name, f.error));
+    for line in super::progress::failure_lines(&report.failures) {
+        warn(line);
     }
     if report.partial {
         warn(format_args!(
@@ -438,22 +439,6 @@ fn confirm_length(plan: &Plan, yes: bool) -> Result<(), CliError> {
     )))
 }
 
-fn progress_bar(quiet: bool, phases: usize) -> Option<indicatif::ProgressBar> {
-    (!quiet && std::io::stderr().is_terminal()).then(|| {
-        let bar = indicatif::ProgressBar::new(phases as u64);
-        bar.set_style(
-            indicatif::ProgressStyle::with_template(
-                "{elapsed_precise} [{bar:30}] {pos}/{len} {msg}",
-            )
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
-            .progress_chars("=> "),
-        );
-        // Shown only once the run has lasted a second: short runs stay quiet.
-        bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
-        bar
-    })
-}
-
 /// What a measured run needs, each part checked: KVM, the plan and its config text, the guest.
 struct Prepared {
     kvm: kvm_ioctls::Kvm,
@@ -500,28 +485,20 @@ fn measure_plan(p: &Prepared, signals: &Signals, req: &Request) -> Result<RunRep
         trace_exits: req.trace_exits,
     };
     let plan = &p.plan;
-    let bar = progress_bar(quiet, plan.phases.len());
-    announce_stop(bar.clone());
-    let started = std::time::Instant::now();
-    let mut bar_shown = false;
+    let length = measure::pacing::PlanLength::of(plan);
+    let mut bar = Progress::new(quiet, length.groups, plan.max_seconds, plan.precision);
+    announce_stop(bar.bar());
     if !quiet {
         warn(format_args!(
-            "running `{}` ({} phases) from {}: about {}",
+            "running `{}` ({} rows in {} groups) from {}: about {length}",
             plan.name,
             plan.phases.len(),
+            length.groups,
             plan.source,
-            measure::pacing::PlanLength::of(plan)
         ));
     }
-    let mut progress = |i: usize, _n: usize, name: &str, step: &str| {
-        if let Some(b) = &bar {
-            if !bar_shown && started.elapsed() > std::time::Duration::from_secs(1) {
-                b.set_draw_target(indicatif::ProgressDrawTarget::stderr());
-                bar_shown = true;
-            }
-            b.set_position(i as u64);
-            b.set_message(format!("{name}: {step}"));
-        }
+    let mut progress = |i: usize, n: usize, group: &str, step: &measure::session::Step| {
+        bar.step(i, n, group, step);
     };
     let result = measure::start_report(&p.kvm, plan)
         .map_err(|e| run_error(plan, e))
@@ -530,9 +507,7 @@ fn measure_plan(p: &Prepared, signals: &Signals, req: &Request) -> Result<RunRep
             measure::run_prepared(&p.kvm, plan, &p.image, report, &options, &mut progress)
                 .map_err(|e| run_error(plan, e))
         });
-    if let Some(b) = &bar {
-        b.finish_and_clear();
-    }
+    bar.finish();
     result.map_err(|e| match signals.arrived() {
         Some((signal, status)) => CliError::Stopped {
             signal,

@@ -48,6 +48,9 @@ pub struct ValidateArgs {
     /// The checks and the host manifest as JSON on stdout.
     #[arg(long)]
     pub json: bool,
+    /// Print nothing but errors and the checks (there is nothing else to leave out).
+    #[arg(long, short)]
+    pub quiet: bool,
 }
 
 pub fn cmd_validate(args: &ValidateArgs) -> Result<Status, CliError> {
@@ -71,7 +74,7 @@ pub fn cmd_validate(args: &ValidateArgs) -> Result<Status, CliError> {
             .map_err(|e| CliError::Failed(format!("cannot encode the validation: {e}")))?;
         format!("{t}\n")
     } else {
-        validate::render(&v)
+        irqbench::report::wrap(&validate::render(&v), irqbench::report::text_width())
     };
     let printed = emit(&text)?;
     Ok(if verdict == irqbench::results::Verdict::Fail {

@@ -69,7 +69,7 @@ impl Ctx<'_> {
             return Err(self.invalid(
                 b.name.span(),
                 key,
-                format!("expands to {count} phases, more than {MAX_PHASES}; shorten the lists"),
+                format!("expands to {count} rows, more than {MAX_PHASES}; shorten the lists"),
             ));
         }
         let nesting = match &b.nesting {

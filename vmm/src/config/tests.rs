@@ -301,7 +301,7 @@ fn duplicate_list_values_would_duplicate_phase_names() {
         &[
             "duplicate value \"pvop-skip\"",
             "bench[0].strategies[0]",
-            "same phase names",
+            "same row names",
         ],
     );
     bad(
@@ -761,7 +761,7 @@ fn too_many_phases() {
         &bench(&format!("nesting = [{}]\n{irq}", nesting.join(", "))),
         "3:8",
         "`bench[0]`",
-        &[&format!("expands to {phases} phases, more than 10000")],
+        &[&format!("expands to {phases} rows, more than 10000")],
     );
 }
 
@@ -778,7 +778,7 @@ fn a_bench_too_large_is_refused_before_its_values_are_checked() {
         &bench(&format!("nesting = [{}]", nesting.join(", "))),
         "3:8",
         "`bench[0]`",
-        &["expands to 700007 phases, more than 10000"],
+        &["expands to 700007 rows, more than 10000"],
     );
 }
 

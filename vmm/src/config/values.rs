@@ -259,7 +259,7 @@ impl Ctx<'_> {
                     return Err(self.invalid(
                         v.span(),
                         &ek,
-                        format!("duplicate value {show} (also {key}[{first}]); it would yield the same phase names twice"),
+                        format!("duplicate value {show} (also {key}[{first}]); it would yield the same row names twice"),
                     ));
                 }
                 Entry::Vacant(slot) => {
@@ -385,7 +385,7 @@ impl Ctx<'_> {
                     return Err(self.invalid(
                         bench.name.span(),
                         &key,
-                        format!("duplicate phase name {:?} (bench[{first}] yields it too); phase names must be unique", phase.name),
+                        format!("duplicate row name {:?} (bench[{first}] yields it too); row names must be unique", phase.name),
                     ));
                 }
                 plan.phases.push(phase);
@@ -394,7 +394,7 @@ impl Ctx<'_> {
                 return Err(self.invalid(
                     bench.name.span(),
                     &key,
-                    format!("the plan expands to more than {MAX_PHASES} phases; shorten the lists"),
+                    format!("the plan expands to more than {MAX_PHASES} rows; shorten the lists"),
                 ));
             }
         }

@@ -124,7 +124,7 @@ pub fn render_check(o: &CheckOutcome) -> String {
     } else {
         let mut also = String::new();
         if !o.missing.is_empty() {
-            let _ = write!(also, ", {} baseline result(s) missing", o.missing.len());
+            let _ = write!(also, ", {} baseline row(s) missing", o.missing.len());
         }
         if !o.unjudged.is_empty() {
             let _ = write!(

@@ -16,6 +16,7 @@
 //! FIFO, device or directory at the path is refused without being opened.
 
 mod check;
+mod pivot;
 mod query;
 mod save;
 mod schema;
@@ -29,6 +30,7 @@ use std::time::{Duration, Instant};
 use rusqlite::{Connection, ErrorCode, OpenFlags};
 
 pub use check::{check, render_check, CheckOutcome, DEFAULT_MAX_REGRESSION_PCT};
+pub use pivot::render_history_pivot;
 pub use query::{BaselineRow, RunFilter, RunRef, RunRow, TrendPoint, MAX_BASELINE_NAME};
 pub use save::{sha256_hex, Origin, RunMeta, Saved};
 pub use schema::LATEST_VERSION;

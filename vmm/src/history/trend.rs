@@ -52,7 +52,7 @@ pub fn trends(points: &[TrendPoint]) -> Vec<Trend<'_>> {
     out
 }
 
-fn estimate(p: &TrendPoint) -> Estimate {
+pub(super) fn estimate(p: &TrendPoint) -> Estimate {
     Estimate {
         median: p.median,
         ci: p.ci95,
@@ -65,17 +65,29 @@ fn minute(unix: u64) -> String {
     t.get(..16).unwrap_or(&t).to_owned()
 }
 
-fn runs_table(runs: &[RunRow]) -> String {
+pub(super) fn runs_table(runs: &[RunRow]) -> String {
+    runs_table_with(runs, true)
+}
+
+/// The host a run was measured on, as the runs table shows it.
+pub(super) fn host_text(r: &RunRow) -> String {
+    if r.hostname.is_empty() {
+        r.host_label.clone()
+    } else {
+        format!("{}: {}", r.hostname, r.host_label)
+    }
+}
+
+/// The runs, with or without the host column (the compact listing names a host every run
+/// shares once, above the table).
+pub(super) fn runs_table_with(runs: &[RunRow], host_column: bool) -> String {
     use Align::{Left, Right};
-    let mut t = TextTable::new(&[
-        ("run", Right),
-        ("started (UTC)", Left),
-        ("config", Left),
-        ("host", Left),
-        ("rows", Right),
-        ("origin", Left),
-        ("note", Left),
-    ]);
+    let mut headers = vec![("run", Right), ("started (UTC)", Left), ("config", Left)];
+    if host_column {
+        headers.push(("host", Left));
+    }
+    headers.extend([("rows", Right), ("origin", Left), ("note", Left)]);
+    let mut t = TextTable::new(&headers);
     for r in runs {
         let mut note: Vec<String> = r
             .baselines
@@ -85,20 +97,16 @@ fn runs_table(runs: &[RunRow]) -> String {
         if r.partial {
             note.push("PARTIAL".into());
         }
-        let host = if r.hostname.is_empty() {
-            r.host_label.clone()
-        } else {
-            format!("{}: {}", r.hostname, r.host_label)
-        };
-        t.rows.push(vec![
+        let mut row = vec![
             r.id.to_string(),
             minute(r.started_unix),
             r.config_name.clone(),
-            host,
-            r.rows.to_string(),
-            r.origin.clone(),
-            note.join(", "),
-        ]);
+        ];
+        if host_column {
+            row.push(host_text(r));
+        }
+        row.extend([r.rows.to_string(), r.origin.clone(), note.join(", ")]);
+        t.rows.push(row);
     }
     // Not shortened: a host cut in the middle ("kerne…18.44") says less than a long line.
     t.render("  ", usize::MAX)
@@ -122,7 +130,7 @@ pub fn render_history(db: &std::path::Path, runs: &[RunRow], points: &[TrendPoin
     }
     let _ = writeln!(
         out,
-        "\ntrend per result: median ±h, h = the farther end of its 95% CI"
+        "\ntrend per row: median ±h, h = the farther end of its 95% CI"
     );
     for t in &trends {
         let _ = writeln!(out, "\n{}", t.name);
@@ -260,7 +268,7 @@ fn draw_trend<DB: DrawingBackend>(
 pub fn render_trend_svg(points: &[TrendPoint]) -> Result<String, String> {
     let trends = trends(points);
     if trends.is_empty() {
-        return Err("no result rows to draw".into());
+        return Err("no rows to draw".into());
     }
     let shown = &trends[..trends.len().min(MAX_PANELS)];
     let extra = if trends.len() > shown.len() { 30 } else { 0 };

@@ -13,7 +13,7 @@ use super::estimators;
 use super::pacing::{End, Pacer};
 use super::rows::{self, GroupOutcome};
 use crate::config::plan::{PhasePlan, Plan, Workload};
-use crate::measure::session::{PhaseError, RunOptions, Session};
+use crate::measure::session::{PhaseError, RunOptions, Session, Step};
 use crate::results::{PhaseResult, Summary};
 
 /// Where calibration starts (operations per block).
@@ -130,7 +130,7 @@ impl GroupRun<'_> {
     }
 
     /// Runs the group; see the module doc.
-    pub fn run(&mut self, step: &mut dyn FnMut(&str)) -> Result<GroupOutcome, PhaseError> {
+    pub fn run(&mut self, step: &mut dyn FnMut(&Step)) -> Result<GroupOutcome, PhaseError> {
         if self.rows[0].workload.kind() == crate::results::ResultKind::Diagnostic {
             return self.run_diagnostic();
         }
@@ -139,10 +139,10 @@ impl GroupRun<'_> {
         let started = Instant::now();
         // Warm-up first: a fresh VM's first blocks pay for page-table and code first touches,
         // which would make the calibration pick blocks far too short.
-        step("warm-up");
+        step(&Step::WarmUp);
         let warm = descriptor::rounds(&self.rows, &variants, CALIBRATION_OPS, 0, WARMUP_ROUNDS);
         self.dispatch(warm, Duration::from_secs(1))?;
-        step("calibrate");
+        step(&Step::Calibrate);
         let (n, round_cycles) = self.calibrate(&variants)?;
         let estimate = Duration::try_from_secs_f64(round_cycles / (self.tsc_khz as f64 * 1000.0))
             .unwrap_or(Duration::MAX);
@@ -173,7 +173,7 @@ impl GroupRun<'_> {
         n: u64,
         pacer: &mut Pacer,
         started: Instant,
-        step: &mut dyn FnMut(&str),
+        step: &mut dyn FnMut(&Step),
     ) -> Result<(Collected, bool, Option<End>), PhaseError> {
         let lock = matches!(self.rows[0].workload, Workload::Lock { .. });
         let first = self.rows[0];
@@ -213,10 +213,10 @@ impl GroupRun<'_> {
             if first_round >= next_check {
                 next_check = first_round + (first_round / 10).max(rounds);
                 let (done, worst) = self.precision(&collected.table(), collected.rounds);
-                step(&format!(
-                    "round {first_round}, worst CI ±{:.1}%",
-                    worst * 100.0
-                ));
+                step(&Step::Rounds {
+                    done: first_round,
+                    worst,
+                });
                 if done {
                     return Ok((collected, false, None));
                 }

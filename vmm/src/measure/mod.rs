@@ -21,7 +21,7 @@ use crate::host::cpu;
 use crate::machine::image::GuestImage;
 use crate::machine::{IrqchipMode, MachineConfig, MachineError};
 use crate::measure::pinning::Pinning;
-use crate::measure::session::{PhaseError, ProgressFn, RunOptions, Session};
+use crate::measure::session::{PhaseError, ProgressFn, RunOptions, Session, Step};
 use crate::results::KvmFlavour;
 use crate::results::{DisturbanceInfo, HostManifest, PhaseFailure, RunReport, CI_METHOD, SCHEMA};
 
@@ -237,6 +237,29 @@ fn absorb(
     outcome.interrupted
 }
 
+/// Runs the group, then says it finished (its rows, rounds, precision, seconds) or failed.
+/// A failed boot is not reported here: the run's end lists every failed row.
+fn run_reported(
+    run: &mut GroupRun,
+    progress: &mut dyn FnMut(&Step),
+) -> Result<GroupOutcome, PhaseError> {
+    let started = Instant::now();
+    let ran = run.run(progress);
+    let step = match &ran {
+        Ok(o) => Step::Finished {
+            rows: o.results.len(),
+            rounds: o.results.iter().map(|r| r.rounds).max().unwrap_or(0),
+            precise: o.results.iter().all(|r| r.precision_reached),
+            seconds: started.elapsed().as_secs_f64(),
+        },
+        // A signal: the run says it stopped; the group did not fail.
+        Err(PhaseError::Interrupted) => return ran,
+        Err(_) => Step::Failed,
+    };
+    progress(&step);
+    ran
+}
+
 /// Runs the whole plan on a fresh report (no host validation: library callers, tests and
 /// benches). The CLI validates between [`start_report`] and [`run_prepared`].
 pub fn run_plan(
@@ -299,7 +322,7 @@ pub fn run_prepared(
             if let Some(s) = session.take() {
                 s.shutdown();
             }
-            progress(i, total, &first.group.to_string(), "boot");
+            progress(i, total, &first.group.to_string(), &Step::Boot);
             let config = MachineConfig {
                 vcpus: first.vcpus,
                 memory_bytes: u64::from(plan.memory_mib) << 20,
@@ -324,7 +347,7 @@ pub fn run_prepared(
             }
         }
         let Some(s) = session.as_mut() else { continue };
-        progress(i, total, &first.group.to_string(), "start");
+        progress(i, total, &first.group.to_string(), &Step::Start);
         let mut run = GroupRun {
             session: s,
             plan,
@@ -334,7 +357,7 @@ pub fn run_prepared(
         };
         let group = first.group.to_string();
         let tracer = trace_exits::start(&mut report, options.trace_exits);
-        let ran = run.run(&mut |step| progress(i, total, &group, step));
+        let ran = run_reported(&mut run, &mut |step| progress(i, total, &group, step));
         trace_exits::finish(&mut report, tracer, &group);
         match ran {
             Ok(outcome) => {

@@ -81,8 +81,50 @@ impl Default for RunOptions {
     }
 }
 
-/// Progress callback: (phase index, phase count, phase name, step).
-pub type ProgressFn<'a> = dyn FnMut(usize, usize, &str, &str) + 'a;
+/// Progress callback: (group index, group count, group name, step). Called on the main thread
+/// between dispatches only, never while the vCPUs run a round.
+pub type ProgressFn<'a> = dyn FnMut(usize, usize, &str, &Step) + 'a;
+
+/// What a run is doing, for a progress display.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Step {
+    Boot,
+    Start,
+    WarmUp,
+    Calibrate,
+    /// After a precision check: the rounds so far and the worst row's CI half-width relative
+    /// to its median (the plan's `precision` is the target).
+    Rounds {
+        done: u32,
+        worst: f64,
+    },
+    /// The group's figures are in: its rows, rounds, whether every row reached the precision,
+    /// and the seconds it took (boot excluded).
+    Finished {
+        rows: usize,
+        rounds: u32,
+        precise: bool,
+        seconds: f64,
+    },
+    /// The group failed (the run goes on; the failure is in the report).
+    Failed,
+}
+
+impl std::fmt::Display for Step {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Step::Boot => f.write_str("boot"),
+            Step::Start => f.write_str("start"),
+            Step::WarmUp => f.write_str("warm-up"),
+            Step::Calibrate => f.write_str("calibrate"),
+            Step::Rounds { done, worst } => {
+                write!(f, "round {done}, worst CI ±{:.1}%", worst * 100.0)
+            }
+            Step::Finished { rounds, .. } => write!(f, "done, {rounds} rounds"),
+            Step::Failed => f.write_str("failed"),
+        }
+    }
+}
 
 /// One measured dispatch of a phase to every vCPU.
 #[derive(Debug)]

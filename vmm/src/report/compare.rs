@@ -315,7 +315,7 @@ fn run_warnings(which: &str, r: &RunReport, warnings: &mut Vec<String>) {
     if r.partial {
         let reason = r.partial_reason.as_deref().unwrap_or("reason unknown");
         warnings.push(format!(
-            "the {which} run is partial ({reason}): results it lacks are listed as missing"
+            "the {which} run is partial ({reason}): rows it lacks are listed as missing"
         ));
     }
 }
@@ -530,7 +530,7 @@ fn rows_markdown(out: &mut String, c: &Comparison) {
     if !rows.is_empty() {
         md_table(
             out,
-            &["phase", "metric", "old", "new", "change", "verdict"],
+            &["row", "metric", "old", "new", "change", "verdict"],
             &[false, false, true, true, true, false],
             &rows,
         );
@@ -601,7 +601,7 @@ pub fn render_compare(c: &Comparison, markdown: bool) -> String {
         }
     }
     if c.rows.is_empty() && c.only_in_a.is_empty() && c.only_in_b.is_empty() {
-        out.push_str("no results to compare\n");
+        out.push_str("no rows to compare\n");
     }
     let _ = writeln!(
         out,

@@ -108,7 +108,7 @@ fn header(out: &mut String, report: &RunReport) {
 fn results(out: &mut String, report: &RunReport) {
     out.push_str("\n## Results\n");
     if report.results.is_empty() {
-        out.push_str("\nNo results.\n");
+        out.push_str("\nNo rows.\n");
         return;
     }
     for group in groups(report) {
@@ -118,7 +118,7 @@ fn results(out: &mut String, report: &RunReport) {
             "\n### {}\n",
             md_cell(&group_heading(&group, &g.uniform))
         );
-        let mut headers = vec!["phase"];
+        let mut headers = vec!["row"];
         headers.extend(g.headers.iter().map(|(h, _)| h.as_str()));
         let mut right = vec![false];
         right.extend(g.headers.iter().map(|(_, a)| *a == Align::Right));
@@ -163,7 +163,7 @@ fn exits_by_stat(out: &mut String, report: &RunReport) {
         return;
     }
     out.push_str("\n## Exits per op by KVM stat (net of the baseline, ±95% CI)\n\n");
-    let mut headers = vec!["phase"];
+    let mut headers = vec!["row"];
     headers.extend(stats.iter().copied());
     let mut right = vec![false];
     right.extend(vec![true; stats.len()]);
@@ -206,14 +206,7 @@ fn exit_sites(out: &mut String, report: &RunReport) {
     out.push_str("\n## Exit sites\n\n");
     md_table(
         out,
-        &[
-            "phase",
-            "strategy",
-            "site",
-            "reason",
-            "count",
-            "instruction",
-        ],
+        &["row", "strategy", "site", "reason", "count", "instruction"],
         &[false, false, false, false, true, false],
         &sites,
     );

@@ -18,6 +18,7 @@ pub(crate) mod markdown;
 mod scaling;
 mod svg;
 pub(crate) mod table;
+mod warnings;
 mod width;
 
 #[cfg(test)]
@@ -41,6 +42,7 @@ pub use markdown::render_markdown;
 pub use scaling::{render_scaling, scaling_rows, ScalingRow};
 pub use svg::render_svg;
 pub use table::{host_header, render_mixed, render_table, render_table_at, vcpu_spread};
+pub use warnings::name_list;
 pub use width::{text_width, wrap, DEFAULT_WIDTH};
 
 #[derive(Debug, Error)]

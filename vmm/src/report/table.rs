@@ -8,10 +8,11 @@ use crate::results::{
     ComparedMetric, PairedComparison, PairedDifference, PhaseResult, ResultKind, RunReport,
 };
 
-use super::columns::{grid, stat_estimate, Align, DISTURBED_WARN};
+use super::columns::{grid, stat_estimate, Align};
 use super::format::{
     ellipsize, fmt_cost, fmt_count, fmt_interval, fmt_rate, fmt_ratio_change, fmt_spread, tsc_ghz,
 };
+pub(crate) use super::warnings::figure_warnings;
 use super::width::{text_width, wrap};
 
 pub use super::columns::vcpu_spread;
@@ -484,30 +485,6 @@ pub(crate) fn legend(report: &RunReport) -> Vec<String> {
     lines
 }
 
-/// The run's warnings about its figures (e.g. LAPIC ticks delivered short), then the rows
-/// whose disturbed fraction is high enough to doubt that the kept rounds are typical.
-pub(crate) fn figure_warnings(report: &RunReport) -> Vec<String> {
-    let run = report.warnings.iter().map(|w| format!("warning: {w}"));
-    run.chain(disturbed_warnings(report)).collect()
-}
-
-fn disturbed_warnings(report: &RunReport) -> Vec<String> {
-    report
-        .results
-        .iter()
-        .filter(|r| r.disturbed_fraction > DISTURBED_WARN)
-        .map(|r| {
-            format!(
-                "warning: {} had {:.1}% of its blocks disturbed (more than {:.0}%): the host \
-                 was busy, treat its CI with care",
-                r.name,
-                r.disturbed_fraction * 100.0,
-                DISTURBED_WARN * 100.0
-            )
-        })
-        .collect()
-}
-
 /// The terminal report at the terminal's width ([`text_width`]).
 pub fn render_table(report: &RunReport) -> String {
     render_table_at(report, text_width())
@@ -534,7 +511,7 @@ pub fn render_table_at(report: &RunReport, width: usize) -> String {
         }
     }
     if report.results.is_empty() {
-        out.push_str("\nno results\n");
+        out.push_str("\nno rows\n");
     } else {
         out.push('\n');
         for line in legend(report).iter().chain(&figure_warnings(report)) {
@@ -632,7 +609,7 @@ fn render_exit_sites(out: &mut String, report: &RunReport, width: usize) {
     use Align::{Left, Right};
     out.push_str("\nexit sites (userspace exits by guest code site)\n");
     let mut t = TextTable::new(&[
-        ("phase", Left),
+        ("row", Left),
         ("strategy", Left),
         ("site", Left),
         ("reason", Left),
@@ -640,7 +617,7 @@ fn render_exit_sites(out: &mut String, report: &RunReport, width: usize) {
         ("rip", Right),
         ("instruction", Left),
     ]);
-    t.shrinkable = vec![("phase", 16), ("instruction", 16), ("site", 12)];
+    t.shrinkable = vec![("row", 16), ("instruction", 16), ("site", 12)];
     for r in &report.results {
         // The busiest sites; the JSON has all of them.
         for s in r.exit_sites.iter().take(EXIT_SITES_SHOWN) {
@@ -669,7 +646,7 @@ pub fn render_mixed(report: &RunReport) -> String {
     let mut out = String::new();
     for r in report.results.iter().filter(|r| !r.strategy_ops.is_empty()) {
         if out.is_empty() {
-            out.push_str("\nmixed phases (per strategy: guest-counted ops, attributed exits)\n");
+            out.push_str("\nmixed rows (per strategy: guest-counted ops, attributed exits)\n");
         }
         let total: u64 = r.strategy_ops.values().sum();
         let _ = writeln!(

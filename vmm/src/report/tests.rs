@@ -483,7 +483,9 @@ fn imprecise_and_disturbed_rows_are_flagged_with_a_legend() {
     assert!(row.contains(")~"), "{row}");
     assert!(row.contains("12.0%!"), "{row}");
     assert!(table.contains("~ precision not reached"));
-    assert!(table.contains("warning: pv/native-skip/n0/none/1v had 12.0% of its blocks disturbed"));
+    assert!(table.contains(
+        "warning: disturbed > 5%: 1 row (pv/native-skip/n0/none/1v; 12.0% of its blocks)"
+    ));
     assert!(!table_row(&table, "pvop-popf").contains('~'));
     assert!(table.contains("disturbance sources: vcpu-thread-off-cpu, block-time-outlier"));
     assert!(table.contains("CI: distribution-free 95% CI of the median"));
