@@ -243,6 +243,7 @@ pub fn pipeline(req: &Request) -> Result<Finished, CliError> {
         report.partial = true;
         report.partial_reason = Some("stopped by signal after the measuring".into());
     }
+    report::fill_answers(&mut report);
     // Before anything is written or saved: a redacted fact reaches no output.
     redact(&mut report, req.redact, host::hostname().as_deref());
     status = status.and(signals.status_of(&report));

@@ -223,6 +223,7 @@ pub fn render_markdown(report: &RunReport) -> String {
     let mut out = String::new();
     header(&mut out, report);
     results(&mut out, report);
+    super::answers_text::render_markdown(&mut out, report);
     exits_by_stat(&mut out, report);
     out.push_str(&super::exits::render_exit_breakdown(report, &md_table));
     exit_sites(&mut out, report);

@@ -1,7 +1,9 @@
 //! The SVG chart: horizontal bars, so every result name fits in full beside its bar. Bars are
 //! grouped by strategy (or instruction), one bar per nesting / interrupt load / vCPU count, each
-//! of those in its own colour (legend); whiskers are the 95% CI of the median. One panel per
-//! unit, so `cycles/op` and `cycles/insn` never share an axis.
+//! of those in its own colour and with its own key (`#3`, beside the bar's value and in the
+//! legend), so colours that look alike, or a print in grey, still tell the bars apart; whiskers
+//! are the 95% CI of the median. One panel per unit, so `cycles/op` and `cycles/insn` never
+//! share an axis.
 
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -28,6 +30,24 @@ const PALETTE: [RGBColor; 8] = [
     RGBColor(210, 110, 170),
     RGBColor(120, 120, 120),
 ];
+
+/// The colour of variant `i`: the palette, then hues 137.5° apart (the golden angle, so no
+/// two of the first hundreds coincide) at alternating lightness.
+fn colour(i: usize) -> RGBColor {
+    if let Some(c) = PALETTE.get(i) {
+        return *c;
+    }
+    let k = i - PALETTE.len();
+    let hue = (20.0 + 137.508 * k as f64).rem_euclid(360.0) / 360.0;
+    let light = if k % 2 == 0 { 0.42 } else { 0.58 };
+    let (r, g, b) = HSLColor(hue, 0.65, light).rgb();
+    RGBColor(r, g, b)
+}
+
+/// The key that names variant `i` beside its bars and in the legend.
+fn key(i: usize) -> String {
+    format!("#{}", i + 1)
+}
 
 /// What differs between bars of one strategy: nesting, interrupt load and vCPUs.
 fn variant(r: &PhaseResult) -> String {
@@ -124,8 +144,8 @@ fn draw_panel<DB: DrawingBackend>(
     for (i, (r, e)) in rows.iter().zip(&est).enumerate() {
         // Top to bottom in config order.
         let y = (n - 1 - i) as f64;
-        let colour =
-            PALETTE[variants.iter().position(|v| *v == variant(r)).unwrap_or(0) % PALETTE.len()];
+        let which = variants.iter().position(|v| *v == variant(r)).unwrap_or(0);
+        let colour = colour(which);
         // A row without data gets no bar, only its name and "no data".
         let [wlo, whi] = e.ci.unwrap_or([e.median, e.median]);
         if e.median.is_finite() {
@@ -159,7 +179,7 @@ fn draw_panel<DB: DrawingBackend>(
             + (x_max - x_min) * 0.01;
         chart
             .draw_series([Text::new(
-                fmt_cost(*e),
+                format!("{}  {}", fmt_cost(*e), key(which)),
                 (text_x, y + 0.5),
                 value_style.clone(),
             )])
@@ -172,14 +192,14 @@ fn draw_panel<DB: DrawingBackend>(
         let y = height as i32 - 12 - (variants.len() - 1 - i) as i32 * LEGEND_ROW_PX as i32;
         area.draw(&Rectangle::new(
             [(x0, y - 5), (x0 + 12, y + 5)],
-            PALETTE[i % PALETTE.len()].filled(),
+            colour(i).filled(),
         ))
         .map_err(|e| e.to_string())?;
         let style = ("sans-serif", LABEL_FONT_PX)
             .into_font()
             .color(&BLACK)
             .pos(Pos::new(HPos::Left, VPos::Center));
-        area.draw(&Text::new(v.clone(), (x0 + 18, y), style))
+        area.draw(&Text::new(format!("{}  {v}", key(i)), (x0 + 18, y), style))
             .map_err(|e| e.to_string())?;
     }
     Ok(())
@@ -237,4 +257,58 @@ pub fn render_svg(report: &RunReport) -> Result<String, String> {
     // XML 1.0 has no place for most control characters (not even as references): a name that
     // holds one is drawn with it escaped, and the file stays well-formed.
     Ok(crate::text::escape(&svg).into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::results::Summary;
+
+    #[test]
+    fn colours_stay_distinct_past_the_palette() {
+        let all: Vec<RGBColor> = (0..60).map(colour).collect();
+        for (i, x) in all.iter().enumerate() {
+            for y in &all[i + 1..] {
+                assert_ne!((x.0, x.1, x.2), (y.0, y.1, y.2), "colour {i} repeats");
+            }
+        }
+    }
+
+    #[test]
+    fn past_ten_variants_every_bar_and_legend_entry_has_its_key() {
+        let results: Vec<PhaseResult> = (0..14)
+            .map(|i| PhaseResult {
+                name: format!("b/pvop-skip/n{i}/none/1v"),
+                strategy: "pvop-skip".into(),
+                nesting: f64::from(i),
+                irq_source: "none".into(),
+                vcpus: 1,
+                cycles_per_op: Summary::from_samples(&[100.0 + f64::from(i); 8]),
+                ..PhaseResult::default()
+            })
+            .collect();
+        let report = RunReport {
+            config_name: "many".into(),
+            results,
+            ..RunReport::default()
+        };
+        let svg = render_svg(&report).unwrap();
+        // IRQBENCH_CHART_DIR=DIR keeps the chart, to look at it rendered.
+        if let Some(dir) = std::env::var_os("IRQBENCH_CHART_DIR") {
+            std::fs::write(
+                std::path::Path::new(&dir).join("rows-14-variants.svg"),
+                &svg,
+            )
+            .unwrap();
+        }
+        for i in 1..=14 {
+            let legend = format!("#{i}  nesting {}, irq none", i - 1);
+            assert!(svg.contains(&legend), "{legend} missing");
+            assert_eq!(
+                svg.matches(&format!("  #{i}\n")).count(),
+                1,
+                "#{i} beside its bar"
+            );
+        }
+    }
 }
