@@ -379,9 +379,10 @@ fn comparisons(
         };
         // Kept compact for the answers' interactions, which resample rounds across groups.
         let nonpositive_ratios = ratios.iter().filter(|r| **r <= 0.0).count() as u32;
-        let log_ratios = if no_ratio.is_none() && nonpositive_ratios == 0 {
+        let log_ratios = if no_ratio.is_none() {
             ratios
                 .iter()
+                .filter(|r| **r > 0.0)
                 .map(|r| (r.ln() * 1e6).round() / 1e6)
                 .collect()
         } else {

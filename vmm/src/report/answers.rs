@@ -197,7 +197,13 @@ fn interactions(
                 factor,
                 from,
                 to,
-                label: format!("{} vs {}", py[which], px[which]),
+                label: match factor {
+                    Factor::Load => format!("{} vs {}", py[which], px[which]),
+                    Factor::Nesting => {
+                        format!("{} vs {}", fmt_fraction(y.nesting), fmt_fraction(x.nesting))
+                    }
+                    Factor::Vcpus => format!("{} vs {}", y.vcpus, x.vcpus),
+                },
                 at: at.join(", "),
                 delta_log,
                 rounds: [cs[from].rounds, cs[to].rounds],
@@ -214,11 +220,13 @@ fn unusable(cond: &AnswerCondition, c: &PairedComparison) -> Option<String> {
     if let Some(why) = &c.no_ratio {
         return Some(format!("no ratio under {}: {why}", cond.label));
     }
-    if c.nonpositive_ratios > 0 {
+    let k = c.nonpositive_ratios as usize;
+    if 2 * k >= c.log_ratios.len() + k && k > 0 {
         return Some(format!(
-            "{} of {} paired rounds under {} have a ratio ≤ 0 (a net below its baseline): no \
-             log-ratio",
-            c.nonpositive_ratios, c.rounds, cond.label
+            "{k} of {} paired rounds under {} have a ratio ≤ 0 (a net below its baseline): \
+             the median ln(b/a) is not defined",
+            c.log_ratios.len() + k,
+            cond.label
         ));
     }
     if c.log_ratios.is_empty() && c.rounds > 0 {
@@ -227,10 +235,10 @@ fn unusable(cond: &AnswerCondition, c: &PairedComparison) -> Option<String> {
             cond.label
         ));
     }
-    if c.log_ratios.len() < MIN_CI_SAMPLES {
+    if c.log_ratios.len() + k < MIN_CI_SAMPLES {
         return Some(format!(
             "{} paired rounds under {} (a CI needs {MIN_CI_SAMPLES})",
-            c.log_ratios.len(),
+            c.log_ratios.len() + k,
             cond.label
         ));
     }
@@ -248,20 +256,31 @@ fn estimate(
             return Err(why);
         }
     }
-    interaction(
-        &cs[from].log_ratios,
-        &cs[to].log_ratios,
-        INTERACTION_REPLICATES,
-        seed,
-    )
-    .ok_or_else(|| "no finite per-round log-ratio".into())
+    // A ratio ≤ 0 is ln 0 = −∞: below every other round, as its ratio is.
+    let pool = |c: &PairedComparison| -> Vec<f64> {
+        let mut v = c.log_ratios.clone();
+        v.extend(std::iter::repeat_n(
+            f64::NEG_INFINITY,
+            c.nonpositive_ratios as usize,
+        ));
+        v
+    };
+    interaction(&pool(cs[from]), &pool(cs[to]), INTERACTION_REPLICATES, seed)
+        .filter(|d| d.median.is_finite() && d.ci95.iter().all(|v| v.is_finite()))
+        .ok_or_else(|| {
+            "too many paired rounds with a ratio ≤ 0 (nets below their baseline): the \
+             bootstrap's medians are not defined"
+                .into()
+        })
 }
 
 /// Median of `to` minus median of `from`, with the 95% percentile bootstrap CI: each side's
-/// rounds resampled with replacement, independently, `replicates` times from `seed`.
+/// rounds resampled with replacement, independently, `replicates` times from `seed`. NaNs are
+/// left out; −∞ (a ratio ≤ 0) is a value below all others, and makes a median −∞ only when
+/// half the rounds or more are it.
 pub fn interaction(from: &[f64], to: &[f64], replicates: usize, seed: u64) -> Option<Interval> {
-    let from = crate::statistics::sorted_finite(from);
-    let to = crate::statistics::sorted_finite(to);
+    let keep = |v: &[f64]| -> Vec<f64> { v.iter().copied().filter(|x| !x.is_nan()).collect() };
+    let (from, to) = (keep(from), keep(to));
     if from.is_empty() || to.is_empty() || replicates == 0 {
         return None;
     }
@@ -287,7 +306,7 @@ pub fn interaction(from: &[f64], to: &[f64], replicates: usize, seed: u64) -> Op
     })
 }
 
-/// The median of finite values, reordering them (linear time: the bootstrap's inner loop).
+/// The median of values without NaN, reordering them (linear time: the bootstrap's inner loop).
 fn median_of(v: &mut [f64]) -> f64 {
     let n = v.len();
     let mid = n / 2;

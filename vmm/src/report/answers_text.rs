@@ -60,7 +60,7 @@ fn signed(v: f64, d: usize) -> String {
     }
 }
 
-/// `Δ = −0.4 points [−1.9, +1.0] (not beyond noise)`, or why there is no estimate. A CI that
+/// `Δ = −0.4 log-points [−1.9, +1.0] (not beyond noise)`, or why there is no estimate. A CI that
 /// holds 0 is never shown as a bare number.
 pub(crate) fn interaction_value(i: &Interaction) -> String {
     if let Some(why) = &i.no_estimate {
@@ -78,7 +78,7 @@ pub(crate) fn interaction_value(i: &Interaction) -> String {
         " (not beyond noise)"
     };
     format!(
-        "Δ = {} points [{}, {}]{noise}",
+        "Δ = {} log-points [{}, {}]{noise}",
         signed(m, d),
         signed(lo, d),
         signed(hi, d)
@@ -95,7 +95,9 @@ fn legend(report: &RunReport) -> Vec<String> {
     let mut out = vec![
         "answers: each comparison (b vs a: median of per-round paired ratios b/a - 1, 95% CI) in \
          every condition it was measured in; Δ: how much that change differs between two \
-         conditions that differ in one factor (the second minus the first)."
+         conditions that differ in one factor (the second minus the first), in log-points: 100 × \
+         the difference of ln(b/a), close to percentage points for changes of a few percent \
+         (−5.7% and −18.6% differ by 14.8 log-points, 12.9 percentage points)."
             .to_string(),
     ];
     if !report.interaction_method.is_empty() {

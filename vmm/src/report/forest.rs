@@ -264,7 +264,7 @@ pub fn render_forest(report: &RunReport) -> Option<Result<String, String>> {
                 &bottom,
                 &second,
                 label_px,
-                "Δ, points (100 × difference of median ln(b/a); whiskers: seeded bootstrap 95% CI)",
+                "Δ, log-points (100 × difference of median ln(b/a); whiskers: seeded bootstrap 95% CI)",
             )?;
         }
         root.present().map_err(|e| e.to_string())

@@ -15,7 +15,9 @@ pub const INTERACTION_SEED: u64 = 0x1A5B_E4C0_2017_0021;
 /// How every interaction is computed (the JSON's `interaction_method` and the legend).
 pub const INTERACTION_METHOD: &str = "interaction: per round, ln(b/a) of the paired figures \
      in each of the two groups; delta = median under the second condition - median under the \
-     first (x100: log-points, about percentage points of the change); 95% CI: percentile \
+     first (x100: log-points, about percentage points of the change; a round whose ratio is \
+     <= 0, a net below its baseline, counts as ln 0 = -inf, which a median allows while fewer \
+     than half the rounds are); 95% CI: percentile \
      bootstrap over rounds, each group's rounds resampled independently, 2000 replicates, a \
      fixed seed per pair of groups (the same output on every rerun)";
 

@@ -420,12 +420,12 @@ pub struct PairedComparison {
     /// never disappears for lack of data, it says so.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub no_ratio: Option<String>,
-    /// Per paired round, ln(b/a) rounded to 6 decimals: what the answers' interactions
-    /// resample (absent in files written before them, and when a round's ratio is not > 0).
+    /// Per paired round whose ratio is > 0, ln(b/a) rounded to 6 decimals: what the answers'
+    /// interactions resample (absent in files written before them, and without a ratio).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub log_ratios: Vec<f64>,
-    /// Paired rounds whose ratio was not > 0 (a net below the baseline): no log-ratio exists
-    /// for them, so `log_ratios` is left empty and no interaction is estimated.
+    /// Paired rounds whose ratio was not > 0 (a net below the baseline): their ln(b/a) is
+    /// taken as ln 0 = −∞, below every other round, which a median (a rank) allows.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub nonpositive_ratios: u32,
 }
