@@ -1,12 +1,12 @@
-//! The answers section of the text and Markdown reports: per answer, one line per condition
-//! (its group's comparison) and one per interaction, then how they were computed.
+//! The answers section of the text report, and the lines the Markdown report and the forest
+//! plot share with it: per answer, one line per condition (its group's comparison) and one per
+//! interaction, then how they were computed.
 
 use std::fmt::Write as _;
 
 use crate::results::{Answer, AnswerCondition, ComparedMetric, Interaction, ResultKind, RunReport};
 
 use super::format::fmt_ratio_change;
-use super::markdown::{md_cell, md_table};
 
 /// `pvop-skip vs pvop-popf (cycles/op)`.
 pub(crate) fn heading(a: &Answer) -> String {
@@ -91,7 +91,7 @@ pub(crate) fn interaction_label(i: &Interaction) -> String {
 }
 
 /// How to read the section.
-fn legend(report: &RunReport) -> Vec<String> {
+pub(crate) fn legend(report: &RunReport) -> Vec<String> {
     let mut out = vec![
         "answers: each comparison (b vs a: median of per-round paired ratios b/a - 1, 95% CI) in \
          every condition it was measured in; Δ: how much that change differs between two \
@@ -146,37 +146,5 @@ pub(crate) fn render_text(out: &mut String, report: &RunReport) {
     }
     for line in legend(report) {
         let _ = writeln!(out, "  {line}");
-    }
-}
-
-/// The `## Answers` section of the Markdown report (empty without answers).
-pub(crate) fn render_markdown(out: &mut String, report: &RunReport) {
-    if report.answers.is_empty() {
-        return;
-    }
-    out.push_str("\n## Answers\n");
-    for a in &report.answers {
-        let _ = writeln!(out, "\n### {}\n", md_cell(&heading(a)));
-        let rows: Vec<Vec<String>> = a
-            .conditions
-            .iter()
-            .map(|c| vec![c.label.clone(), condition_value(c)])
-            .collect();
-        md_table(out, &["condition", "b vs a"], &[false, false], &rows);
-        if !a.interactions.is_empty() {
-            out.push('\n');
-        }
-        for i in &a.interactions {
-            let _ = writeln!(
-                out,
-                "- {}: {}",
-                md_cell(&interaction_label(i)),
-                md_cell(&interaction_value(i))
-            );
-        }
-    }
-    out.push('\n');
-    for line in legend(report) {
-        let _ = writeln!(out, "{}  ", md_cell(&line));
     }
 }

@@ -39,7 +39,7 @@ fn colour(i: usize) -> RGBColor {
     }
     let k = i - PALETTE.len();
     let hue = (20.0 + 137.508 * k as f64).rem_euclid(360.0) / 360.0;
-    let light = if k % 2 == 0 { 0.42 } else { 0.58 };
+    let light = if k.is_multiple_of(2) { 0.42 } else { 0.58 };
     let (r, g, b) = HSLColor(hue, 0.65, light).rgb();
     RGBColor(r, g, b)
 }
