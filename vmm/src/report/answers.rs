@@ -165,6 +165,9 @@ fn interactions(
     cs: &[&PairedComparison],
     answer: &Answer,
 ) -> Vec<Interaction> {
+    // Each condition's bootstrap is drawn once and shared by its interactions: the cost is
+    // conditions × replicates × rounds, not interactions × that.
+    let mut boots: Vec<Option<Result<Boot, String>>> = vec![None; conds.len()];
     let mut out = Vec::new();
     for from in 0..conds.len() {
         for to in from + 1..conds.len() {
@@ -182,8 +185,22 @@ fn interactions(
                 .filter(|i| *i != which)
                 .map(|i| px[i].as_str())
                 .collect();
-            let seed = seed_for(&[&answer.a, &answer.b, &conds[from].group, &conds[to].group]);
-            let (delta_log, no_estimate) = match estimate(conds, cs, (from, to), seed) {
+            let seeds = [from, to].map(|i| seed_for(&[&answer.a, &answer.b, &conds[i].group]));
+            for (i, seed) in [from, to].into_iter().zip(seeds) {
+                if boots[i].is_none() {
+                    boots[i] = Some(condition_boot(&conds[i], cs[i], seed));
+                }
+            }
+            let estimate = match (&boots[from], &boots[to]) {
+                (Some(Ok(f)), Some(Ok(t))) => combine(f, t).ok_or_else(|| {
+                    "too many paired rounds with a ratio ≤ 0 (nets below their baseline): the \
+                     bootstrap's medians are not defined"
+                        .to_string()
+                }),
+                (Some(Err(why)), _) | (_, Some(Err(why))) => Err(why.clone()),
+                _ => Err("no estimate".to_string()),
+            };
+            let (delta_log, no_estimate) = match estimate {
                 Ok(d) => (d, None),
                 Err(why) => (
                     Interval {
@@ -207,7 +224,7 @@ fn interactions(
                 at: at.join(", "),
                 delta_log,
                 rounds: [cs[from].rounds, cs[to].rounds],
-                seed,
+                seeds,
                 no_estimate,
             });
         }
@@ -245,65 +262,80 @@ fn unusable(cond: &AnswerCondition, c: &PairedComparison) -> Option<String> {
     None
 }
 
-fn estimate(
-    conds: &[AnswerCondition],
-    cs: &[&PairedComparison],
-    (from, to): (usize, usize),
-    seed: u64,
-) -> Result<Interval, String> {
-    for i in [from, to] {
-        if let Some(why) = unusable(&conds[i], cs[i]) {
-            return Err(why);
-        }
+/// A condition's bootstrap, or why its rounds cannot give one.
+fn condition_boot(cond: &AnswerCondition, c: &PairedComparison, seed: u64) -> Result<Boot, String> {
+    if let Some(why) = unusable(cond, c) {
+        return Err(why);
     }
     // A ratio ≤ 0 is ln 0 = −∞: below every other round, as its ratio is.
-    let pool = |c: &PairedComparison| -> Vec<f64> {
-        let mut v = c.log_ratios.clone();
-        v.extend(std::iter::repeat_n(
-            f64::NEG_INFINITY,
-            c.nonpositive_ratios as usize,
-        ));
-        v
-    };
-    interaction(&pool(cs[from]), &pool(cs[to]), INTERACTION_REPLICATES, seed)
-        .filter(|d| d.median.is_finite() && d.ci95.iter().all(|v| v.is_finite()))
-        .ok_or_else(|| {
-            "too many paired rounds with a ratio ≤ 0 (nets below their baseline): the \
-             bootstrap's medians are not defined"
-                .into()
-        })
+    let mut pool = c.log_ratios.clone();
+    pool.extend(std::iter::repeat_n(
+        f64::NEG_INFINITY,
+        c.nonpositive_ratios as usize,
+    ));
+    boot(&pool, INTERACTION_REPLICATES, seed).ok_or_else(|| "no per-round log-ratio".into())
 }
 
-/// Median of `to` minus median of `from`, with the 95% percentile bootstrap CI: each side's
-/// rounds resampled with replacement, independently, `replicates` times from `seed`. NaNs are
-/// left out; −∞ (a ratio ≤ 0) is a value below all others, and makes a median −∞ only when
-/// half the rounds or more are it.
-pub fn interaction(from: &[f64], to: &[f64], replicates: usize, seed: u64) -> Option<Interval> {
-    let keep = |v: &[f64]| -> Vec<f64> { v.iter().copied().filter(|x| !x.is_nan()).collect() };
-    let (from, to) = (keep(from), keep(to));
-    if from.is_empty() || to.is_empty() || replicates == 0 {
+/// One side of an interaction: the median of its rounds and the medians of `replicates`
+/// resamples of them (with replacement).
+#[derive(Clone, Debug)]
+struct Boot {
+    median: f64,
+    replicates: Vec<f64>,
+}
+
+/// NaNs are left out; −∞ (a ratio ≤ 0) is a value below all others, and makes a median −∞
+/// only when half the rounds or more are it.
+fn boot(values: &[f64], replicates: usize, seed: u64) -> Option<Boot> {
+    let values: Vec<f64> = values.iter().copied().filter(|x| !x.is_nan()).collect();
+    if values.is_empty() || replicates == 0 {
         return None;
     }
-    let median = median_of(&mut to.clone()) - median_of(&mut from.clone());
     let mut rng = SplitMix(seed);
-    let (mut bf, mut bt) = (vec![0.0; from.len()], vec![0.0; to.len()]);
-    let mut deltas: Vec<f64> = (0..replicates)
+    let mut buf = vec![0.0; values.len()];
+    let replicates = (0..replicates)
         .map(|_| {
-            for v in bf.iter_mut() {
-                *v = from[rng.below(from.len())];
+            for v in buf.iter_mut() {
+                *v = values[rng.below(values.len())];
             }
-            for v in bt.iter_mut() {
-                *v = to[rng.below(to.len())];
-            }
-            median_of(&mut bt) - median_of(&mut bf)
+            median_of(&mut buf)
         })
         .collect();
+    Some(Boot {
+        median: median_of(&mut values.clone()),
+        replicates,
+    })
+}
+
+/// Δ = median of `to` − median of `from`, with the percentile 95% CI of the replicates' Δs
+/// (the two sides' resamples are independent, so replicate j of each is one joint draw).
+fn combine(from: &Boot, to: &Boot) -> Option<Interval> {
+    let mut deltas: Vec<f64> = to
+        .replicates
+        .iter()
+        .zip(&from.replicates)
+        .map(|(t, f)| t - f)
+        .collect();
+    if deltas.is_empty() || deltas.iter().any(|d| !d.is_finite()) {
+        return None;
+    }
     deltas.sort_by(f64::total_cmp);
-    let at = |q: f64| deltas[((replicates - 1) as f64 * q).round() as usize];
-    Some(Interval {
+    let at = |q: f64| deltas[((deltas.len() - 1) as f64 * q).round() as usize];
+    let median = to.median - from.median;
+    median.is_finite().then(|| Interval {
         median,
         ci95: [at(0.025), at(0.975)],
     })
+}
+
+/// Median of `to` minus median of `from`, with the 95% percentile bootstrap CI: each side's
+/// rounds resampled with replacement, independently (`from` from `seed`, `to` from the next
+/// stream), `replicates` times. `None` when a side has nothing to resample or a median is not
+/// finite (half its rounds −∞ or more).
+pub fn interaction(from: &[f64], to: &[f64], replicates: usize, seed: u64) -> Option<Interval> {
+    let f = boot(from, replicates, seed)?;
+    let t = boot(to, replicates, seed_for(&[&seed.to_string()]))?;
+    combine(&f, &t)
 }
 
 /// The median of values without NaN, reordering them (linear time: the bootstrap's inner loop).

@@ -38,6 +38,7 @@ fn the_interaction_estimates_a_known_difference_and_its_ci_covers_it() {
     }
     let coverage = covered as f64 / trials as f64;
     let mean = sum / trials as f64;
+    println!("coverage {coverage:.3} of {trials}, mean Δ {mean:.5}, truth {truth:.5}");
     // Nominal 95%: a percentile bootstrap of a median at 45–60 rounds covers 92–97%.
     assert!(
         (0.90..=0.99).contains(&coverage),
@@ -56,6 +57,7 @@ fn the_interaction_estimates_a_known_difference_and_its_ci_covers_it() {
         let d = interaction(&a, &b, INTERACTION_REPLICATES, t).expect("an estimate");
         holds_zero += usize::from(!d.excludes(0.0));
     }
+    println!("no interaction: the CI holds 0 in {holds_zero} of 100");
     assert!((88..=100).contains(&holds_zero), "{holds_zero} of 100");
 }
 

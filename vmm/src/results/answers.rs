@@ -9,8 +9,8 @@ use super::{ComparedMetric, Interval, ResultKind};
 
 /// Bootstrap replicates behind every interaction's CI.
 pub const INTERACTION_REPLICATES: usize = 2000;
-/// The seed of the first interaction's bootstrap stream; each interaction's own seed is this
-/// mixed with the names of its two groups, so one output is the same on every rerun.
+/// The seed of the bootstrap streams: each condition's own seed is this mixed with the names
+/// of its comparison and group, so one output is the same on every rerun.
 pub const INTERACTION_SEED: u64 = 0x1A5B_E4C0_2017_0021;
 /// How every interaction is computed (the JSON's `interaction_method` and the legend).
 pub const INTERACTION_METHOD: &str = "interaction: per round, ln(b/a) of the paired figures \
@@ -18,8 +18,8 @@ pub const INTERACTION_METHOD: &str = "interaction: per round, ln(b/a) of the pai
      first (x100: log-points, about percentage points of the change; a round whose ratio is \
      <= 0, a net below its baseline, counts as ln 0 = -inf, which a median allows while fewer \
      than half the rounds are); 95% CI: percentile \
-     bootstrap over rounds, each group's rounds resampled independently, 2000 replicates, a \
-     fixed seed per pair of groups (the same output on every rerun)";
+     bootstrap over rounds, each group's rounds resampled independently (2000 replicates from \
+     a fixed seed per comparison and group, so every rerun prints the same digits)";
 
 /// What one condition of an answer is: the facts a group's rows share.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -87,8 +87,8 @@ pub struct Interaction {
     pub delta_log: Interval,
     /// Paired rounds of the two groups.
     pub rounds: [u32; 2],
-    /// The bootstrap stream's seed.
-    pub seed: u64,
+    /// The seeds of the two groups' bootstrap streams (`from`, `to`).
+    pub seeds: [u64; 2],
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub no_estimate: Option<String>,
 }
