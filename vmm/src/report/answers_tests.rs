@@ -237,6 +237,15 @@ fn a_condition_without_a_ratio_gives_no_interaction_and_says_why() {
         why.contains("40 of 80 paired rounds") && why.contains("≤ 0"),
         "{why}"
     );
+    // Too few rounds for a CI: the condition's change is not shown as if it had one.
+    report.answers[0].conditions[1].rounds = 4;
+    report.answers[0].conditions[1].ratio.ci95 = [0.98; 2];
+    report.answers[0].conditions[1].ratio.median = 0.98;
+    let line = crate::report::answers_text::condition_value(&report.answers[0].conditions[1]);
+    assert!(
+        line.starts_with("−2.0% (4 rounds: too few for a CI"),
+        "{line}"
+    );
     // A file written before answers has ratios but no per-round log-ratios.
     report.comparisons[0].log_ratios.clear();
     fill_answers(&mut report);

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use crate::results::{Answer, AnswerCondition, ComparedMetric, Interaction, ResultKind, RunReport};
 
-use super::format::fmt_ratio_change;
+use super::format::{fmt_ratio_change, MIN_CI_SAMPLES};
 
 /// `pvop-skip vs pvop-popf (cycles/op)`.
 pub(crate) fn heading(a: &Answer) -> String {
@@ -33,6 +33,14 @@ pub(crate) fn condition_value(c: &AnswerCondition) -> String {
         " (not beyond noise)"
     };
     let rough = if c.precision_reached { "" } else { " ~" };
+    if c.ratio.ci95[0] == c.ratio.ci95[1] && (c.rounds as usize) < MIN_CI_SAMPLES {
+        let pct = fmt_ratio_change(c.ratio.median, c.ratio.ci95);
+        let pct = pct.split(' ').next().unwrap_or_default();
+        return format!(
+            "{pct} ({} rounds: too few for a CI, a CI needs {MIN_CI_SAMPLES}){rough}",
+            c.rounds
+        );
+    }
     format!(
         "{} ({} rounds){noise}{rough}",
         fmt_ratio_change(c.ratio.median, c.ratio.ci95),
