@@ -347,3 +347,53 @@ fn the_forest_plot_has_an_interaction_panel_with_its_zero_line() {
     assert_eq!(svg.matches("<circle").count(), 7);
     assert!(svg.contains("(nesting 0, 1 vCPU) (no estimate)"));
 }
+
+#[test]
+fn a_vcpu_factor_is_an_interaction_of_its_own_and_twins_are_told_apart_by_bench() {
+    let mut report = two_by_two();
+    for r in report.results.iter_mut().filter(|r| r.nesting == 0.5) {
+        r.nesting = 0.0;
+        r.vcpus = 2;
+    }
+    fill_answers(&mut report);
+    let a = &report.answers[0];
+    let found: Vec<(Factor, &str, &str)> = a
+        .interactions
+        .iter()
+        .map(|i| (i.factor, i.label.as_str(), i.at.as_str()))
+        .collect();
+    assert_eq!(
+        found,
+        [
+            (Factor::Load, "inject 1 kHz vs no load", "nesting 0, 1 vCPU"),
+            (Factor::Vcpus, "2 vs 1", "nesting 0, no load"),
+            (Factor::Vcpus, "2 vs 1", "nesting 0, inject 1 kHz"),
+            (
+                Factor::Load,
+                "inject 1 kHz vs no load",
+                "nesting 0, 2 vCPUs"
+            ),
+        ]
+    );
+    // The same condition measured by two benches: each label names its bench.
+    let mut twins = two_by_two();
+    for r in twins.results.iter_mut().filter(|r| r.nesting == 0.5) {
+        r.nesting = 0.0;
+    }
+    for c in twins.comparisons.iter_mut().skip(2) {
+        c.group = c.group.replacen("ans/", "other/", 1);
+    }
+    fill_answers(&mut twins);
+    let labels: Vec<&str> = twins.answers[0]
+        .conditions
+        .iter()
+        .map(|c| c.label.as_str())
+        .collect();
+    assert_eq!(labels[0], "nesting 0, no load, 1 vCPU (ans)");
+    assert_eq!(labels[2], "nesting 0, no load, 1 vCPU (other)");
+    // Twins differ in no factor: no interaction between them.
+    assert!(twins.answers[0]
+        .interactions
+        .iter()
+        .all(|i| i.factor == Factor::Load));
+}
