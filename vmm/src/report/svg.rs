@@ -15,7 +15,10 @@ use super::format::{fmt_cost, fmt_fraction, fmt_si, Estimate};
 use super::table::kvm_text;
 
 const ROW_PX: u32 = 22;
-const PANEL_EXTRA_PX: u32 = 110;
+const PANEL_EXTRA_PX: u32 = 126;
+/// Under the axis: its tick labels, then the legend, then the axis description.
+const LEGEND_TOP_PX: i32 = 36;
+const AXIS_DESC_PX: u32 = 28;
 const LABEL_FONT_PX: u32 = 13;
 const LEGEND_ROW_PX: u32 = 18;
 /// sans-serif at 13 px averages well under this per character; long names must not clip.
@@ -114,12 +117,19 @@ fn draw_panel<DB: DrawingBackend>(
     // Room right of the longest bar for its value.
     let x_max = if hi > 0.0 { hi * 1.25 } else { 1.0 };
     let x_min = if lo < 0.0 { lo * 1.1 } else { 0.0 };
-    let axis = format!("cycles/{unit} (median, whiskers: 95% CI)");
+    let rough = if rows.iter().any(|r| !r.precision_reached) {
+        "; ~ beside a value: precision not reached"
+    } else {
+        ""
+    };
+    let axis = format!("cycles/{unit} (median, whiskers: 95% CI){rough}");
     let mut chart = ChartBuilder::on(area)
         .caption(format!("cycles/{unit}"), ("sans-serif", 18))
         .margin(12)
         // Room under the axis for one legend line per colour.
-        .x_label_area_size(48 + LEGEND_ROW_PX * variants.len() as u32)
+        .x_label_area_size(
+            LEGEND_TOP_PX as u32 + LEGEND_ROW_PX * variants.len() as u32 + AXIS_DESC_PX,
+        )
         .y_label_area_size(label_px(rows))
         .build_cartesian_2d(x_min..x_max, 0f64..n as f64)
         .map_err(|e| e.to_string())?;
@@ -179,7 +189,12 @@ fn draw_panel<DB: DrawingBackend>(
             + (x_max - x_min) * 0.01;
         chart
             .draw_series([Text::new(
-                format!("{}  {}", fmt_cost(*e), key(which)),
+                format!(
+                    "{}{}  {}",
+                    fmt_cost(*e),
+                    if r.precision_reached { "" } else { " ~" },
+                    key(which)
+                ),
                 (text_x, y + 0.5),
                 value_style.clone(),
             )])
@@ -189,7 +204,10 @@ fn draw_panel<DB: DrawingBackend>(
     let (_, height) = area.dim_in_pixel();
     let x0 = label_px(rows) as i32 + 12;
     for (i, v) in variants.iter().enumerate() {
-        let y = height as i32 - 12 - (variants.len() - 1 - i) as i32 * LEGEND_ROW_PX as i32;
+        // From just under the tick labels down, so the axis description below stays clear.
+        let label_area =
+            LEGEND_TOP_PX + (LEGEND_ROW_PX * variants.len() as u32 + AXIS_DESC_PX) as i32;
+        let y = height as i32 - 12 - label_area + LEGEND_TOP_PX + i as i32 * LEGEND_ROW_PX as i32;
         area.draw(&Rectangle::new(
             [(x0, y - 5), (x0 + 12, y + 5)],
             colour(i).filled(),
@@ -303,9 +321,11 @@ mod tests {
         }
         for i in 1..=14 {
             let legend = format!("#{i}  nesting {}, irq none", i - 1);
+            // Every row here is short of its precision (the default): marked beside its value.
+            assert!(svg.contains(&format!(" ~  #{i}\n")), "#{i} not marked ~");
             assert!(svg.contains(&legend), "{legend} missing");
             assert_eq!(
-                svg.matches(&format!("  #{i}\n")).count(),
+                svg.matches(&format!(" ~  #{i}\n")).count(),
                 1,
                 "#{i} beside its bar"
             );
