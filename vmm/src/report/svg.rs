@@ -200,9 +200,16 @@ fn draw_panel<DB: DrawingBackend>(
             )])
             .map_err(|e| e.to_string())?;
     }
-    // The legend goes below the axis, where no bar can hide it.
+    draw_legend(area, label_px(rows) as i32 + 12, variants)
+}
+
+/// The legend goes below the axis, where no bar can hide it: one colour and key per variant.
+fn draw_legend<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    x0: i32,
+    variants: &[String],
+) -> Result<(), String> {
     let (_, height) = area.dim_in_pixel();
-    let x0 = label_px(rows) as i32 + 12;
     for (i, v) in variants.iter().enumerate() {
         // From just under the tick labels down, so the axis description below stays clear.
         let label_area =
