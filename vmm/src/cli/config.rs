@@ -10,7 +10,7 @@ use irqbench::machine::image::GuestImage;
 use super::error::{errno_name, warn, CliError};
 
 /// The configs shipped in configs/, runnable by name (`irqbench run strategies`).
-pub const BUILTIN_CONFIGS: [(&str, &str); 6] = [
+pub const BUILTIN_CONFIGS: [(&str, &str); 7] = [
     ("quick", include_str!("../../../configs/quick.toml")),
     (
         "strategies",
@@ -26,6 +26,10 @@ pub const BUILTIN_CONFIGS: [(&str, &str); 6] = [
         include_str!("../../../configs/epoll-irqsave-vs-irq.toml"),
     ),
     ("soak", include_str!("../../../configs/soak.toml")),
+    (
+        "answers-load",
+        include_str!("../../../configs/answers-load.toml"),
+    ),
 ];
 
 /// Ad-hoc changes to the plan, for `run` and `check`.

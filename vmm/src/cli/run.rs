@@ -249,6 +249,7 @@ pub fn pipeline(req: &Request) -> Result<Finished, CliError> {
         report.partial_reason = Some("stopped by signal after the measuring".into());
     }
     report.adhoc = req.adhoc.recorded();
+    report::fill_answers(&mut report);
     // Before anything is written or saved: a redacted fact reaches no output.
     redact(&mut report, &p.redact, host::hostname().as_deref());
     status = status.and(signals.status_of(&report));

@@ -1034,6 +1034,7 @@ fn shipped_configs_are_sized_as_documented() {
     assert_eq!(load("insn-cost.toml").phases.len(), 10);
     assert_eq!(load("pv-restore-skip.toml").phases.len(), 36);
     assert_eq!(load("epoll-irqsave-vs-irq.toml").phases.len(), 24);
+    assert_eq!(load("answers-load.toml").phases.len(), 16);
     let soak = load("soak.toml");
     assert_eq!((soak.phases.len(), soak.max_vcpus()), (strategies + 1, 4));
 }

@@ -60,6 +60,7 @@ fn report(started: u64, popf: f64) -> RunReport {
             },
             rounds: 25,
             no_ratio: None,
+            ..PairedComparison::default()
         }],
         ..RunReport::default()
     }

@@ -190,17 +190,15 @@ fn draw_trend<DB: DrawingBackend>(
         .iter()
         .map(|p| bounds(p)[1])
         .fold(f64::NEG_INFINITY, f64::max);
-    let pad = ((hi - lo).abs() * 0.15).max(hi.abs() * 0.01).max(1e-9);
-    // Costs start at 0 when the padding would cross it; a negative net keeps its own range.
-    let y0 = if lo >= 0.0 {
-        (lo - pad).max(0.0)
-    } else {
-        lo - pad
-    };
-    let y1 = hi + pad;
+    let (y0, y1, from_zero) = y_range(lo, hi);
     let ids: Vec<i64> = t.points.iter().map(|p| p.run_id).collect();
+    let caption = if from_zero {
+        t.name.to_string()
+    } else {
+        format!("{} (axis from {}, not 0)", t.name, axis_label(y0, y0, y1))
+    };
     let mut chart = ChartBuilder::on(area)
-        .caption(t.name, ("sans-serif", 15))
+        .caption(caption, ("sans-serif", 15))
         .margin(10)
         .x_label_area_size(34)
         .y_label_area_size(70)
@@ -218,13 +216,7 @@ fn draw_trend<DB: DrawingBackend>(
                 String::new()
             }
         })
-        .y_label_formatter(&|v| {
-            if y1 - y0 >= 10.0 {
-                format!("{v:.0}")
-            } else {
-                format!("{v:.3}")
-            }
-        })
+        .y_label_formatter(&|v| axis_label(*v, y0, y1))
         .light_line_style(TRANSPARENT)
         .x_desc("run")
         .y_desc(format!("{} (median, band: 95% CI)", t.unit))
@@ -242,9 +234,31 @@ fn draw_trend<DB: DrawingBackend>(
         .rev()
         .map(|(i, p)| (i as f64, bounds(p)[0]));
     let band: Vec<(f64, f64)> = upper.chain(lower).collect();
-    chart
-        .draw_series([Polygon::new(band, BAND.mix(0.25).filled())])
-        .map_err(|e| e.to_string())?;
+    if n > 1 {
+        chart
+            .draw_series([Polygon::new(band, BAND.mix(0.25).filled())])
+            .map_err(|e| e.to_string())?;
+    }
+    // One run has no band to draw between runs: its CI is a whisker (every run without a CI
+    // has none).
+    for (i, p) in t.points.iter().enumerate() {
+        let Some([wlo, whi]) = p.ci95.filter(|_| n == 1) else {
+            continue;
+        };
+        let x = i as f64;
+        let whisker = [
+            vec![(x, wlo), (x, whi)],
+            vec![(x - 0.08, wlo), (x + 0.08, wlo)],
+            vec![(x - 0.08, whi), (x + 0.08, whi)],
+        ];
+        chart
+            .draw_series(
+                whisker
+                    .into_iter()
+                    .map(|l| PathElement::new(l, BAND.stroke_width(2))),
+            )
+            .map_err(|e| e.to_string())?;
+    }
     let line: Vec<(f64, f64)> = t
         .points
         .iter()
@@ -261,6 +275,29 @@ fn draw_trend<DB: DrawingBackend>(
         )
         .map_err(|e| e.to_string())?;
     Ok(())
+}
+
+/// The y axis of a panel: from 0 (costs are drawn against zero), unless the data would then
+/// fill less than a tenth of the panel (a trend of 0.2% steps on a 70 000-cycle cost): then
+/// from just below the lowest CI, and the caption says the axis does not start at 0. A
+/// negative net always shows 0.
+fn y_range(lo: f64, hi: f64) -> (f64, f64, bool) {
+    let pad = ((hi - lo).abs() * 0.15).max(hi.abs() * 0.01).max(1e-9);
+    if lo <= 0.0 {
+        return (lo - pad, hi.max(0.0) + pad, true);
+    }
+    if (hi - lo) * 10.0 >= hi {
+        return (0.0, hi + pad, true);
+    }
+    (lo - pad, hi + pad, false)
+}
+
+fn axis_label(v: f64, y0: f64, y1: f64) -> String {
+    if y1 - y0 >= 10.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.3}")
+    }
 }
 
 /// The trends as SVG: one panel per result row (at most [`MAX_PANELS`]), x = runs in order
@@ -326,4 +363,74 @@ pub fn render_baselines(rows: &[super::BaselineRow]) -> String {
         ]);
     }
     t.render("", usize::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn point(run_id: i64, median: f64, ci95: Option<[f64; 2]>) -> TrendPoint {
+        TrendPoint {
+            run_id,
+            started_unix: 1_764_590_000 + run_id as u64 * 60,
+            name: "quick/pvop-skip/n0/none/1v".into(),
+            kind: "strategy".into(),
+            strategy: "pvop-skip".into(),
+            median,
+            ci95,
+        }
+    }
+
+    fn keep(name: &str, svg: &str) {
+        // IRQBENCH_CHART_DIR=DIR keeps the chart, to look at it rendered.
+        if let Some(dir) = std::env::var_os("IRQBENCH_CHART_DIR") {
+            std::fs::write(std::path::Path::new(&dir).join(name), svg).unwrap();
+        }
+    }
+
+    #[test]
+    fn one_run_is_a_point_with_its_ci_whisker_on_an_axis_from_zero() {
+        let svg = render_trend_svg(&[point(7, 5200.0, Some([4700.0, 5800.0]))]).unwrap();
+        keep("history-one-run.svg", &svg);
+        assert!(!svg.contains("<polygon"), "no band for one run");
+        assert_eq!(svg.matches("<circle").count(), 1);
+        // The whisker: its stem and two caps, each a two-point line in the band's colour.
+        let whisker = |svg: &str| {
+            svg.lines()
+                .filter(|l| l.contains("stroke=\"#4678B4\" stroke-width=\"2\""))
+                .filter(|l| l.matches(',').count() == 2)
+                .count()
+        };
+        assert_eq!(whisker(&svg), 3, "{svg}");
+        assert_eq!(
+            whisker(&render_trend_svg(&[point(7, 5200.0, None)]).unwrap()),
+            0
+        );
+        assert!(!svg.contains("not 0"), "from zero");
+        assert_eq!(y_range(4700.0, 5800.0).0, 0.0);
+        // A narrow one is still a whisker, on an axis that says it is not from 0.
+        let narrow = render_trend_svg(&[point(7, 5200.0, Some([5190.0, 5215.0]))]).unwrap();
+        assert!(!narrow.contains("<polygon") && narrow.contains("not 0)"));
+    }
+
+    #[test]
+    fn a_narrow_trend_says_its_axis_does_not_start_at_zero() {
+        let points: Vec<TrendPoint> = (1..=5)
+            .map(|i| {
+                let m = 70_000.0 + 40.0 * i as f64;
+                point(i, m, Some([m - 90.0, m + 90.0]))
+            })
+            .collect();
+        let svg = render_trend_svg(&points).unwrap();
+        keep("history-narrow.svg", &svg);
+        assert!(svg.contains("<polygon"), "a band across runs");
+        assert!(svg.contains("(axis from 69"), "says where the axis starts");
+        assert!(svg.contains("not 0)"));
+        let (y0, _, zero) = y_range(69_950.0, 70_290.0);
+        assert!(!zero && y0 > 60_000.0);
+        // A net below zero, and a wide trend, both keep 0 on the axis.
+        assert!(y_range(-5.0, 20.0).0 < -5.0 && y_range(-5.0, 20.0).2);
+        let (y0, y1, zero) = y_range(100.0, 300.0);
+        assert!(y0 == 0.0 && y1 > 300.0 && zero);
+    }
 }

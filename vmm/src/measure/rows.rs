@@ -377,7 +377,20 @@ fn comparisons(
         } else {
             None
         };
+        // Kept compact for the answers' interactions, which resample rounds across groups.
+        let nonpositive_ratios = ratios.iter().filter(|r| **r <= 0.0).count() as u32;
+        let log_ratios = if no_ratio.is_none() {
+            ratios
+                .iter()
+                .filter(|r| **r > 0.0)
+                .map(|r| (r.ln() * 1e6).round() / 1e6)
+                .collect()
+        } else {
+            Vec::new()
+        };
         out.push(PairedComparison {
+            log_ratios,
+            nonpositive_ratios,
             a: results[a].name.clone(),
             b: results[b].name.clone(),
             group: results[a].group.clone(),

@@ -2,7 +2,8 @@
 //! `b vs a` as the change in percent with its 95% CI, grouped under the condition (group) it
 //! was measured in, around a zero line. A comparison beyond noise (its CI excludes 0) is drawn
 //! dark, one within noise grey; a row that did not reach its precision is marked `~` and drawn
-//! hollow, as the table marks it.
+//! hollow, as the table marks it. A second panel shows the interactions of the run's answers
+//! (how much a comparison's change differs between two conditions), around its own zero line.
 
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
@@ -16,12 +17,14 @@ const LABEL_CHAR_PX: u32 = 8;
 const BEYOND: RGBColor = RGBColor(40, 70, 140);
 const WITHIN: RGBColor = RGBColor(150, 150, 150);
 
-/// One line of the plot: a group header or a comparison.
-enum Line<'a> {
-    Group(&'a str),
-    Comparison {
-        c: &'a PairedComparison,
+/// One line of the plot: a heading (a group, or an answer) or an estimate.
+enum Line {
+    Heading(String),
+    Estimate {
         label: String,
+        /// Median and CI in percent (points); `None`: nothing to draw, the label says why.
+        value: Option<[f64; 3]>,
+        /// Drawn hollow: a row did not reach its precision.
         imprecise: bool,
     },
 }
@@ -30,8 +33,45 @@ fn row<'a>(report: &'a RunReport, name: &str) -> Option<&'a PhaseResult> {
     report.results.iter().find(|r| r.name == name)
 }
 
-/// The plot's lines: groups in order of first appearance, each with its comparisons.
-fn lines<'a>(report: &'a RunReport) -> Vec<Line<'a>> {
+/// The group or strategy name a comparison line shows for a row.
+fn strategy<'a>(r: Option<&'a PhaseResult>, name: &'a str) -> &'a str {
+    match r {
+        Some(r) if !r.strategy.is_empty() => &r.strategy,
+        _ => name,
+    }
+}
+
+fn comparison_line(report: &RunReport, c: &PairedComparison) -> Line {
+    let (a, b) = (row(report, &c.a), row(report, &c.b));
+    let imprecise = [a, b]
+        .iter()
+        .any(|r| r.is_some_and(|r| !r.precision_reached));
+    // The group header names the condition; the line names what was compared.
+    let label = format!(
+        "{} vs {}{}{}",
+        strategy(b, &c.b),
+        strategy(a, &c.a),
+        if imprecise { " ~" } else { "" },
+        if c.no_ratio.is_some() {
+            " (no ratio)"
+        } else {
+            ""
+        }
+    );
+    let value = c
+        .ratio
+        .median
+        .is_finite()
+        .then(|| [c.ratio.median, c.ratio.ci95[0], c.ratio.ci95[1]].map(|r| (r - 1.0) * 100.0));
+    Line::Estimate {
+        label,
+        value,
+        imprecise,
+    }
+}
+
+/// The comparisons' lines: groups in order of first appearance, each with its comparisons.
+fn comparison_lines(report: &RunReport) -> Vec<Line> {
     let mut groups: Vec<&str> = Vec::new();
     for c in &report.comparisons {
         if !groups.contains(&c.group.as_str()) {
@@ -40,51 +80,45 @@ fn lines<'a>(report: &'a RunReport) -> Vec<Line<'a>> {
     }
     let mut out = Vec::new();
     for g in groups {
-        out.push(Line::Group(g));
+        out.push(Line::Heading(g.to_string()));
         for c in report.comparisons.iter().filter(|c| c.group == g) {
-            let (a, b) = (row(report, &c.a), row(report, &c.b));
-            let imprecise = [a, b]
-                .iter()
-                .any(|r| r.is_some_and(|r| !r.precision_reached));
-            // The group header names the condition; the line names what was compared.
-            let strategy = |r: Option<&'a PhaseResult>, name: &'a str| -> &'a str {
-                match r {
-                    Some(r) if !r.strategy.is_empty() => &r.strategy,
-                    _ => name,
-                }
+            out.push(comparison_line(report, c));
+        }
+    }
+    out
+}
+
+/// The interactions' lines: one heading per answer that has any.
+fn interaction_lines(report: &RunReport) -> Vec<Line> {
+    let mut out = Vec::new();
+    for a in report.answers.iter().filter(|a| !a.interactions.is_empty()) {
+        out.push(Line::Heading(super::answers_text::heading(a)));
+        for i in &a.interactions {
+            let d = &i.delta_log;
+            let value = (i.no_estimate.is_none() && d.median.is_finite())
+                .then(|| [d.median, d.ci95[0], d.ci95[1]].map(|v| v * 100.0));
+            let none = if value.is_none() {
+                " (no estimate)"
+            } else {
+                ""
             };
-            let label = format!(
-                "{} vs {}{}{}",
-                strategy(b, &c.b),
-                strategy(a, &c.a),
-                if imprecise { " ~" } else { "" },
-                if c.no_ratio.is_some() {
-                    " (no ratio)"
-                } else {
-                    ""
-                }
-            );
-            out.push(Line::Comparison {
-                c,
-                label,
-                imprecise,
+            out.push(Line::Estimate {
+                label: format!("{}{none}", super::answers_text::interaction_label(i)),
+                value,
+                imprecise: false,
             });
         }
     }
     out
 }
 
-fn pct(ratio: f64) -> f64 {
-    (ratio - 1.0) * 100.0
-}
-
 /// The x range: every CI and zero, padded.
-fn x_range(lines: &[Line<'_>]) -> (f64, f64) {
+fn x_range(lines: &[Line]) -> (f64, f64) {
     let (lo, hi) = lines
         .iter()
         .filter_map(|l| match l {
-            Line::Comparison { c, .. } => Some([pct(c.ratio.ci95[0]), pct(c.ratio.ci95[1])]),
-            Line::Group(_) => None,
+            Line::Estimate { value, .. } => *value,
+            Line::Heading(_) => None,
         })
         .flatten()
         .filter(|v| v.is_finite())
@@ -93,10 +127,18 @@ fn x_range(lines: &[Line<'_>]) -> (f64, f64) {
     (lo - pad, hi + pad)
 }
 
+fn label_text(line: &Line) -> (String, bool) {
+    match line {
+        Line::Heading(g) => (g.clone(), true),
+        Line::Estimate { label, .. } => (format!("  {label}"), false),
+    }
+}
+
 fn draw(
     area: &DrawingArea<SVGBackend<'_>, plotters::coord::Shift>,
-    lines: &[Line<'_>],
+    lines: &[Line],
     label_px: u32,
+    x_desc: &str,
 ) -> Result<(), String> {
     let n = lines.len().max(1);
     let (x0, x1) = x_range(lines);
@@ -110,7 +152,7 @@ fn draw(
         .configure_mesh()
         .disable_y_mesh()
         .disable_y_axis()
-        .x_desc("change of b against a, % (median of per-round paired ratios, whiskers: 95% CI)")
+        .x_desc(x_desc)
         .draw()
         .map_err(|e| e.to_string())?;
     chart
@@ -124,10 +166,7 @@ fn draw(
         // Top to bottom in plan order.
         let y = (n - 1 - i) as f64 + 0.5;
         let (px, py) = chart.backend_coord(&(x0, y));
-        let (text, bold) = match line {
-            Line::Group(g) => ((*g).to_string(), true),
-            Line::Comparison { label, .. } => (format!("  {label}"), false),
-        };
+        let (text, bold) = label_text(line);
         let font = ("sans-serif", LABEL_FONT_PX).into_font();
         let font = if bold {
             font.style(FontStyle::Bold)
@@ -137,52 +176,64 @@ fn draw(
         let style = font.color(&BLACK).pos(Pos::new(HPos::Right, VPos::Center));
         area.draw(&Text::new(text, (px - base_x - 6, py - base_y), style))
             .map_err(|e| e.to_string())?;
-        let Line::Comparison { c, imprecise, .. } = line else {
+        let Line::Estimate {
+            value: Some([mark, lo, hi]),
+            imprecise,
+            ..
+        } = line
+        else {
+            // A heading, or no figure: the label says so, nothing is drawn.
             continue;
         };
-        if !c.ratio.median.is_finite() {
-            // No ratio: the label says so (see `lines`), nothing is drawn.
-            continue;
-        }
-        let colour = if c.ratio.excludes(1.0) {
+        let colour = if *lo > 0.0 || *hi < 0.0 {
             BEYOND
         } else {
             WITHIN
         };
-        let [lo, hi] = c.ratio.ci95.map(pct);
         chart
-            .draw_series([PathElement::new([(lo, y), (hi, y)], colour.stroke_width(2))])
+            .draw_series([PathElement::new(
+                [(*lo, y), (*hi, y)],
+                colour.stroke_width(2),
+            )])
             .map_err(|e| e.to_string())?;
-        let mark = pct(c.ratio.median);
         let style = if *imprecise {
             colour.stroke_width(2)
         } else {
             colour.filled()
         };
         chart
-            .draw_series([Circle::new((mark, y), 5, style)])
+            .draw_series([Circle::new((*mark, y), 5, style)])
             .map_err(|e| e.to_string())?;
     }
     Ok(())
 }
 
-/// The forest plot as SVG text; `None` when the run has no comparison to draw.
+fn panel_px(lines: &[Line]) -> u32 {
+    lines.len() as u32 * ROW_PX + EXTRA_PX
+}
+
+/// The forest plot as SVG text; `None` when the run has no comparison to draw. The
+/// interactions of the run's answers, when there are any, are a second panel below.
 pub fn render_forest(report: &RunReport) -> Option<Result<String, String>> {
-    let lines = lines(report);
+    let lines = comparison_lines(report);
     if lines.is_empty() {
         return None;
     }
+    let second = interaction_lines(report);
     let longest = lines
         .iter()
-        .map(|l| match l {
-            Line::Group(g) => g.chars().count(),
-            Line::Comparison { label, .. } => label.chars().count() + 2,
-        })
+        .chain(&second)
+        .map(|l| label_text(l).0.chars().count())
         .max()
         .unwrap_or(10) as u32;
     let label_px = longest * LABEL_CHAR_PX + 24;
     let width = (label_px + 700).max(900);
-    let height = lines.len() as u32 * ROW_PX + EXTRA_PX;
+    let height = panel_px(&lines)
+        + if second.is_empty() {
+            0
+        } else {
+            panel_px(&second)
+        };
     let mut svg = String::new();
     let drawn = (|| {
         let root = SVGBackend::with_string(&mut svg, (width, height)).into_drawing_area();
@@ -195,7 +246,27 @@ pub fn render_forest(report: &RunReport) -> Option<Result<String, String>> {
         let area = root
             .titled(&title, ("sans-serif", 18))
             .map_err(|e| e.to_string())?;
-        draw(&area, &lines, label_px)?;
+        let (top, bottom) = area.split_vertically(panel_px(&lines) - 30);
+        draw(
+            &top,
+            &lines,
+            label_px,
+            "change of b against a, % (median of per-round paired ratios, whiskers: 95% CI)",
+        )?;
+        if !second.is_empty() {
+            let bottom = bottom
+                .titled(
+                    "interactions: how the change differs between two conditions",
+                    ("sans-serif", 16),
+                )
+                .map_err(|e| e.to_string())?;
+            draw(
+                &bottom,
+                &second,
+                label_px,
+                "Δ, log-points (100 × difference of median ln(b/a); whiskers: seeded bootstrap 95% CI)",
+            )?;
+        }
         root.present().map_err(|e| e.to_string())
     })();
     Some(drawn.map(|()| crate::text::escape(&svg).into_owned()))

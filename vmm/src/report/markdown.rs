@@ -1,11 +1,12 @@
 //! A Markdown report to paste into an issue or a mail: the same groups, columns, comparisons
-//! and derived costs as the terminal table.
+//! and derived costs as the terminal table, and the answers across them.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use crate::results::RunReport;
 
+use super::answers_text as text;
 use super::columns::{grid, stat_estimate, Align};
 use super::csv::union_keys;
 use super::format::{fmt_cost, human_timestamp, tsc_ghz};
@@ -212,11 +213,44 @@ fn exit_sites(out: &mut String, report: &RunReport) {
     );
 }
 
+/// The `## Answers` section of the Markdown report (empty without answers).
+fn answers(out: &mut String, report: &RunReport) {
+    if report.answers.is_empty() {
+        return;
+    }
+    out.push_str("\n## Answers\n");
+    for a in &report.answers {
+        let _ = writeln!(out, "\n### {}\n", md_cell(&text::heading(a)));
+        let rows: Vec<Vec<String>> = a
+            .conditions
+            .iter()
+            .map(|c| vec![c.label.clone(), text::condition_value(c)])
+            .collect();
+        md_table(out, &["condition", "b vs a"], &[false, false], &rows);
+        if !a.interactions.is_empty() {
+            out.push('\n');
+        }
+        for i in &a.interactions {
+            let _ = writeln!(
+                out,
+                "- {}: {}",
+                md_cell(&text::interaction_label(i)),
+                md_cell(&text::interaction_value(i))
+            );
+        }
+    }
+    out.push('\n');
+    for line in text::legend(report) {
+        let _ = writeln!(out, "{}  ", md_cell(&line));
+    }
+}
+
 /// A Markdown report to paste into an issue or a mail.
 pub fn render_markdown(report: &RunReport) -> String {
     let mut out = String::new();
     header(&mut out, report);
     results(&mut out, report);
+    answers(&mut out, report);
     exits_by_stat(&mut out, report);
     out.push_str(&super::exits::render_exit_breakdown(report, &md_table));
     exit_sites(&mut out, report);

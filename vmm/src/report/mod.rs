@@ -5,6 +5,8 @@
 //! Renderers are pure (`render_* -> String`); only [`folder`] touches the filesystem, so the
 //! way files are written can change in one place.
 
+mod answers;
+mod answers_text;
 pub(crate) mod columns;
 mod compare;
 mod csv;
@@ -29,6 +31,7 @@ use std::path::PathBuf;
 
 use thiserror::Error;
 
+pub use answers::{fill_answers, gather as gather_answers, interaction};
 pub use compare::{
     compare, compare_by, compare_with, render_compare, CompareRow, Comparison, NoiseBasis,
     RunLabel, DEFAULT_MIN_CHANGE_PCT,

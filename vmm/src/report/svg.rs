@@ -1,7 +1,9 @@
 //! The SVG chart: horizontal bars, so every result name fits in full beside its bar. Bars are
 //! grouped by strategy (or instruction), one bar per nesting / interrupt load / vCPU count, each
-//! of those in its own colour (legend); whiskers are the 95% CI of the median. One panel per
-//! unit, so `cycles/op` and `cycles/insn` never share an axis.
+//! of those in its own colour and with its own key (`#3`, beside the bar's value and in the
+//! legend), so colours that look alike, or a print in grey, still tell the bars apart; whiskers
+//! are the 95% CI of the median. One panel per unit, so `cycles/op` and `cycles/insn` never
+//! share an axis.
 
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -13,7 +15,10 @@ use super::format::{fmt_cost, fmt_fraction, fmt_si, Estimate};
 use super::table::kvm_text;
 
 const ROW_PX: u32 = 22;
-const PANEL_EXTRA_PX: u32 = 110;
+const PANEL_EXTRA_PX: u32 = 126;
+/// Under the axis: its tick labels, then the legend, then the axis description.
+const LEGEND_TOP_PX: i32 = 36;
+const AXIS_DESC_PX: u32 = 28;
 const LABEL_FONT_PX: u32 = 13;
 const LEGEND_ROW_PX: u32 = 18;
 /// sans-serif at 13 px averages well under this per character; long names must not clip.
@@ -28,6 +33,24 @@ const PALETTE: [RGBColor; 8] = [
     RGBColor(210, 110, 170),
     RGBColor(120, 120, 120),
 ];
+
+/// The colour of variant `i`: the palette, then hues 137.5° apart (the golden angle, so no
+/// two of the first hundreds coincide) at alternating lightness.
+fn colour(i: usize) -> RGBColor {
+    if let Some(c) = PALETTE.get(i) {
+        return *c;
+    }
+    let k = i - PALETTE.len();
+    let hue = (20.0 + 137.508 * k as f64).rem_euclid(360.0) / 360.0;
+    let light = if k.is_multiple_of(2) { 0.42 } else { 0.58 };
+    let (r, g, b) = HSLColor(hue, 0.65, light).rgb();
+    RGBColor(r, g, b)
+}
+
+/// The key that names variant `i` beside its bars and in the legend.
+fn key(i: usize) -> String {
+    format!("#{}", i + 1)
+}
 
 /// What differs between bars of one strategy: nesting, interrupt load and vCPUs.
 fn variant(r: &PhaseResult) -> String {
@@ -94,12 +117,19 @@ fn draw_panel<DB: DrawingBackend>(
     // Room right of the longest bar for its value.
     let x_max = if hi > 0.0 { hi * 1.25 } else { 1.0 };
     let x_min = if lo < 0.0 { lo * 1.1 } else { 0.0 };
-    let axis = format!("cycles/{unit} (median, whiskers: 95% CI)");
+    let rough = if rows.iter().any(|r| !r.precision_reached) {
+        "; ~ beside a value: precision not reached"
+    } else {
+        ""
+    };
+    let axis = format!("cycles/{unit} (median, whiskers: 95% CI){rough}");
     let mut chart = ChartBuilder::on(area)
         .caption(format!("cycles/{unit}"), ("sans-serif", 18))
         .margin(12)
         // Room under the axis for one legend line per colour.
-        .x_label_area_size(48 + LEGEND_ROW_PX * variants.len() as u32)
+        .x_label_area_size(
+            LEGEND_TOP_PX as u32 + LEGEND_ROW_PX * variants.len() as u32 + AXIS_DESC_PX,
+        )
         .y_label_area_size(label_px(rows))
         .build_cartesian_2d(x_min..x_max, 0f64..n as f64)
         .map_err(|e| e.to_string())?;
@@ -124,8 +154,8 @@ fn draw_panel<DB: DrawingBackend>(
     for (i, (r, e)) in rows.iter().zip(&est).enumerate() {
         // Top to bottom in config order.
         let y = (n - 1 - i) as f64;
-        let colour =
-            PALETTE[variants.iter().position(|v| *v == variant(r)).unwrap_or(0) % PALETTE.len()];
+        let which = variants.iter().position(|v| *v == variant(r)).unwrap_or(0);
+        let colour = colour(which);
         // A row without data gets no bar, only its name and "no data".
         let [wlo, whi] = e.ci.unwrap_or([e.median, e.median]);
         if e.median.is_finite() {
@@ -159,27 +189,42 @@ fn draw_panel<DB: DrawingBackend>(
             + (x_max - x_min) * 0.01;
         chart
             .draw_series([Text::new(
-                fmt_cost(*e),
+                format!(
+                    "{}{}  {}",
+                    fmt_cost(*e),
+                    if r.precision_reached { "" } else { " ~" },
+                    key(which)
+                ),
                 (text_x, y + 0.5),
                 value_style.clone(),
             )])
             .map_err(|e| e.to_string())?;
     }
-    // The legend goes below the axis, where no bar can hide it.
+    draw_legend(area, label_px(rows) as i32 + 12, variants)
+}
+
+/// The legend goes below the axis, where no bar can hide it: one colour and key per variant.
+fn draw_legend<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    x0: i32,
+    variants: &[String],
+) -> Result<(), String> {
     let (_, height) = area.dim_in_pixel();
-    let x0 = label_px(rows) as i32 + 12;
     for (i, v) in variants.iter().enumerate() {
-        let y = height as i32 - 12 - (variants.len() - 1 - i) as i32 * LEGEND_ROW_PX as i32;
+        // From just under the tick labels down, so the axis description below stays clear.
+        let label_area =
+            LEGEND_TOP_PX + (LEGEND_ROW_PX * variants.len() as u32 + AXIS_DESC_PX) as i32;
+        let y = height as i32 - 12 - label_area + LEGEND_TOP_PX + i as i32 * LEGEND_ROW_PX as i32;
         area.draw(&Rectangle::new(
             [(x0, y - 5), (x0 + 12, y + 5)],
-            PALETTE[i % PALETTE.len()].filled(),
+            colour(i).filled(),
         ))
         .map_err(|e| e.to_string())?;
         let style = ("sans-serif", LABEL_FONT_PX)
             .into_font()
             .color(&BLACK)
             .pos(Pos::new(HPos::Left, VPos::Center));
-        area.draw(&Text::new(v.clone(), (x0 + 18, y), style))
+        area.draw(&Text::new(format!("{}  {v}", key(i)), (x0 + 18, y), style))
             .map_err(|e| e.to_string())?;
     }
     Ok(())
@@ -237,4 +282,60 @@ pub fn render_svg(report: &RunReport) -> Result<String, String> {
     // XML 1.0 has no place for most control characters (not even as references): a name that
     // holds one is drawn with it escaped, and the file stays well-formed.
     Ok(crate::text::escape(&svg).into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::results::Summary;
+
+    #[test]
+    fn colours_stay_distinct_past_the_palette() {
+        let all: Vec<RGBColor> = (0..60).map(colour).collect();
+        for (i, x) in all.iter().enumerate() {
+            for y in &all[i + 1..] {
+                assert_ne!((x.0, x.1, x.2), (y.0, y.1, y.2), "colour {i} repeats");
+            }
+        }
+    }
+
+    #[test]
+    fn past_ten_variants_every_bar_and_legend_entry_has_its_key() {
+        let results: Vec<PhaseResult> = (0..14)
+            .map(|i| PhaseResult {
+                name: format!("b/pvop-skip/n{i}/none/1v"),
+                strategy: "pvop-skip".into(),
+                nesting: f64::from(i),
+                irq_source: "none".into(),
+                vcpus: 1,
+                cycles_per_op: Summary::from_samples(&[100.0 + f64::from(i); 8]),
+                ..PhaseResult::default()
+            })
+            .collect();
+        let report = RunReport {
+            config_name: "many".into(),
+            results,
+            ..RunReport::default()
+        };
+        let svg = render_svg(&report).unwrap();
+        // IRQBENCH_CHART_DIR=DIR keeps the chart, to look at it rendered.
+        if let Some(dir) = std::env::var_os("IRQBENCH_CHART_DIR") {
+            std::fs::write(
+                std::path::Path::new(&dir).join("rows-14-variants.svg"),
+                &svg,
+            )
+            .unwrap();
+        }
+        for i in 1..=14 {
+            let legend = format!("#{i}  nesting {}, irq none", i - 1);
+            // Every row here is short of its precision (the default): marked beside its value.
+            assert!(svg.contains(&format!(" ~  #{i}\n")), "#{i} not marked ~");
+            assert!(svg.contains(&legend), "{legend} missing");
+            assert_eq!(
+                svg.matches(&format!(" ~  #{i}\n")).count(),
+                1,
+                "#{i} beside its bar"
+            );
+        }
+    }
 }

@@ -114,6 +114,7 @@ fn comparison(a: &PhaseResult, b: &PhaseResult, ratio: f64, ci: [f64; 2]) -> Pai
         },
         rounds: ROUNDS as u32,
         no_ratio: None,
+        ..PairedComparison::default()
     }
 }
 
@@ -273,6 +274,8 @@ fn sample_report() -> RunReport {
             reason: "CPUID leaf 0xA from KVM_GET_SUPPORTED_CPUID is zero".into(),
         },
         exit_trace: None,
+        answers: Vec::new(),
+        interaction_method: String::new(),
     }
 }
 

@@ -7,11 +7,13 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+pub mod answers;
 pub mod exits;
 pub mod host;
 pub mod redact;
 pub mod validation;
 
+pub use answers::{Answer, AnswerCondition, Condition, Factor, Interaction};
 pub use exits::{ExitReasonFigure, ExitTrace, HandledBy, HandlingTime, TracedExit};
 pub use host::{
     ApicvState, Behaviour, CpuFreq, CyclesSource, FlavourRecord, KvmFlavour, Pinning, Readable,
@@ -418,6 +420,18 @@ pub struct PairedComparison {
     /// never disappears for lack of data, it says so.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub no_ratio: Option<String>,
+    /// Per paired round whose ratio is > 0, ln(b/a) rounded to 6 decimals: what the answers'
+    /// interactions resample (absent in files written before them, and without a ratio).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub log_ratios: Vec<f64>,
+    /// Paired rounds whose ratio was not > 0 (a net below the baseline): their ln(b/a) is
+    /// taken as ln 0 = −∞, below every other round, which a median (a rank) allows.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub nonpositive_ratios: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// A cost derived from two rows of one group by a paired difference per round, e.g. the popf
@@ -542,6 +556,13 @@ pub struct RunReport {
     /// `run --trace-exits`: KVM's exits by hardware reason from tracefs, or why not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exit_trace: Option<ExitTrace>,
+    /// Each chosen comparison across the conditions it was measured in (two or more), with
+    /// the interactions between conditions that differ in one factor.
+    #[serde(default)]
+    pub answers: Vec<Answer>,
+    /// [`answers::INTERACTION_METHOD`] when `answers` has interactions.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub interaction_method: String,
 }
 
 /// A count per operation with its 95% CI.

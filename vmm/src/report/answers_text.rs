@@ -1,0 +1,158 @@
+//! The answers section of the text report, and the lines the Markdown report and the forest
+//! plot share with it: per answer, one line per condition (its group's comparison) and one per
+//! interaction, then how they were computed.
+
+use std::fmt::Write as _;
+
+use crate::results::{Answer, AnswerCondition, ComparedMetric, Interaction, ResultKind, RunReport};
+
+use super::format::{fmt_ratio_change, MIN_CI_SAMPLES};
+
+/// `pvop-skip vs pvop-popf (cycles/op)`.
+pub(crate) fn heading(a: &Answer) -> String {
+    let metric = match a.metric {
+        ComparedMetric::CyclesPerOp if a.kind == ResultKind::Insn => "cycles/insn",
+        ComparedMetric::CyclesPerOp => "cycles/op",
+        ComparedMetric::OpsPerSec => "ops/s",
+    };
+    format!("{} vs {} ({metric})", a.b, a.a)
+}
+
+/// `−3.1% [−3.9, −2.3] (412 rounds)`, with `(not beyond noise)` when the CI holds 0 and `~`
+/// when a row did not reach its precision; or why there is no ratio.
+pub(crate) fn condition_value(c: &AnswerCondition) -> String {
+    if let Some(why) = &c.no_ratio {
+        return format!("no ratio: {why}");
+    }
+    if !c.ratio.median.is_finite() {
+        return "no ratio".into();
+    }
+    let noise = if c.ratio.excludes(1.0) {
+        ""
+    } else {
+        " (not beyond noise)"
+    };
+    let rough = if c.precision_reached { "" } else { " ~" };
+    if c.ratio.ci95[0] == c.ratio.ci95[1] && (c.rounds as usize) < MIN_CI_SAMPLES {
+        let pct = fmt_ratio_change(c.ratio.median, c.ratio.ci95);
+        let pct = pct.split(' ').next().unwrap_or_default();
+        return format!(
+            "{pct} ({} rounds: too few for a CI, a CI needs {MIN_CI_SAMPLES}){rough}",
+            c.rounds
+        );
+    }
+    format!(
+        "{} ({} rounds){noise}{rough}",
+        fmt_ratio_change(c.ratio.median, c.ratio.ci95),
+        c.rounds
+    )
+}
+
+/// Decimals that show the CI's half-width with at least one significant digit (1 to 3).
+fn decimals(half: f64) -> usize {
+    if !(half.is_finite() && half > 0.0) {
+        return 1;
+    }
+    (-half.log10()).ceil().clamp(1.0, 3.0) as usize
+}
+
+fn signed(v: f64, d: usize) -> String {
+    let s = format!("{v:+.d$}");
+    if s.trim_start_matches(['+', '-'])
+        .chars()
+        .all(|c| c == '0' || c == '.')
+    {
+        format!("{:.d$}", 0.0)
+    } else {
+        s.replace('-', "−")
+    }
+}
+
+/// `Δ = −0.4 log-points [−1.9, +1.0] (not beyond noise)`, or why there is no estimate. A CI that
+/// holds 0 is never shown as a bare number.
+pub(crate) fn interaction_value(i: &Interaction) -> String {
+    if let Some(why) = &i.no_estimate {
+        return format!("no estimate: {why}");
+    }
+    let [m, lo, hi] =
+        [i.delta_log.median, i.delta_log.ci95[0], i.delta_log.ci95[1]].map(|v| v * 100.0);
+    if !m.is_finite() {
+        return "no estimate".into();
+    }
+    let d = decimals(crate::statistics::half_width(m, [lo, hi]));
+    let noise = if i.delta_log.excludes(0.0) {
+        ""
+    } else {
+        " (not beyond noise)"
+    };
+    format!(
+        "Δ = {} log-points [{}, {}]{noise}",
+        signed(m, d),
+        signed(lo, d),
+        signed(hi, d)
+    )
+}
+
+/// `load: inject 1 kHz vs no load (nesting 0, 1 vCPU)`.
+pub(crate) fn interaction_label(i: &Interaction) -> String {
+    format!("{}: {} ({})", i.factor.name(), i.label, i.at)
+}
+
+/// How to read the section.
+pub(crate) fn legend(report: &RunReport) -> Vec<String> {
+    let mut out = vec![
+        "answers: each comparison (b vs a: median of per-round paired ratios b/a - 1, 95% CI) in \
+         every condition it was measured in; Δ: how much that change differs between two \
+         conditions that differ in one factor (the second minus the first), in log-points: 100 × \
+         the difference of ln(b/a), close to percentage points for changes of a few percent \
+         (−5.7% and −18.6% differ by 14.8 log-points, 12.9 percentage points)."
+            .to_string(),
+    ];
+    if !report.interaction_method.is_empty() {
+        out.push(report.interaction_method.clone());
+    }
+    out
+}
+
+/// The section of the terminal report (empty without answers).
+pub(crate) fn render_text(out: &mut String, report: &RunReport) {
+    if report.answers.is_empty() {
+        return;
+    }
+    out.push_str("\nanswers: each comparison across the conditions of the run\n");
+    for a in &report.answers {
+        let _ = writeln!(out, "  {}", heading(a));
+        let width = a
+            .conditions
+            .iter()
+            .map(|c| c.label.chars().count())
+            .max()
+            .unwrap_or(0);
+        for c in &a.conditions {
+            let pad = width - c.label.chars().count();
+            let _ = writeln!(
+                out,
+                "    {}{}  {}",
+                c.label,
+                " ".repeat(pad),
+                condition_value(c)
+            );
+        }
+        if a.interactions.is_empty() {
+            let _ = writeln!(out, "    (no two conditions differ in one factor only)");
+        } else {
+            let _ = writeln!(out, "    between conditions:");
+        }
+        for i in &a.interactions {
+            let _ = writeln!(
+                out,
+                "      {}: {}",
+                interaction_label(i),
+                interaction_value(i)
+            );
+        }
+    }
+    for line in legend(report) {
+        let _ = writeln!(out, "  {line}");
+    }
+}
