@@ -881,11 +881,20 @@ fn a_results_folder_whose_parent_is_missing_is_refused_and_nothing_is_created() 
     let base = scratch_dir("noparent");
     let deep = base.join("missing").join("out");
     let err = new_results_dir(&deep, "quick").unwrap_err();
-    assert!(matches!(err, ReportError::CreateDir { ref path, .. } if path == &deep), "{err}");
-    assert!(!base.join("missing").exists(), "a tree of folders was created");
+    assert!(
+        matches!(err, ReportError::CreateDir { ref path, .. } if path == &deep),
+        "{err}"
+    );
+    assert!(
+        !base.join("missing").exists(),
+        "a tree of folders was created"
+    );
     let file = base.join("a-file");
     fs::write(&file, "x").unwrap();
-    assert!(new_results_dir(&file, "quick").is_err(), "a file is not a folder");
+    assert!(
+        new_results_dir(&file, "quick").is_err(),
+        "a file is not a folder"
+    );
 }
 
 #[test]

@@ -345,9 +345,15 @@ mod tests {
         let (off, switches) = d.since(&c);
         let wall = d.wall.saturating_duration_since(c.wall).as_nanos() as u64;
         if switches == 0 {
-            assert!(off < 2_000_000, "off-CPU {off} ns while spinning, never preempted");
+            assert!(
+                off < 2_000_000,
+                "off-CPU {off} ns while spinning, never preempted"
+            );
         } else {
-            assert!(off < wall, "off-CPU {off} ns of {wall} ns: the thread never ran");
+            assert!(
+                off < wall,
+                "off-CPU {off} ns of {wall} ns: the thread never ran"
+            );
         }
     }
 
