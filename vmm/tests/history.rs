@@ -54,7 +54,7 @@ fn results_file(dir: &Path, name: &str, started: u64, popf: f64) -> PathBuf {
         name: format!("quick/{strategy}/n0/none/1v"),
         group: "quick/n0/none/1v".into(),
         kind: ResultKind::Strategy,
-        strategy: strategy.into(),
+        strategy: irqbench::identity::Subject::from_name(strategy).expect(strategy),
         irq_source: "none".into(),
         vcpus: 1,
         ops: 100_000,

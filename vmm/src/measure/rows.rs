@@ -177,7 +177,7 @@ fn row_result(
         name: row.name.clone(),
         group: row.group.to_string(),
         kind: row.workload.kind(),
-        strategy: row.workload.label(),
+        strategy: row.workload.subject(),
         irq_source: row.irq.label(),
         nesting: row.nesting,
         vcpus: row.vcpus,

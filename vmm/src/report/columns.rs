@@ -2,7 +2,6 @@
 //! shows in a table cell, and the raw CSV fields it stands for. A figure added here appears in
 //! all three, with the same rounding rules.
 
-use crate::identity::InsnId;
 use crate::measure::counts::USERSPACE_EXITS;
 use crate::results::{PhaseResult, ResultKind};
 
@@ -129,13 +128,6 @@ pub(crate) fn exits_estimate(r: &PhaseResult) -> Option<Estimate> {
     stat_estimate(r, EXITS_STAT)
 }
 
-/// What an instruction-suite probe executes per measured operation: the name says what is
-/// measured, this says what runs (`abi::insn::Info::measures`; empty for a probe this build
-/// does not know, as in an old results file).
-pub(crate) fn insn_measures(insn: &str) -> &'static str {
-    InsnId::from_name(insn).map_or("", InsnId::measures)
-}
-
 /// The cycles cell carries `~` when the run ran out of time before its CI reached the plan's
 /// precision; others get a space so the digits of both line up.
 fn cycles_cell(r: &PhaseResult) -> String {
@@ -207,15 +199,15 @@ pub(crate) const COLUMNS: &[Column] = &[
         align: Align::Left,
         scope: Scope::NotInsn,
         omit: Omit::Never,
-        cell: |r| r.strategy.clone(),
-        csv: &[("strategy", |r| r.strategy.clone())],
+        cell: |r| r.strategy.name().into(),
+        csv: &[("strategy", |r| r.strategy.name().into())],
     },
     Column {
         header: "instruction",
         align: Align::Left,
         scope: Scope::Insn,
         omit: Omit::Never,
-        cell: |r| r.strategy.clone(),
+        cell: |r| r.strategy.name().into(),
         csv: &[],
     },
     Column {
@@ -223,10 +215,10 @@ pub(crate) const COLUMNS: &[Column] = &[
         align: Align::Left,
         scope: Scope::Insn,
         omit: Omit::Never,
-        cell: |r| insn_measures(&r.strategy).into(),
+        cell: |r| r.strategy.measures().into(),
         csv: &[("measures", |r| {
             if r.kind == ResultKind::Insn {
-                insn_measures(&r.strategy).into()
+                r.strategy.measures().into()
             } else {
                 String::new()
             }

@@ -49,8 +49,8 @@ fn lines<'a>(report: &'a RunReport) -> Vec<Line<'a>> {
             // The group header names the condition; the line names what was compared.
             let strategy = |r: Option<&'a PhaseResult>, name: &'a str| -> &'a str {
                 match r {
-                    Some(r) if !r.strategy.is_empty() => &r.strategy,
-                    _ => name,
+                    Some(r) => r.strategy.name(),
+                    None => name,
                 }
             };
             let label = format!(
@@ -236,7 +236,7 @@ mod tests {
         ] {
             report.results.push(PhaseResult {
                 name: name.into(),
-                strategy: strategy.into(),
+                strategy: crate::identity::Subject::from_name(strategy).expect(strategy),
                 precision_reached: precise,
                 ..Default::default()
             });

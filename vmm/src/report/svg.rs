@@ -52,10 +52,10 @@ fn variants(rows: &[&PhaseResult]) -> Vec<String> {
 
 /// A panel's rows: grouped by strategy in order of first appearance, config order within.
 fn ordered<'a>(rows: &[&'a PhaseResult]) -> Vec<&'a PhaseResult> {
-    let mut strategies: Vec<&str> = Vec::new();
+    let mut strategies: Vec<crate::identity::Subject> = Vec::new();
     for r in rows {
-        if !strategies.contains(&r.strategy.as_str()) {
-            strategies.push(&r.strategy);
+        if !strategies.contains(&r.strategy) {
+            strategies.push(r.strategy);
         }
     }
     strategies

@@ -263,7 +263,7 @@ fn short_name(report: &RunReport, name: &str) -> String {
         .results
         .iter()
         .find(|r| r.name == name)
-        .map_or_else(|| name.to_string(), |r| r.strategy.clone())
+        .map_or_else(|| name.to_string(), |r| r.strategy.name().into())
 }
 
 fn metric_label(metric: ComparedMetric, kind: ResultKind) -> String {

@@ -56,7 +56,7 @@ fn row(bench: &str, kind: ResultKind, variant: &str, cycles: f64, spread: f64) -
         name: format!("{bench}/{variant}/n0/none/1v"),
         group,
         kind,
-        strategy: variant.into(),
+        strategy: crate::identity::Subject::from_name(variant).expect(variant),
         irq_source: "none".into(),
         nesting: 0.0,
         vcpus: 1,
@@ -289,7 +289,7 @@ fn table_has_every_group_unit_and_section() {
     let table = render_table_at(&report, 120);
     for r in &report.results {
         assert!(
-            table.contains(&r.strategy),
+            table.contains(r.strategy.name()),
             "{} missing:\n{table}",
             r.strategy
         );
@@ -809,12 +809,12 @@ fn compare_lists_results_of_only_one_run() {
     let mut b = a.clone();
     let gone = b.results.remove(1);
     b.results
-        .push(row("pv", ResultKind::Strategy, "new", 5.0, 1.0));
+        .push(row("pv", ResultKind::Strategy, "vif-skip", 5.0, 1.0));
     let c = compare(&a, &b);
     assert_eq!(c.only_in_a, [gone.name]);
-    assert_eq!(c.only_in_b, ["pv/new/n0/none/1v"]);
+    assert_eq!(c.only_in_b, ["pv/vif-skip/n0/none/1v"]);
     let text = render_compare(&c, true);
-    assert!(text.contains("only in the new run: `pv/new/n0/none/1v`"));
+    assert!(text.contains("only in the new run: `pv/vif-skip/n0/none/1v`"));
     assert!(text.contains("|---"));
 }
 
@@ -931,7 +931,7 @@ fn lapic_rows_show_delivered_over_expected_ticks_and_others_no_column() {
     });
     let table = render_table_at(&report, 120);
     assert!(table.contains(" ticks"), "{table}");
-    let row = table_row(&table, &report.results[0].strategy);
+    let row = table_row(&table, report.results[0].strategy.name());
     assert!(row.contains("24/3486"), "{row}");
     let csv = render_csv(&report);
     assert!(csv
@@ -1081,7 +1081,7 @@ fn the_report_fits_narrow_terminals_without_cutting_rows() {
         let widest = table.lines().map(|l| l.chars().count()).max().unwrap_or(0);
         assert!(widest <= width, "{width}: a line of {widest}:\n{table}");
         for r in &report.results {
-            let row = table_row(&table, &ellipsize(&r.strategy, 14));
+            let row = table_row(&table, &ellipsize(r.strategy.name(), 14));
             assert!(row.chars().count() <= width, "{row}");
         }
     }

@@ -7,6 +7,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::identity::Subject;
+
 pub mod exits;
 pub mod host;
 pub mod redact;
@@ -215,7 +217,7 @@ pub struct PhaseResult {
     #[serde(default)]
     pub group: String,
     pub kind: ResultKind,
-    pub strategy: String,
+    pub strategy: Subject,
     pub irq_source: String,
     pub nesting: f64,
     pub vcpus: u32,
@@ -368,7 +370,10 @@ impl ResultKind {
     pub fn unit(self) -> &'static str {
         match self {
             ResultKind::Insn => "insn",
-            _ => "op",
+            ResultKind::Strategy
+            | ResultKind::Lock
+            | ResultKind::Mixed
+            | ResultKind::Diagnostic => "op",
         }
     }
 }
@@ -467,6 +472,7 @@ pub struct RunReport {
     pub partial: bool,
     pub partial_reason: Option<String>,
     pub host: HostManifest,
+    #[serde(deserialize_with = "rows_by_index")]
     pub results: Vec<PhaseResult>,
     pub failures: Vec<PhaseFailure>,
     /// Paired comparisons inside each group (every ordered pair of rows, config order).
@@ -505,6 +511,37 @@ pub struct RunReport {
     /// `run --trace-exits`: KVM's exits by hardware reason from tracefs, or why not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exit_trace: Option<ExitTrace>,
+}
+
+/// Reads `results` one row at a time, so an error names its row (`results[3]: ...`) and not
+/// only a line and column.
+fn rows_by_index<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<PhaseResult>, D::Error> {
+    struct Rows;
+    impl<'de> serde::de::Visitor<'de> for Rows {
+        type Value = Vec<PhaseResult>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a list of result rows")
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(
+            self,
+            mut seq: A,
+        ) -> Result<Self::Value, A::Error> {
+            let mut rows = Vec::new();
+            loop {
+                match seq.next_element::<PhaseResult>() {
+                    Ok(Some(r)) => rows.push(r),
+                    Ok(None) => return Ok(rows),
+                    Err(e) => {
+                        return Err(serde::de::Error::custom(format_args!(
+                            "results[{}]: {e}",
+                            rows.len()
+                        )))
+                    }
+                }
+            }
+        }
+    }
+    d.deserialize_seq(Rows)
 }
 
 /// A count per operation with its 95% CI.
@@ -561,5 +598,36 @@ mod tests {
         )
         .unwrap();
         assert!(!ci_null.has_data() && ci_null.ci95[0].is_nan());
+    }
+
+    /// A row that names a subject of no table is refused, and the error says which row and
+    /// which field; the rows before it read as usual.
+    #[test]
+    fn a_report_naming_an_unknown_subject_is_refused_naming_row_and_field() {
+        let mut report = RunReport {
+            schema: SCHEMA.into(),
+            ..Default::default()
+        };
+        for s in [
+            Subject::Strategy(crate::identity::StrategyId::NATIVE_POPF),
+            Subject::Mixed,
+        ] {
+            report.results.push(PhaseResult {
+                name: format!("g/{s}"),
+                strategy: s,
+                ..Default::default()
+            });
+        }
+        let good = serde_json::to_string(&report).expect("json");
+        let back: RunReport = serde_json::from_str(&good).expect("reads back");
+        assert_eq!(back.results, report.results);
+        let bad = good.replace("\"mixed\"", "\"native-pof\"");
+        let msg = serde_json::from_str::<RunReport>(&bad)
+            .expect_err("unknown subject")
+            .to_string();
+        assert!(
+            msg.starts_with("results[1]: `strategy` is `native-pof`"),
+            "{msg}"
+        );
     }
 }
