@@ -817,7 +817,7 @@ mod tests {
         assert_eq!(r.userspace_exits_per_op.get("pio-probe"), Some(&1.0));
         // A mean now (every exit counts, the host's interrupts too: 1.22 in the SVM box), so
         // the bound tells one exit per probe from none or two, not noise from none.
-        let exits = r.exits_per_op["exits"];
+        let exits = r.counts["exits"].per_op;
         assert!((0.9..=1.5).contains(&exits), "exits/insn {exits}");
         // An exit to the VMM and back costs far more than the loop around it.
         assert!(

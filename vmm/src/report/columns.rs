@@ -10,7 +10,7 @@ use super::format::{
 };
 
 /// The KVM per-vCPU stat that counts every VM exit.
-pub(crate) const EXITS_STAT: &str = "exits";
+pub(crate) use crate::results::EXITS_STAT;
 
 /// Above this fraction of disturbed blocks a row is flagged: its rounds were not the quiet
 /// ones the CI assumes to be typical.
@@ -78,7 +78,12 @@ impl Column {
 
 /// The `exits` stat per op, if the kernel reported it.
 pub(crate) fn exits_stat(r: &PhaseResult) -> Option<f64> {
-    r.exits_per_op.get(EXITS_STAT).copied()
+    r.counts.get(EXITS_STAT).map(|e| e.per_op)
+}
+
+/// The `exits` stat's CI as the JSON's `exits_per_op_ci95` has it (`[0, 0]` when absent).
+fn exits_ci(r: &PhaseResult) -> [f64; 2] {
+    r.counts.get(EXITS_STAT).map_or([0.0; 2], |e| e.ci95)
 }
 
 /// All userspace exits per op, whatever the reason (totals over all rounds).
@@ -110,15 +115,13 @@ pub(crate) fn userspace_exits_estimate(r: &PhaseResult) -> Estimate {
     Estimate::of(s)
 }
 
-/// KVM stat `name` per op with the CI of its per-round samples (`exits` also has its own
-/// key, `exits_per_op_ci95`, which files written before `stats_ci95` existed carry alone).
+/// KVM stat `name` per op with its CI (none for a stat of an old file that had none).
 pub(crate) fn stat_estimate(r: &PhaseResult, name: &str) -> Option<Estimate> {
-    let median = *r.exits_per_op.get(name)?;
-    let ci = match r.stats_ci95.get(name) {
-        Some(ci) => *ci,
-        None if name == EXITS_STAT => r.exits_per_op_ci95,
-        None => return Some(Estimate { median, ci: None }),
-    };
+    let e = r.counts.get(name)?;
+    let (median, ci) = (e.per_op, e.ci95);
+    if ci.iter().any(|x| x.is_nan()) {
+        return Some(Estimate { median, ci: None });
+    }
     let rounds = r.exits_per_round.samples.len().max(r.rounds as usize);
     Some(Estimate::with_ci(median, ci, rounds))
 }
@@ -289,8 +292,8 @@ pub(crate) const COLUMNS: &[Column] = &[
         cell: exits_cell,
         csv: &[
             ("exits_per_op", |r| opt_raw(exits_stat(r))),
-            ("exits_ci_lo", |r| raw_number(r.exits_per_op_ci95[0])),
-            ("exits_ci_hi", |r| raw_number(r.exits_per_op_ci95[1])),
+            ("exits_ci_lo", |r| raw_number(exits_ci(r)[0])),
+            ("exits_ci_hi", |r| raw_number(exits_ci(r)[1])),
         ],
     },
     Column {

@@ -587,9 +587,9 @@ fn render_stats(out: &mut String, report: &RunReport, width: usize) {
     out.push_str("\nexits per op by KVM stat (net of the baseline ±95% CI; non-zero only)\n");
     for r in &report.results {
         let mut items: Vec<String> = r
-            .exits_per_op
-            .iter()
-            .filter(|(_, v)| **v != 0.0)
+            .counts
+            .kvm_stats()
+            .filter(|(_, e)| e.per_op != 0.0)
             .filter_map(|(k, _)| Some(format!("{k}={}", fmt_cost(stat_estimate(r, k)?))))
             .collect();
         if report.vm_stats_by_group.is_empty() {

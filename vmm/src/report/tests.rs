@@ -82,19 +82,19 @@ fn row(bench: &str, kind: ResultKind, variant: &str, cycles: f64, spread: f64) -
 
 fn with_exits(mut r: PhaseResult, exits: f64, spread: f64) -> PhaseResult {
     r.exits_per_round = rounds(exits, spread, ROUNDS);
-    r.exits_per_op_ci95 = r.exits_per_round.ci95;
-    r.exits_per_op.insert("exits".into(), exits);
-    r.exits_per_op.insert("io_exits".into(), exits * 0.75);
-    r.exits_per_op
-        .insert("irq_window_exits".into(), exits * 0.25);
     // Every stat carries the CI of its per-round samples, scaled like its median.
     for (name, share) in [
         ("exits", 1.0),
         ("io_exits", 0.75),
         ("irq_window_exits", 0.25),
     ] {
-        let ci = r.exits_per_op_ci95.map(|b| b * share);
-        r.stats_ci95.insert(name.into(), ci);
+        let e = crate::results::CountEstimate {
+            per_op: exits * share,
+            ci95: r.exits_per_round.ci95.map(|b| b * share),
+            rounds: ROUNDS,
+            ..Default::default()
+        };
+        r.counts.insert(name.into(), e);
     }
     r.userspace_exits_per_op
         .insert("io-out".into(), exits * 0.75);
@@ -542,7 +542,11 @@ fn csv_has_ci_columns_quoting_and_no_negative_zero() {
     let mut report = sample_report();
     report.results[0].cycles_per_op.ci95[0] = -0.0;
     report.results[0].nesting = -0.0;
-    report.results[1].exits_per_op.insert("exits".into(), -0.0);
+    report.results[1]
+        .counts
+        .get_mut("exits")
+        .expect("a row with exits")
+        .per_op = -0.0;
     let text = render_csv(&report);
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), 1 + report.results.len());

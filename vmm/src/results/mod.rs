@@ -273,27 +273,18 @@ pub struct PhaseResult {
     /// Net `exits` (KVM stat) per operation, one sample per round.
     #[serde(default)]
     pub exits_per_round: Summary,
-    /// 95% CI of `exits_per_op["exits"]`.
-    #[serde(default)]
-    pub exits_per_op_ci95: [f64; 2],
     /// Operations per vCPU (sum over rounds).
     pub per_vcpu_ops: Vec<u64>,
     /// Each vCPU's own throughput: its operations over its own TSC time (all rounds).
     #[serde(default)]
     pub per_vcpu_ops_per_sec: Vec<f64>,
-    /// Per-vCPU KVM stat deltas per operation, by kernel name (only stats that moved in the
-    /// group): means over kept rounds of (block − empty block scaled to its ops) / ops; until
-    /// irqbench-results/2 medians of per-round nets, which are 0 for sparse events.
-    pub exits_per_op: BTreeMap<String, f64>,
-    /// 95% CI of each `exits_per_op` entry (see `counts`).
-    #[serde(default)]
-    pub stats_ci95: BTreeMap<String, [f64; 2]>,
     /// Every event count per operation as a mean over the kept rounds with its CI
-    /// ([`crate::measure::counts::COUNT_CI_METHOD`]): the KVM stats by kernel name (their
-    /// `per_op` and `ci95` are `exits_per_op` and `stats_ci95`), and the VMM's and the guest's
-    /// own counters under `vmm:` and `guest:`. A count with too few kept rounds is absent.
-    #[serde(default)]
-    pub counts: BTreeMap<String, CountEstimate>,
+    /// ([`crate::measure::counts::COUNT_CI_METHOD`]): the KVM stats that moved in the group
+    /// by kernel name, and the VMM's and the guest's own counters under `vmm:` and `guest:`.
+    /// A count with too few kept rounds is absent. The JSON key `counts`, with the KVM stats'
+    /// older keys derived from it beside ([`Counts`]).
+    #[serde(flatten)]
+    pub counts: Counts,
     /// The same for the VM-wide stats (whole group, per operation of all its rows).
     pub vm_stats_per_op: BTreeMap<String, f64>,
     /// The VMM's own count of userspace exits by reason, per operation (markers subtracted):
@@ -544,11 +535,104 @@ fn rows_by_index<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<PhaseResu
     d.deserialize_seq(Rows)
 }
 
+/// The counts of a row by name: the one map of them. Written as `counts` with the keys of
+/// the KVM stats (names without `:`) that readers of older files know, derived from it:
+/// `exits_per_op` (name → `per_op`), `stats_ci95` (name → `ci95`) and `exits_per_op_ci95`
+/// (`exits`' CI). A file written before `counts` has only those, and they are read into it:
+/// an entry with no CI in the file has a NaN one, and `rounds` 0.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Counts(pub BTreeMap<String, CountEstimate>);
+
+/// The KVM stat every row has.
+pub const EXITS_STAT: &str = "exits";
+
+impl Counts {
+    /// The KVM stats (the VMM's and the guest's own counts are `vmm:…` and `guest:…`).
+    pub fn kvm_stats(&self) -> impl Iterator<Item = (&str, &CountEstimate)> {
+        self.0
+            .iter()
+            .filter(|(name, _)| !name.contains(':'))
+            .map(|(name, e)| (name.as_str(), e))
+    }
+}
+
+impl std::ops::Deref for Counts {
+    type Target = BTreeMap<String, CountEstimate>;
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Counts {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.0
+    }
+}
+
+impl FromIterator<(String, CountEstimate)> for Counts {
+    fn from_iter<I: IntoIterator<Item = (String, CountEstimate)>>(iter: I) -> Counts {
+        Counts(iter.into_iter().collect())
+    }
+}
+
+impl Serialize for Counts {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let per_op: BTreeMap<&str, f64> = self.kvm_stats().map(|(k, e)| (k, e.per_op)).collect();
+        let ci: BTreeMap<&str, [f64; 2]> = self
+            .kvm_stats()
+            .filter(|(_, e)| e.ci95.iter().all(|x| x.is_finite()))
+            .map(|(k, e)| (k, e.ci95))
+            .collect();
+        let exits_ci = self.0.get(EXITS_STAT).map_or([0.0; 2], |e| e.ci95);
+        let mut m = s.serialize_map(Some(4))?;
+        m.serialize_entry("exits_per_op_ci95", &exits_ci)?;
+        m.serialize_entry("exits_per_op", &per_op)?;
+        m.serialize_entry("stats_ci95", &ci)?;
+        m.serialize_entry("counts", &self.0)?;
+        m.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for Counts {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Counts, D::Error> {
+        /// The keys as a file holds them; `exits_per_op` and the CIs matter only where
+        /// `counts` lacks the stat (files before it).
+        #[derive(Deserialize)]
+        struct Stored {
+            #[serde(default)]
+            counts: BTreeMap<String, CountEstimate>,
+            #[serde(default)]
+            exits_per_op: BTreeMap<String, f64>,
+            #[serde(default)]
+            stats_ci95: BTreeMap<String, [f64; 2]>,
+            #[serde(default)]
+            exits_per_op_ci95: [f64; 2],
+        }
+        let mut s = Stored::deserialize(d)?;
+        for (name, per_op) in s.exits_per_op {
+            let ci95 = match s.stats_ci95.remove(&name) {
+                Some(ci) => ci,
+                None if name == EXITS_STAT => s.exits_per_op_ci95,
+                None => [f64::NAN; 2],
+            };
+            s.counts.entry(name).or_insert(CountEstimate {
+                per_op,
+                ci95,
+                ..CountEstimate::default()
+            });
+        }
+        Ok(Counts(s.counts))
+    }
+}
+
 /// A count per operation with its 95% CI.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct CountEstimate {
     /// Net events per operation (may be negative: a row that takes fewer than the baseline).
     pub per_op: f64,
+    /// NaN (JSON `null`) for a stat of a file written before `counts` that had no CI.
+    #[serde(deserialize_with = "pair_or_null")]
     pub ci95: [f64; 2],
     /// Kept rounds it was computed from.
     pub rounds: usize,
@@ -629,5 +713,58 @@ mod tests {
             msg.starts_with("results[1]: `strategy` is `native-pof`"),
             "{msg}"
         );
+    }
+
+    /// `counts` is the one map; the KVM stats' older keys are written from it, exactly as the
+    /// parallel maps were, and a file with only those (before `counts`) reads into it.
+    #[test]
+    fn counts_write_the_older_keys_and_a_file_with_only_those_reads_into_counts() {
+        let estimate = |per_op, ci95| CountEstimate {
+            per_op,
+            ci95,
+            rounds: 30,
+            ..CountEstimate::default()
+        };
+        let mut r = PhaseResult::default();
+        r.counts.insert("exits".into(), estimate(1.5, [1.25, 1.75]));
+        r.counts
+            .insert("io_exits".into(), estimate(1.0, [1.0, 1.0]));
+        r.counts
+            .insert("guest:interrupts".into(), estimate(0.5, [0.25, 0.75]));
+        let json = serde_json::to_value(&r).expect("json");
+        assert_eq!(
+            json["exits_per_op"],
+            serde_json::json!({"exits": 1.5, "io_exits": 1.0})
+        );
+        assert_eq!(
+            json["stats_ci95"],
+            serde_json::json!({"exits": [1.25, 1.75], "io_exits": [1.0, 1.0]})
+        );
+        assert_eq!(json["exits_per_op_ci95"], serde_json::json!([1.25, 1.75]));
+        assert_eq!(json["counts"]["guest:interrupts"]["per_op"], 0.5);
+        let back: PhaseResult = serde_json::from_value(json.clone()).expect("reads back");
+        assert_eq!(back.counts, r.counts);
+
+        // A /2 file: no `counts`, `io_exits` without a CI of its own.
+        let mut old = json;
+        let row = old.as_object_mut().expect("an object");
+        row.remove("counts");
+        row.insert("stats_ci95".into(), serde_json::json!({}));
+        let back: PhaseResult = serde_json::from_value(old).expect("an old row reads");
+        assert_eq!(back.counts["exits"].per_op, 1.5);
+        assert_eq!(back.counts["exits"].ci95, [1.25, 1.75], "exits_per_op_ci95");
+        assert_eq!(back.counts["io_exits"].per_op, 1.0);
+        assert!(
+            back.counts["io_exits"].ci95[0].is_nan(),
+            "no CI in the file"
+        );
+        assert!(!back.counts.contains_key("guest:interrupts"));
+        let again = serde_json::to_value(&back).expect("json");
+        assert_eq!(
+            again["stats_ci95"],
+            serde_json::json!({"exits": [1.25, 1.75]})
+        );
+        let twice: PhaseResult = serde_json::from_value(again).expect("reads back");
+        assert!(twice.counts["io_exits"].ci95[1].is_nan());
     }
 }
