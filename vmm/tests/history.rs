@@ -21,6 +21,16 @@ fn run(data: &Path, args: &[&str]) -> Output {
     irqbench(data).args(args).output().expect("spawn irqbench")
 }
 
+/// `run` with no KVM device: a command that got past its checks would fail on opening KVM
+/// instead, so a refusal it gives was given before anything ran.
+fn run_no_kvm(data: &Path, args: &[&str]) -> Output {
+    irqbench(data)
+        .env("IRQBENCH_KVM_DEVICE", "/nonexistent/kvm")
+        .args(args)
+        .output()
+        .expect("spawn irqbench")
+}
+
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
@@ -193,6 +203,7 @@ fn wait_for_pause(child: &mut Child) {
         if line.contains("inside the save transaction") {
             return;
         }
+        // A hang guard, not a performance target: a child that talks but never pauses.
         assert!(started.elapsed() < Duration::from_secs(60), "no pause");
     }
 }
@@ -303,7 +314,6 @@ fn a_database_path_that_is_not_ours_is_refused_and_untouched() {
     let link = dir.path().join("link.sqlite");
     std::os::unix::fs::symlink(&notes, &link).expect("symlink");
     for (db, expected) in [(&notes, "not an SQLite database"), (&link, "symbolic link")] {
-        let started = Instant::now();
         let out = run(
             data.path(),
             &["import", path_str(&json), "--db", path_str(db)],
@@ -314,10 +324,14 @@ fn a_database_path_that_is_not_ours_is_refused_and_untouched() {
             err.contains(expected) && err.contains(path_str(db)),
             "{err}"
         );
-        assert!(started.elapsed() < Duration::from_secs(5));
         // A run with that --db fails before any VM starts, with 2.
         let out = run(data.path(), &["run", "quick", "--db", path_str(db)]);
         assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+        assert!(
+            text(&out.stderr).contains(expected),
+            "{}",
+            text(&out.stderr)
+        );
     }
     assert_eq!(
         std::fs::read_to_string(&notes).expect("notes"),
@@ -359,12 +373,10 @@ fn outputs_never_replace_the_history_database() {
         vec!["check", "quick", "--baseline", "B", "--json", path_str(&db)],
     ];
     for args in cases {
-        let started = Instant::now();
-        let out = run(data.path(), &args);
+        let out = run_no_kvm(data.path(), &args);
         let err = text(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
         assert!(err.contains("history database"), "{args:?}: {err}");
-        assert!(started.elapsed() < Duration::from_secs(5), "{args:?} ran");
     }
     assert_eq!(store(data.path()).run_count().expect("runs"), 1);
     assert!(!wal.exists() && !other.exists());

@@ -368,8 +368,6 @@ pub fn run_prepared(
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use super::*;
     use crate::config::plan::{GroupKey, IrqSource, StrategyId, Workload};
     use crate::results::ExitSite;
@@ -659,7 +657,6 @@ mod tests {
         let Some(kvm) = host::test_kvm() else {
             return;
         };
-        let started = Instant::now();
         let report = run_plan(
             &kvm,
             &plan,
@@ -668,11 +665,11 @@ mod tests {
             &mut |_, _, _, _| {},
         )
         .expect("run");
-        assert!(started.elapsed() < Duration::from_secs(30));
         assert_eq!(report.failures.len(), 1, "{:?}", report.failures);
         let f = &report.failures[0];
         assert_eq!(f.name, "spin");
-        assert!(f.error.contains("timed out"), "{}", f.error);
+        // The phase's own 1.5 s watchdog ended it (a phase that never ends has nothing else).
+        assert!(f.error.contains("timed out after 1.5s"), "{}", f.error);
         assert!(f.error.contains("rip 0x"), "no RIP: {}", f.error);
         assert!(f.error.contains("guest_main"), "no symbol: {}", f.error);
         assert_eq!(report.results.len(), 1);
