@@ -190,6 +190,72 @@ fn import_history_baselines_and_compare_by_id_and_name() {
     assert_eq!(out.status.code(), Some(2));
 }
 
+/// A results file of `rows`' JSON edited by `edit`, written as `name`.
+fn edited(dir: &Path, from: &Path, name: &str, edit: impl Fn(&mut serde_json::Value)) -> PathBuf {
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(from).expect("read")).expect("json");
+    edit(&mut v);
+    let path = dir.join(name);
+    std::fs::write(&path, v.to_string()).expect("write");
+    path
+}
+
+/// A /2 file keeps its exits in `exits_per_op` and `exits_per_op_ci95` alone (no `counts`): it
+/// imports, and `compare` against a /3 file reads its exits from those keys. A file whose row
+/// names no strategy this build knows is refused, naming the row and the field, and not stored.
+#[test]
+fn an_old_layout_report_compares_and_an_unknown_subject_is_refused() {
+    let data = tempfile::tempdir().expect("tmp");
+    let dir = tempfile::tempdir().expect("tmp");
+    let plain = results_file(dir.path(), "plain.json", 1_700_000_000, 14_750.0);
+    let new = edited(dir.path(), &plain, "new.json", |v| {
+        for r in v["results"].as_array_mut().expect("rows") {
+            r["counts"]["exits"] = serde_json::json!({"per_op": 2.0, "ci95": [1.95, 2.05],
+                "rounds": 25, "events": 200_000, "baseline_events": 0, "ops": 100_000});
+        }
+    });
+    let old = edited(dir.path(), &plain, "old.json", |v| {
+        v["schema"] = "irqbench-results/2".into();
+        v["started_unix"] = 1_600_000_000.into();
+        for r in v["results"].as_array_mut().expect("rows") {
+            let row = r.as_object_mut().expect("row");
+            row.remove("counts");
+            row.remove("stats_ci95");
+            row.insert("exits_per_op".into(), serde_json::json!({"exits": 3.0}));
+            row.insert("exits_per_op_ci95".into(), serde_json::json!([2.95, 3.05]));
+        }
+    });
+    let out = run(data.path(), &["import", path_str(&old), path_str(&new)]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = run(data.path(), &["compare", "1", "2"]);
+    let diff = text(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let exits = diff
+        .lines()
+        .find(|l| l.contains("native-popf") && l.contains("exits/op"))
+        .unwrap_or_else(|| panic!("no exits row: {diff}"));
+    assert!(exits.contains('3') && exits.contains('2'), "{exits}");
+
+    let bad = edited(dir.path(), &plain, "bad.json", |v| {
+        v["started_unix"] = 1_800_000_000.into();
+        v["results"][1]["strategy"] = "native-skipp".into();
+    });
+    for args in [
+        vec!["import", path_str(&bad)],
+        vec!["compare", path_str(&new), path_str(&bad)],
+    ] {
+        let out = run(data.path(), &args);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains("results[1]") && err.contains("`strategy` is `native-skipp`"),
+            "{args:?}: {err}"
+        );
+        assert!(err.contains("native-skip,"), "lists what is valid: {err}");
+    }
+    assert_eq!(store(data.path()).run_count().expect("count"), 2);
+}
+
 /// A child's stderr up to the line that says it is inside the save transaction.
 fn wait_for_pause(child: &mut Child) {
     let stderr = child.stderr.take().expect("stderr piped");
