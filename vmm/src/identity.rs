@@ -214,15 +214,6 @@ impl Subject {
         Subject::all().find(|s| s.name() == name)
     }
 
-    /// The strategy a strategy or lock row ran.
-    pub fn strategy_id(self) -> Option<StrategyId> {
-        match self {
-            Subject::Strategy(s) => Some(s),
-            Subject::Baseline => Some(StrategyId::EMPTY),
-            Subject::Insn(_) | Subject::Mixed | Subject::Diagnostic(_) => None,
-        }
-    }
-
     /// What one unit of an instruction row executes (`cli; push; popf`); empty for the rows
     /// of other kinds, which run no probe.
     pub fn measures(self) -> &'static str {

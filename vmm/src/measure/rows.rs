@@ -13,8 +13,8 @@ use crate::config::plan::{HypercallTransport, IrqSource, PhasePlan, StrategyId, 
 use crate::identity::InsnId;
 use crate::machine::image::GuestImage;
 use crate::results::{
-    ComparedMetric, Counts, Interval, LockStats, PairedComparison, PairedDifference, PhaseResult,
-    Summary, TimerTicks,
+    ComparedMetric, CountEstimate, Interval, LockStats, PairedComparison, PairedDifference,
+    PhaseResult, Summary, TimerTicks,
 };
 
 /// Differences the instruction suite derives: (what it measures, minuend, subtrahend).
@@ -217,7 +217,7 @@ const OWN_COUNTS: [(&str, Counter); 6] = [
 /// Every event count of row `v` per op, as a mean over its kept rounds with a CI: the KVM
 /// stats that moved in the group, then [`OWN_COUNTS`]. Counts with too few kept rounds are
 /// left out.
-fn event_counts(table: &RoundTable, v: usize) -> Counts {
+fn event_counts(table: &RoundTable, v: usize) -> BTreeMap<String, CountEstimate> {
     let stats = table
         .stat_names
         .iter()

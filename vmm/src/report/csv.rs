@@ -44,7 +44,7 @@ pub(crate) fn kvm_stat_names(report: &RunReport) -> Vec<&str> {
     let keys: BTreeSet<&str> = report
         .results
         .iter()
-        .flat_map(|r| r.counts.kvm_stats().map(|(name, _)| name))
+        .flat_map(|r| crate::results::kvm_stats(&r.counts).map(|(name, _)| name))
         .collect();
     keys.into_iter().collect()
 }

@@ -586,9 +586,7 @@ fn render_stats(out: &mut String, report: &RunReport, width: usize) {
     // Every result, with its full name: the tables above show only its strategy.
     out.push_str("\nexits per op by KVM stat (net of the baseline ±95% CI; non-zero only)\n");
     for r in &report.results {
-        let mut items: Vec<String> = r
-            .counts
-            .kvm_stats()
+        let mut items: Vec<String> = crate::results::kvm_stats(&r.counts)
             .filter(|(_, e)| e.per_op != 0.0)
             .filter_map(|(k, _)| Some(format!("{k}={}", fmt_cost(stat_estimate(r, k)?))))
             .collect();

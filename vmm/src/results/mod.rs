@@ -282,9 +282,9 @@ pub struct PhaseResult {
     /// ([`crate::measure::counts::COUNT_CI_METHOD`]): the KVM stats that moved in the group
     /// by kernel name, and the VMM's and the guest's own counters under `vmm:` and `guest:`.
     /// A count with too few kept rounds is absent. The JSON key `counts`, with the KVM stats'
-    /// older keys derived from it beside ([`Counts`]).
-    #[serde(flatten)]
-    pub counts: Counts,
+    /// older keys derived from it beside (`counts_json`).
+    #[serde(flatten, with = "counts_json")]
+    pub counts: BTreeMap<String, CountEstimate>,
     /// The same for the VM-wide stats (whole group, per operation of all its rows).
     pub vm_stats_per_op: BTreeMap<String, f64>,
     /// The VMM's own count of userspace exits by reason, per operation (markers subtracted):
@@ -535,81 +535,61 @@ fn rows_by_index<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<PhaseResu
     d.deserialize_seq(Rows)
 }
 
-/// The counts of a row by name: the one map of them. Written as `counts` with the keys of
-/// the KVM stats (names without `:`) that readers of older files know, derived from it:
-/// `exits_per_op` (name → `per_op`), `stats_ci95` (name → `ci95`) and `exits_per_op_ci95`
-/// (`exits`' CI). A file written before `counts` has only those, and they are read into it:
-/// an entry with no CI in the file has a NaN one, and `rounds` 0.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Counts(pub BTreeMap<String, CountEstimate>);
-
 /// The KVM stat every row has.
 pub const EXITS_STAT: &str = "exits";
 
-impl Counts {
-    /// The KVM stats (the VMM's and the guest's own counts are `vmm:…` and `guest:…`).
-    pub fn kvm_stats(&self) -> impl Iterator<Item = (&str, &CountEstimate)> {
-        self.0
-            .iter()
-            .filter(|(name, _)| !name.contains(':'))
-            .map(|(name, e)| (name.as_str(), e))
-    }
+/// The KVM stats of a row's `counts` (the VMM's and the guest's own are `vmm:…`, `guest:…`).
+pub fn kvm_stats(
+    counts: &BTreeMap<String, CountEstimate>,
+) -> impl Iterator<Item = (&str, &CountEstimate)> {
+    counts
+        .iter()
+        .filter(|(name, _)| !name.contains(':'))
+        .map(|(name, e)| (name.as_str(), e))
 }
 
-impl std::ops::Deref for Counts {
-    type Target = BTreeMap<String, CountEstimate>;
-    fn deref(&self) -> &Self::Target {
-        &self.0
-    }
-}
+/// `PhaseResult::counts`, the one map of a row's counts, in JSON: the key `counts` and the
+/// keys of the KVM stats that readers of older files know, written from it: `exits_per_op`
+/// (name → `per_op`), `stats_ci95` (name → `ci95`) and `exits_per_op_ci95` (`exits`' CI). A
+/// file written before `counts` has only those, and they are read into it (an entry with no
+/// CI in the file has a NaN one, and `rounds` 0).
+mod counts_json {
+    use super::{kvm_stats, CountEstimate, EXITS_STAT};
+    use serde::{Deserialize, Serialize};
+    use std::collections::BTreeMap;
 
-impl std::ops::DerefMut for Counts {
-    fn deref_mut(&mut self) -> &mut Self::Target {
-        &mut self.0
-    }
-}
+    type Counts = BTreeMap<String, CountEstimate>;
 
-impl FromIterator<(String, CountEstimate)> for Counts {
-    fn from_iter<I: IntoIterator<Item = (String, CountEstimate)>>(iter: I) -> Counts {
-        Counts(iter.into_iter().collect())
+    #[derive(Serialize, Deserialize)]
+    struct Stored<C> {
+        #[serde(default)]
+        exits_per_op_ci95: [f64; 2],
+        #[serde(default)]
+        exits_per_op: BTreeMap<String, f64>,
+        #[serde(default)]
+        stats_ci95: BTreeMap<String, [f64; 2]>,
+        #[serde(default)]
+        counts: C,
     }
-}
 
-impl Serialize for Counts {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap;
-        let per_op: BTreeMap<&str, f64> = self.kvm_stats().map(|(k, e)| (k, e.per_op)).collect();
-        let ci: BTreeMap<&str, [f64; 2]> = self
-            .kvm_stats()
-            .filter(|(_, e)| e.ci95.iter().all(|x| x.is_finite()))
-            .map(|(k, e)| (k, e.ci95))
-            .collect();
-        let exits_ci = self.0.get(EXITS_STAT).map_or([0.0; 2], |e| e.ci95);
-        let mut m = s.serialize_map(Some(4))?;
-        m.serialize_entry("exits_per_op_ci95", &exits_ci)?;
-        m.serialize_entry("exits_per_op", &per_op)?;
-        m.serialize_entry("stats_ci95", &ci)?;
-        m.serialize_entry("counts", &self.0)?;
-        m.end()
-    }
-}
-
-impl<'de> Deserialize<'de> for Counts {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Counts, D::Error> {
-        /// The keys as a file holds them; `exits_per_op` and the CIs matter only where
-        /// `counts` lacks the stat (files before it).
-        #[derive(Deserialize)]
-        struct Stored {
-            #[serde(default)]
-            counts: BTreeMap<String, CountEstimate>,
-            #[serde(default)]
-            exits_per_op: BTreeMap<String, f64>,
-            #[serde(default)]
-            stats_ci95: BTreeMap<String, [f64; 2]>,
-            #[serde(default)]
-            exits_per_op_ci95: [f64; 2],
+    pub fn serialize<S: serde::Serializer>(counts: &Counts, s: S) -> Result<S::Ok, S::Error> {
+        let finite = |e: &&CountEstimate| e.ci95.iter().all(|x| x.is_finite());
+        Stored {
+            exits_per_op_ci95: counts.get(EXITS_STAT).map_or([0.0; 2], |e| e.ci95),
+            exits_per_op: kvm_stats(counts)
+                .map(|(k, e)| (k.into(), e.per_op))
+                .collect(),
+            stats_ci95: kvm_stats(counts)
+                .filter(|(_, e)| finite(e))
+                .map(|(k, e)| (k.into(), e.ci95))
+                .collect(),
+            counts,
         }
-        let mut s = Stored::deserialize(d)?;
+        .serialize(s)
+    }
+
+    pub fn deserialize<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Counts, D::Error> {
+        let mut s = Stored::<Counts>::deserialize(d)?;
         for (name, per_op) in s.exits_per_op {
             let ci95 = match s.stats_ci95.remove(&name) {
                 Some(ci) => ci,
@@ -622,7 +602,7 @@ impl<'de> Deserialize<'de> for Counts {
                 ..CountEstimate::default()
             });
         }
-        Ok(Counts(s.counts))
+        Ok(s.counts)
     }
 }
 
