@@ -237,6 +237,14 @@ impl Serialize for Subject {
     }
 }
 
+/// A name as an error quotes it: at most 80 characters (whoever prints it escapes it).
+fn shown(name: &str) -> String {
+    match name.char_indices().nth(80) {
+        Some((end, _)) => format!("{}…", &name[..end]),
+        None => name.to_string(),
+    }
+}
+
 impl<'de> Deserialize<'de> for Subject {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Subject, D::Error> {
         let name = String::deserialize(d)?;
@@ -245,7 +253,7 @@ impl<'de> Deserialize<'de> for Subject {
             serde::de::Error::custom(format_args!(
                 "`strategy` is `{}`, which names no strategy, instruction probe or workload of \
                  this build (known: {})",
-                crate::text::escape_line(&name),
+                shown(&name),
                 known.join(", ")
             ))
         })
