@@ -123,6 +123,143 @@ impl InsnId {
     }
 }
 
+/// A test or diagnostic workload (not reachable from configs, so in no abi table).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Diagnostic {
+    Doorbells,
+    FaultUd2,
+    SpinForever,
+    GarbageRecord,
+    Idle,
+    HaltForever,
+}
+
+impl Diagnostic {
+    pub const ALL: [Diagnostic; 6] = [
+        Diagnostic::Doorbells,
+        Diagnostic::FaultUd2,
+        Diagnostic::SpinForever,
+        Diagnostic::GarbageRecord,
+        Diagnostic::Idle,
+        Diagnostic::HaltForever,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Diagnostic::Doorbells => "doorbells",
+            Diagnostic::FaultUd2 => "fault-ud2",
+            Diagnostic::SpinForever => "spin-forever",
+            Diagnostic::GarbageRecord => "garbage-record",
+            Diagnostic::Idle => "idle",
+            Diagnostic::HaltForever => "halt-forever",
+        }
+    }
+}
+
+/// What a result row measured: its `strategy` field, written (and read) as the name alone.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Subject {
+    /// A strategy (strategy and lock rows); never `EMPTY`, which is [`Subject::Baseline`].
+    Strategy(StrategyId),
+    /// An instruction probe; never `EMPTY`.
+    Insn(InsnId),
+    /// The `empty` loop of either suite: both tables name it alike, so the name alone cannot
+    /// say which, and a row of it (a config that lists `empty`) is this.
+    #[default]
+    Baseline,
+    /// Strategies interleaved by weight (`mixed`).
+    Mixed,
+    Diagnostic(Diagnostic),
+}
+
+impl Subject {
+    pub fn strategy(id: StrategyId) -> Subject {
+        if id == StrategyId::EMPTY {
+            Subject::Baseline
+        } else {
+            Subject::Strategy(id)
+        }
+    }
+
+    pub fn insn(id: InsnId) -> Subject {
+        if id == InsnId::EMPTY {
+            Subject::Baseline
+        } else {
+            Subject::Insn(id)
+        }
+    }
+
+    /// Every subject a row can have, in table order.
+    pub fn all() -> impl Iterator<Item = Subject> {
+        let strategies = StrategyId::all().filter(|s| *s != StrategyId::EMPTY);
+        let insns = InsnId::all().filter(|i| *i != InsnId::EMPTY);
+        std::iter::once(Subject::Baseline)
+            .chain(strategies.map(Subject::Strategy))
+            .chain(insns.map(Subject::Insn))
+            .chain(std::iter::once(Subject::Mixed))
+            .chain(Diagnostic::ALL.into_iter().map(Subject::Diagnostic))
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Subject::Strategy(s) => s.name(),
+            Subject::Insn(i) => i.name(),
+            Subject::Baseline => StrategyId::EMPTY.name(),
+            Subject::Mixed => "mixed",
+            Subject::Diagnostic(d) => d.name(),
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Subject> {
+        Subject::all().find(|s| s.name() == name)
+    }
+
+    /// What one unit of an instruction row executes (`cli; push; popf`); empty for the rows
+    /// of other kinds, which run no probe.
+    pub fn measures(self) -> &'static str {
+        match self {
+            Subject::Insn(i) => i.measures(),
+            Subject::Baseline => InsnId::EMPTY.measures(),
+            Subject::Strategy(_) | Subject::Mixed | Subject::Diagnostic(_) => "",
+        }
+    }
+}
+
+impl std::fmt::Display for Subject {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl Serialize for Subject {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
+/// A name as an error quotes it: at most 80 characters (whoever prints it escapes it).
+fn shown(name: &str) -> String {
+    match name.char_indices().nth(80) {
+        Some((end, _)) => format!("{}…", &name[..end]),
+        None => name.to_string(),
+    }
+}
+
+impl<'de> Deserialize<'de> for Subject {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Subject, D::Error> {
+        let name = String::deserialize(d)?;
+        Subject::from_name(&name).ok_or_else(|| {
+            let known: Vec<&str> = Subject::all().map(Subject::name).collect();
+            serde::de::Error::custom(format_args!(
+                "`strategy` is `{}`, which names no strategy, instruction probe or workload of \
+                 this build (known: {})",
+                shown(&name),
+                known.join(", ")
+            ))
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -162,5 +299,35 @@ mod tests {
                 i.flags
             );
         }
+    }
+
+    /// Every subject is written as its name and read back from it; a name of no table is an
+    /// error that says which field and what is valid.
+    #[test]
+    fn subject_round_trips_as_its_name_and_an_unknown_one_is_refused() {
+        let mut names = Vec::new();
+        for s in Subject::all() {
+            let json = serde_json::to_string(&s).expect("json");
+            assert_eq!(json, format!("{:?}", s.name()));
+            assert_eq!(serde_json::from_str::<Subject>(&json).expect(&json), s);
+            assert!(!names.contains(&s.name()), "{} twice", s.name());
+            names.push(s.name());
+        }
+        assert_eq!(Subject::strategy(StrategyId::EMPTY), Subject::Baseline);
+        assert_eq!(Subject::insn(InsnId::EMPTY), Subject::Baseline);
+        assert_eq!(
+            Subject::from_name("pio-exit"),
+            Some(Subject::Insn(InsnId::PIO_EXIT))
+        );
+        let err = serde_json::from_str::<Subject>("\"native-pof\"").unwrap_err();
+        let msg = err.to_string();
+        assert!(
+            msg.contains("`strategy`") && msg.contains("native-pof"),
+            "{msg}"
+        );
+        assert!(
+            msg.contains("native-popf") && msg.contains("hlt-exit"),
+            "{msg}"
+        );
     }
 }

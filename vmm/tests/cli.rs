@@ -21,6 +21,16 @@ fn run(args: &[&str]) -> Output {
     irqbench().args(args).output().expect("spawn irqbench")
 }
 
+/// `run` with no KVM device: a command that got past its checks would fail on opening KVM
+/// instead, so a refusal it gives was given before anything ran.
+fn run_no_kvm(args: &[&str]) -> Output {
+    irqbench()
+        .env("IRQBENCH_KVM_DEVICE", "/nonexistent/kvm")
+        .args(args)
+        .output()
+        .expect("spawn irqbench")
+}
+
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
@@ -270,7 +280,6 @@ fn validate_judges_this_host_and_exits_by_its_verdict() {
     if !kvm_or_skip() {
         return;
     }
-    let started = Instant::now();
     let out = run(&["validate", "--json"]);
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
     let v = &doc["validation"];
@@ -289,7 +298,6 @@ fn validate_judges_this_host_and_exits_by_its_verdict() {
     let failed = v["verdict"] == "fail";
     assert_eq!(out.status.code(), Some(i32::from(failed)), "{v}");
     assert!(!failed, "this host fails validation: {v:#}");
-    assert!(started.elapsed() < Duration::from_secs(10));
     assert_eq!(doc["host"]["kvm_flavour"], v["flavour"]);
     let out = run(&["validate"]);
     let text = text(&out.stdout);
@@ -432,19 +440,20 @@ fn signal_mid_run(signal: i32) -> (Option<i32>, String, serde_json::Value) {
     std::thread::sleep(Duration::from_millis(1500));
     // SAFETY: kill(2) on our own child's pid.
     unsafe { libc::kill(child.id() as i32, signal) };
-    let started = Instant::now();
     let status = child.wait().expect("wait");
-    assert!(
-        started.elapsed() < Duration::from_secs(30),
-        "did not stop promptly"
-    );
     let mut stderr = String::new();
     if let Some(mut e) = child.stderr.take() {
         let _ = std::io::Read::read_to_string(&mut e, &mut stderr);
     }
     let text = std::fs::read_to_string(&json)
         .unwrap_or_else(|e| panic!("partial JSON not written ({e}); stderr:\n{stderr}"));
-    let report = serde_json::from_str(&text).expect("valid JSON");
+    let report: serde_json::Value = serde_json::from_str(&text).expect("valid JSON");
+    // The signal ended a group's rounds, not its 20 s budget or the end of the plan.
+    let reason = report["partial_reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.starts_with("stopped by signal during "),
+        "{reason:?}"
+    );
     (status.code(), stderr, report)
 }
 
@@ -691,15 +700,13 @@ fn outputs_that_are_not_regular_files_are_refused_and_left_alone() {
         ("--csv", &fifo, "FIFO"),
         ("--markdown", &link, "symbolic link"),
     ] {
-        let started = Instant::now();
-        let out = run(&["run", "quick", "-q", flag, path_str(path)]);
+        let out = run_no_kvm(&["run", "quick", "-q", flag, path_str(path)]);
         assert_eq!(out.status.code(), Some(2), "{flag} {path:?}");
         let err = text(&out.stderr);
         assert!(
             err.contains(kind) && err.contains(path_str(path)),
             "{flag}: {err}"
         );
-        assert!(started.elapsed() < Duration::from_secs(5), "refused late");
     }
     assert!(std::fs::symlink_metadata(&link)
         .expect("link")
@@ -733,12 +740,10 @@ fn bad_output_paths_fail_before_the_run() {
     for (extra, expected) in cases {
         let mut args = vec!["run", cfg, "-q"];
         args.extend(&extra);
-        let started = Instant::now();
-        let out = run(&args);
+        let out = run_no_kvm(&args);
         let err = text(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{extra:?}: {err}");
         assert!(err.contains(expected), "{extra:?}: {err}");
-        assert!(started.elapsed() < Duration::from_secs(5), "{extra:?} ran");
     }
     assert_eq!(std::fs::read_to_string(&config).expect("config"), before);
     assert!(!x.exists());
@@ -746,10 +751,8 @@ fn bad_output_paths_fail_before_the_run() {
 
 #[test]
 fn a_device_as_guest_fails_at_once() {
-    let started = Instant::now();
-    let out = run(&["run", "--guest", "/dev/zero"]);
+    let out = run_no_kvm(&["run", "--guest", "/dev/zero"]);
     assert_ne!(out.status.code(), Some(0));
-    assert!(started.elapsed() < Duration::from_secs(5), "read /dev/zero");
     let err = text(&out.stderr);
     assert!(
         err.contains("/dev/zero") && err.contains("character device"),
@@ -765,10 +768,8 @@ fn devices_and_fifos_as_config_or_results_fail_at_once() {
     mkfifo(&fifo);
     for input in ["/dev/zero", path_str(&fifo)] {
         for args in [vec!["run", input], vec!["compare", input, input]] {
-            let started = Instant::now();
-            let out = run(&args);
+            let out = run_no_kvm(&args);
             assert_eq!(out.status.code(), Some(2), "{args:?}");
-            assert!(started.elapsed() < Duration::from_secs(5), "{args:?} read");
             assert!(text(&out.stderr).contains("not a regular file"), "{args:?}");
         }
     }

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::results::ResultKind;
 
+use crate::identity::{Diagnostic, Subject};
 pub use crate::identity::{InsnId, StrategyId};
 
 /// Where a phase's interrupts come from. The variant's position in [`IrqSource::with_param`]
@@ -190,18 +191,23 @@ pub enum Workload {
 impl Workload {
     /// The name shown in the report's strategy column.
     pub fn label(&self) -> String {
+        self.subject().name().into()
+    }
+
+    /// What its result row names in `strategy`.
+    pub fn subject(&self) -> Subject {
         match self {
             Workload::Strategy { strategy } | Workload::Lock { strategy } => {
-                strategy.name().to_string()
+                Subject::strategy(*strategy)
             }
-            Workload::Insn { insn } => insn.name().to_string(),
-            Workload::Mixed { .. } => "mixed".into(),
-            Workload::Doorbells => "doorbells".into(),
-            Workload::FaultUd2 => "fault-ud2".into(),
-            Workload::SpinForever => "spin-forever".into(),
-            Workload::GarbageRecord => "garbage-record".into(),
-            Workload::Idle { .. } => "idle".into(),
-            Workload::HaltForever => "halt-forever".into(),
+            Workload::Insn { insn } => Subject::insn(*insn),
+            Workload::Mixed { .. } => Subject::Mixed,
+            Workload::Doorbells => Subject::Diagnostic(Diagnostic::Doorbells),
+            Workload::FaultUd2 => Subject::Diagnostic(Diagnostic::FaultUd2),
+            Workload::SpinForever => Subject::Diagnostic(Diagnostic::SpinForever),
+            Workload::GarbageRecord => Subject::Diagnostic(Diagnostic::GarbageRecord),
+            Workload::Idle { .. } => Subject::Diagnostic(Diagnostic::Idle),
+            Workload::HaltForever => Subject::Diagnostic(Diagnostic::HaltForever),
         }
     }
 
@@ -240,7 +246,15 @@ impl Workload {
     pub fn ops_per_iteration(&self) -> u64 {
         match self {
             Workload::Insn { insn } => u64::from(insn.unroll()),
-            _ => 1,
+            Workload::Strategy { .. }
+            | Workload::Lock { .. }
+            | Workload::Mixed { .. }
+            | Workload::Doorbells
+            | Workload::FaultUd2
+            | Workload::SpinForever
+            | Workload::GarbageRecord
+            | Workload::Idle { .. }
+            | Workload::HaltForever => 1,
         }
     }
 }

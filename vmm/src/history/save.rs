@@ -254,7 +254,7 @@ fn insert_result(
         r.name,
         r.group,
         r.kind.name(),
-        r.strategy,
+        r.strategy.name(),
         r.irq_source,
         r.nesting,
         r.vcpus,

@@ -16,7 +16,7 @@ fn row(strategy: &str, cycles: f64, spread: f64) -> PhaseResult {
         name: format!("quick/{strategy}/n0/none/1v"),
         group: "quick/n0/none/1v".into(),
         kind: ResultKind::Strategy,
-        strategy: strategy.into(),
+        strategy: crate::identity::Subject::from_name(strategy).expect(strategy),
         irq_source: "none".into(),
         vcpus: 1,
         body_ops: 4,

@@ -39,7 +39,7 @@ pub fn trends(points: &[TrendPoint]) -> Vec<Trend<'_>> {
                 out.push(Trend {
                     name: &p.name,
                     strategy: &p.strategy,
-                    unit: if p.kind == "insn" {
+                    unit: if p.kind == crate::results::ResultKind::Insn.name() {
                         "cycles/insn"
                     } else {
                         "cycles/op"

@@ -14,7 +14,7 @@ use super::pacing::{End, Pacer};
 use super::rows::{self, GroupOutcome};
 use crate::config::plan::{PhasePlan, Plan, Workload};
 use crate::measure::session::{PhaseError, RunOptions, Session, Step};
-use crate::results::{PhaseResult, Summary};
+use crate::results::{PhaseResult, ResultKind, Summary};
 
 /// Where calibration starts (operations per block).
 const CALIBRATION_OPS: u64 = 16;
@@ -46,9 +46,12 @@ pub struct GroupRun<'a> {
 impl GroupRun<'_> {
     /// Ids of the group's variants: the `empty` baseline first, then the rows in plan order.
     fn variants(&self) -> Vec<u32> {
-        let mut v = vec![match self.rows[0].workload {
-            Workload::Insn { .. } => abi::insn::EMPTY,
-            _ => abi::strategy::EMPTY,
+        let mut v = vec![match self.rows[0].workload.kind() {
+            ResultKind::Insn => abi::insn::EMPTY,
+            ResultKind::Strategy
+            | ResultKind::Lock
+            | ResultKind::Mixed
+            | ResultKind::Diagnostic => abi::strategy::EMPTY,
         }];
         v.extend(self.rows.iter().map(|r| workload_ids(&r.workload).1));
         v
@@ -114,7 +117,7 @@ impl GroupRun<'_> {
                 name: row.name.clone(),
                 group: row.group.to_string(),
                 kind: row.workload.kind(),
-                strategy: row.workload.label(),
+                strategy: row.workload.subject(),
                 irq_source: row.irq.label(),
                 vcpus: row.vcpus,
                 ops: d.total_ops(),
@@ -131,7 +134,7 @@ impl GroupRun<'_> {
 
     /// Runs the group; see the module doc.
     pub fn run(&mut self, step: &mut dyn FnMut(&Step)) -> Result<GroupOutcome, PhaseError> {
-        if self.rows[0].workload.kind() == crate::results::ResultKind::Diagnostic {
+        if self.rows[0].workload.kind() == ResultKind::Diagnostic {
             return self.run_diagnostic();
         }
         let variants = self.variants();

@@ -391,8 +391,6 @@ pub fn run_prepared(
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use super::*;
     use crate::config::plan::{GroupKey, IrqSource, StrategyId, Workload};
     use crate::results::ExitSite;
@@ -682,7 +680,6 @@ mod tests {
         let Some(kvm) = host::test_kvm() else {
             return;
         };
-        let started = Instant::now();
         let report = run_plan(
             &kvm,
             &plan,
@@ -691,11 +688,11 @@ mod tests {
             &mut |_, _, _, _| {},
         )
         .expect("run");
-        assert!(started.elapsed() < Duration::from_secs(30));
         assert_eq!(report.failures.len(), 1, "{:?}", report.failures);
         let f = &report.failures[0];
         assert_eq!(f.name, "spin");
-        assert!(f.error.contains("timed out"), "{}", f.error);
+        // The phase's own 1.5 s watchdog ended it (a phase that never ends has nothing else).
+        assert!(f.error.contains("timed out after 1.5s"), "{}", f.error);
         assert!(f.error.contains("rip 0x"), "no RIP: {}", f.error);
         assert!(f.error.contains("guest_main"), "no symbol: {}", f.error);
         assert_eq!(report.results.len(), 1);
@@ -840,7 +837,7 @@ mod tests {
         assert_eq!(r.userspace_exits_per_op.get("pio-probe"), Some(&1.0));
         // A mean now (every exit counts, the host's interrupts too: 1.22 in the SVM box), so
         // the bound tells one exit per probe from none or two, not noise from none.
-        let exits = r.exits_per_op["exits"];
+        let exits = r.counts["exits"].per_op;
         assert!((0.9..=1.5).contains(&exits), "exits/insn {exits}");
         // An exit to the VMM and back costs far more than the loop around it.
         assert!(

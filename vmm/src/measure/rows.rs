@@ -7,14 +7,14 @@ use std::time::Duration;
 use super::attribution::attribute_sites;
 use super::breakdown;
 use super::collect::{Collected, VariantSums};
-use super::counts::{self, CountEstimate, InvariantViolation};
+use super::counts::{self, InvariantViolation};
 use super::estimators::{self, interval, Cell, Metric, RoundTable};
 use crate::config::plan::{HypercallTransport, IrqSource, PhasePlan, StrategyId, Workload};
 use crate::identity::InsnId;
 use crate::machine::image::GuestImage;
 use crate::results::{
-    ComparedMetric, Interval, LockStats, PairedComparison, PairedDifference, PhaseResult, Summary,
-    TimerTicks,
+    ComparedMetric, CountEstimate, Interval, LockStats, PairedComparison, PairedDifference,
+    PhaseResult, Summary, TimerTicks,
 };
 
 /// Differences the instruction suite derives: (what it measures, minuend, subtrahend).
@@ -177,7 +177,7 @@ fn row_result(
         name: row.name.clone(),
         group: row.group.to_string(),
         kind: row.workload.kind(),
-        strategy: row.workload.label(),
+        strategy: row.workload.subject(),
         irq_source: row.irq.label(),
         nesting: row.nesting,
         vcpus: row.vcpus,
@@ -194,16 +194,6 @@ fn row_result(
         counts: event_counts(table, v),
         ..Default::default()
     };
-    // The KVM stats keep their own keys, from the same estimates.
-    for name in &table.stat_names {
-        if let Some(e) = r.counts.get(name) {
-            r.exits_per_op.insert(name.clone(), e.per_op);
-            r.stats_ci95.insert(name.clone(), e.ci95);
-        }
-    }
-    if let Some(e) = r.counts.get("exits") {
-        r.exits_per_op_ci95 = e.ci95;
-    }
     r.exits_per_round = exits;
     r.userspace_exits_per_round = Summary::from_samples(&table.userspace_exits(v));
     r.cycles_per_op = cycles;

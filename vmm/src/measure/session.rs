@@ -816,7 +816,7 @@ mod tests {
             let (session, d) = run_raw(&kvm, &image(), &p, IrqchipMode::Userspace, TIMEOUT)
                 .unwrap_or_else(|e| panic!("{}: {e}", s.name()));
             let violations = d.records[0].counts.if_violations;
-            if s.name() == "native-cli-sti" {
+            if s == StrategyId::NATIVE_CLI_STI {
                 // Half of 64 operations run nested; each re-enables interrupts too early.
                 assert_eq!(violations, 32, "{}", s.name());
             } else {

@@ -48,8 +48,8 @@ pub fn gather(report: &RunReport) -> Vec<Answer> {
             }
             None => answers.push((
                 Answer {
-                    a: ra.strategy.clone(),
-                    b: rb.strategy.clone(),
+                    a: ra.strategy,
+                    b: rb.strategy,
                     kind: ra.kind,
                     metric: c.metric,
                     conditions: vec![cond],
@@ -185,7 +185,8 @@ fn interactions(
                 .filter(|i| *i != which)
                 .map(|i| px[i].as_str())
                 .collect();
-            let seeds = [from, to].map(|i| seed_for(&[&answer.a, &answer.b, &conds[i].group]));
+            let seeds =
+                [from, to].map(|i| seed_for(&[answer.a.name(), answer.b.name(), &conds[i].group]));
             for (i, seed) in [from, to].into_iter().zip(seeds) {
                 if boots[i].is_none() {
                     boots[i] = Some(condition_boot(&conds[i], cs[i], seed));

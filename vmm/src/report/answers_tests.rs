@@ -100,7 +100,7 @@ fn strategy_row(strategy: &str, nesting: f64, irq: &str) -> PhaseResult {
         name: format!("ans/{strategy}/n{nesting}/{irq}/1v"),
         group,
         kind: ResultKind::Strategy,
-        strategy: strategy.into(),
+        strategy: crate::identity::Subject::from_name(strategy).expect(strategy),
         irq_source: irq.into(),
         nesting,
         vcpus: 1,
@@ -163,7 +163,7 @@ fn a_two_by_two_run_answers_per_condition_with_each_one_factor_interaction() {
     let report = two_by_two();
     assert_eq!(report.answers.len(), 1, "{:?}", report.answers);
     let a = &report.answers[0];
-    assert_eq!((a.a.as_str(), a.b.as_str()), ("pvop-popf", "pvop-skip"));
+    assert_eq!((a.a.name(), a.b.name()), ("pvop-popf", "pvop-skip"));
     let labels: Vec<&str> = a.conditions.iter().map(|c| c.label.as_str()).collect();
     assert_eq!(
         labels,

@@ -2,7 +2,6 @@
 //! shows in a table cell, and the raw CSV fields it stands for. A figure added here appears in
 //! all three, with the same rounding rules.
 
-use crate::identity::InsnId;
 use crate::measure::counts::USERSPACE_EXITS;
 use crate::results::{PhaseResult, ResultKind};
 
@@ -11,7 +10,7 @@ use super::format::{
 };
 
 /// The KVM per-vCPU stat that counts every VM exit.
-pub(crate) const EXITS_STAT: &str = "exits";
+pub(crate) use crate::results::EXITS_STAT;
 
 /// Above this fraction of disturbed blocks a row is flagged: its rounds were not the quiet
 /// ones the CI assumes to be typical.
@@ -79,7 +78,12 @@ impl Column {
 
 /// The `exits` stat per op, if the kernel reported it.
 pub(crate) fn exits_stat(r: &PhaseResult) -> Option<f64> {
-    r.exits_per_op.get(EXITS_STAT).copied()
+    r.counts.get(EXITS_STAT).map(|e| e.per_op)
+}
+
+/// The `exits` stat's CI as the JSON's `exits_per_op_ci95` has it (`[0, 0]` when absent).
+fn exits_ci(r: &PhaseResult) -> [f64; 2] {
+    r.counts.get(EXITS_STAT).map_or([0.0; 2], |e| e.ci95)
 }
 
 /// All userspace exits per op, whatever the reason (totals over all rounds).
@@ -111,15 +115,13 @@ pub(crate) fn userspace_exits_estimate(r: &PhaseResult) -> Estimate {
     Estimate::of(s)
 }
 
-/// KVM stat `name` per op with the CI of its per-round samples (`exits` also has its own
-/// key, `exits_per_op_ci95`, which files written before `stats_ci95` existed carry alone).
+/// KVM stat `name` per op with its CI (none for a stat of an old file that had none).
 pub(crate) fn stat_estimate(r: &PhaseResult, name: &str) -> Option<Estimate> {
-    let median = *r.exits_per_op.get(name)?;
-    let ci = match r.stats_ci95.get(name) {
-        Some(ci) => *ci,
-        None if name == EXITS_STAT => r.exits_per_op_ci95,
-        None => return Some(Estimate { median, ci: None }),
-    };
+    let e = r.counts.get(name)?;
+    let (median, ci) = (e.per_op, e.ci95);
+    if ci.iter().any(|x| x.is_nan()) {
+        return Some(Estimate { median, ci: None });
+    }
     let rounds = r.exits_per_round.samples.len().max(r.rounds as usize);
     Some(Estimate::with_ci(median, ci, rounds))
 }
@@ -127,13 +129,6 @@ pub(crate) fn stat_estimate(r: &PhaseResult, name: &str) -> Option<Estimate> {
 /// Exits per op with the CI of the per-round samples.
 pub(crate) fn exits_estimate(r: &PhaseResult) -> Option<Estimate> {
     stat_estimate(r, EXITS_STAT)
-}
-
-/// What an instruction-suite probe executes per measured operation: the name says what is
-/// measured, this says what runs (`abi::insn::Info::measures`; empty for a probe this build
-/// does not know, as in an old results file).
-pub(crate) fn insn_measures(insn: &str) -> &'static str {
-    InsnId::from_name(insn).map_or("", InsnId::measures)
 }
 
 /// The cycles cell carries `~` when the run ran out of time before its CI reached the plan's
@@ -207,15 +202,15 @@ pub(crate) const COLUMNS: &[Column] = &[
         align: Align::Left,
         scope: Scope::NotInsn,
         omit: Omit::Never,
-        cell: |r| r.strategy.clone(),
-        csv: &[("strategy", |r| r.strategy.clone())],
+        cell: |r| r.strategy.name().into(),
+        csv: &[("strategy", |r| r.strategy.name().into())],
     },
     Column {
         header: "instruction",
         align: Align::Left,
         scope: Scope::Insn,
         omit: Omit::Never,
-        cell: |r| r.strategy.clone(),
+        cell: |r| r.strategy.name().into(),
         csv: &[],
     },
     Column {
@@ -223,10 +218,10 @@ pub(crate) const COLUMNS: &[Column] = &[
         align: Align::Left,
         scope: Scope::Insn,
         omit: Omit::Never,
-        cell: |r| insn_measures(&r.strategy).into(),
+        cell: |r| r.strategy.measures().into(),
         csv: &[("measures", |r| {
             if r.kind == ResultKind::Insn {
-                insn_measures(&r.strategy).into()
+                r.strategy.measures().into()
             } else {
                 String::new()
             }
@@ -297,8 +292,8 @@ pub(crate) const COLUMNS: &[Column] = &[
         cell: exits_cell,
         csv: &[
             ("exits_per_op", |r| opt_raw(exits_stat(r))),
-            ("exits_ci_lo", |r| raw_number(r.exits_per_op_ci95[0])),
-            ("exits_ci_hi", |r| raw_number(r.exits_per_op_ci95[1])),
+            ("exits_ci_lo", |r| raw_number(exits_ci(r)[0])),
+            ("exits_ci_hi", |r| raw_number(exits_ci(r)[1])),
         ],
     },
     Column {

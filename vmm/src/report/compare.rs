@@ -245,7 +245,7 @@ fn label(r: &RunReport) -> RunLabel {
 fn identity(r: &PhaseResult) -> [(&'static str, String); 7] {
     [
         ("kind", r.kind.name().to_string()),
-        ("strategy", r.strategy.clone()),
+        ("strategy", r.strategy.name().into()),
         ("nesting", r.nesting.to_string()),
         ("body_ops", r.body_ops.to_string()),
         ("irq", r.irq_source.clone()),

@@ -39,8 +39,18 @@ pub(crate) fn union_keys<'a>(
     keys.into_iter().collect()
 }
 
+/// The KVM stats any row counted, sorted.
+pub(crate) fn kvm_stat_names(report: &RunReport) -> Vec<&str> {
+    let keys: BTreeSet<&str> = report
+        .results
+        .iter()
+        .flat_map(|r| crate::results::kvm_stats(&r.counts).map(|(name, _)| name))
+        .collect();
+    keys.into_iter().collect()
+}
+
 pub fn render_csv(report: &RunReport) -> String {
-    let stats = union_keys(report, |r| &r.exits_per_op);
+    let stats = kvm_stat_names(report);
     let vm_stats = union_keys(report, |r| &r.vm_stats_per_op);
     let uexits = union_keys(report, |r| &r.userspace_exits_per_op);
     let fields = || COLUMNS.iter().flat_map(|c| c.csv.iter());
@@ -56,7 +66,11 @@ pub fn render_csv(report: &RunReport) -> String {
     let get = |m: &BTreeMap<String, f64>, k: &str| raw_number(m.get(k).copied().unwrap_or(0.0));
     for r in &report.results {
         let mut row: Vec<String> = fields().map(|(_, value)| value(r)).collect();
-        row.extend(stats.iter().map(|k| get(&r.exits_per_op, k)));
+        row.extend(
+            stats
+                .iter()
+                .map(|k| raw_number(r.counts.get(*k).map_or(0.0, |e| e.per_op))),
+        );
         row.extend(vm_stats.iter().map(|k| get(&r.vm_stats_per_op, k)));
         row.extend(uexits.iter().map(|k| get(&r.userspace_exits_per_op, k)));
         csv_line(&mut out, &row);

@@ -57,8 +57,8 @@ fn bencher(rows: &[&PhaseResult]) -> Value {
             format!("cycles_per_{}", r.kind.unit()),
             json!({"value": c.median, "lower_value": c.ci95[0], "upper_value": c.ci95[1]}),
         );
-        if let Some(&exits) = r.exits_per_op.get("exits") {
-            let [lo, hi] = r.exits_per_op_ci95;
+        if let Some(e) = r.counts.get(crate::results::EXITS_STAT) {
+            let (exits, [lo, hi]) = (e.per_op, e.ci95);
             measures.insert(
                 format!("exits_per_{}", r.kind.unit()),
                 json!({"value": exits, "lower_value": lo, "upper_value": hi}),
@@ -134,8 +134,12 @@ mod tests {
             ..Default::default()
         };
         if let Some((m, ci)) = exits {
-            r.exits_per_op.insert("exits".into(), m);
-            r.exits_per_op_ci95 = ci;
+            let e = crate::results::CountEstimate {
+                per_op: m,
+                ci95: ci,
+                ..Default::default()
+            };
+            r.counts.insert("exits".into(), e);
         }
         r
     }

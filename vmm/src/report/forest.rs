@@ -36,8 +36,8 @@ fn row<'a>(report: &'a RunReport, name: &str) -> Option<&'a PhaseResult> {
 /// The group or strategy name a comparison line shows for a row.
 fn strategy<'a>(r: Option<&'a PhaseResult>, name: &'a str) -> &'a str {
     match r {
-        Some(r) if !r.strategy.is_empty() => &r.strategy,
-        _ => name,
+        Some(r) => r.strategy.name(),
+        None => name,
     }
 }
 
@@ -307,7 +307,7 @@ mod tests {
         ] {
             report.results.push(PhaseResult {
                 name: name.into(),
-                strategy: strategy.into(),
+                strategy: crate::identity::Subject::from_name(strategy).expect(strategy),
                 precision_reached: precise,
                 ..Default::default()
             });

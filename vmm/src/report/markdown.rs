@@ -8,7 +8,7 @@ use crate::results::RunReport;
 
 use super::answers_text as text;
 use super::columns::{grid, stat_estimate, Align};
-use super::csv::union_keys;
+use super::csv::kvm_stat_names;
 use super::format::{fmt_cost, human_timestamp, tsc_ghz};
 use super::table::{
     comparison_lines, difference_lines, figure_warnings, group_heading, groups, irqchip_text,
@@ -159,7 +159,7 @@ fn results(out: &mut String, report: &RunReport) {
 }
 
 fn exits_by_stat(out: &mut String, report: &RunReport) {
-    let stats = union_keys(report, |r| &r.exits_per_op);
+    let stats = kvm_stat_names(report);
     if stats.is_empty() {
         return;
     }

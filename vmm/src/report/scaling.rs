@@ -63,8 +63,8 @@ pub fn scaling_rows(report: &RunReport) -> Vec<ScalingRow> {
         }
         rows.push(ScalingRow {
             group: family(&c.group).to_string(),
-            a: ra.strategy.clone(),
-            b: rb.strategy.clone(),
+            a: ra.strategy.name().into(),
+            b: rb.strategy.name().into(),
             vcpus: ra.vcpus,
             a_ops_per_sec: ra.ops_per_sec.median,
             b_ops_per_sec: rb.ops_per_sec.median,
@@ -102,10 +102,10 @@ fn unpaired_rows(report: &RunReport) -> Vec<ScalingRow> {
         .iter()
         .filter(|r| r.kind == ResultKind::Lock)
         .collect();
-    let mut strategies: Vec<&str> = Vec::new();
+    let mut strategies: Vec<crate::identity::Subject> = Vec::new();
     for r in &locks {
-        if !strategies.contains(&r.strategy.as_str()) {
-            strategies.push(&r.strategy);
+        if !strategies.contains(&r.strategy) {
+            strategies.push(r.strategy);
         }
     }
     let mut rows = Vec::new();

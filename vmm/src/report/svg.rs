@@ -75,10 +75,10 @@ fn variants(rows: &[&PhaseResult]) -> Vec<String> {
 
 /// A panel's rows: grouped by strategy in order of first appearance, config order within.
 fn ordered<'a>(rows: &[&'a PhaseResult]) -> Vec<&'a PhaseResult> {
-    let mut strategies: Vec<&str> = Vec::new();
+    let mut strategies: Vec<crate::identity::Subject> = Vec::new();
     for r in rows {
-        if !strategies.contains(&r.strategy.as_str()) {
-            strategies.push(&r.strategy);
+        if !strategies.contains(&r.strategy) {
+            strategies.push(r.strategy);
         }
     }
     strategies
@@ -304,7 +304,7 @@ mod tests {
         let results: Vec<PhaseResult> = (0..14)
             .map(|i| PhaseResult {
                 name: format!("b/pvop-skip/n{i}/none/1v"),
-                strategy: "pvop-skip".into(),
+                strategy: crate::identity::Subject::from_name("pvop-skip").expect("a strategy"),
                 nesting: f64::from(i),
                 irq_source: "none".into(),
                 vcpus: 1,

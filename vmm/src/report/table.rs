@@ -267,7 +267,7 @@ fn short_name(report: &RunReport, name: &str) -> String {
         .results
         .iter()
         .find(|r| r.name == name)
-        .map_or_else(|| name.to_string(), |r| r.strategy.clone())
+        .map_or_else(|| name.to_string(), |r| r.strategy.name().into())
 }
 
 fn metric_label(metric: ComparedMetric, kind: ResultKind) -> String {
@@ -567,10 +567,8 @@ fn render_stats(out: &mut String, report: &RunReport, width: usize) {
     // Every result, with its full name: the tables above show only its strategy.
     out.push_str("\nexits per op by KVM stat (net of the baseline ±95% CI; non-zero only)\n");
     for r in &report.results {
-        let mut items: Vec<String> = r
-            .exits_per_op
-            .iter()
-            .filter(|(_, v)| **v != 0.0)
+        let mut items: Vec<String> = crate::results::kvm_stats(&r.counts)
+            .filter(|(_, e)| e.per_op != 0.0)
             .filter_map(|(k, _)| Some(format!("{k}={}", fmt_cost(stat_estimate(r, k)?))))
             .collect();
         if report.vm_stats_by_group.is_empty() {

@@ -56,7 +56,7 @@ fn row(bench: &str, kind: ResultKind, variant: &str, cycles: f64, spread: f64) -
         name: format!("{bench}/{variant}/n0/none/1v"),
         group,
         kind,
-        strategy: variant.into(),
+        strategy: crate::identity::Subject::from_name(variant).expect(variant),
         irq_source: "none".into(),
         nesting: 0.0,
         vcpus: 1,
@@ -82,19 +82,19 @@ fn row(bench: &str, kind: ResultKind, variant: &str, cycles: f64, spread: f64) -
 
 fn with_exits(mut r: PhaseResult, exits: f64, spread: f64) -> PhaseResult {
     r.exits_per_round = rounds(exits, spread, ROUNDS);
-    r.exits_per_op_ci95 = r.exits_per_round.ci95;
-    r.exits_per_op.insert("exits".into(), exits);
-    r.exits_per_op.insert("io_exits".into(), exits * 0.75);
-    r.exits_per_op
-        .insert("irq_window_exits".into(), exits * 0.25);
     // Every stat carries the CI of its per-round samples, scaled like its median.
     for (name, share) in [
         ("exits", 1.0),
         ("io_exits", 0.75),
         ("irq_window_exits", 0.25),
     ] {
-        let ci = r.exits_per_op_ci95.map(|b| b * share);
-        r.stats_ci95.insert(name.into(), ci);
+        let e = crate::results::CountEstimate {
+            per_op: exits * share,
+            ci95: r.exits_per_round.ci95.map(|b| b * share),
+            rounds: ROUNDS,
+            ..Default::default()
+        };
+        r.counts.insert(name.into(), e);
     }
     r.userspace_exits_per_op
         .insert("io-out".into(), exits * 0.75);
@@ -293,7 +293,7 @@ fn table_has_every_group_unit_and_section() {
     let table = render_table_at(&report, 120);
     for r in &report.results {
         assert!(
-            table.contains(&r.strategy),
+            table.contains(r.strategy.name()),
             "{} missing:\n{table}",
             r.strategy
         );
@@ -548,7 +548,11 @@ fn csv_has_ci_columns_quoting_and_no_negative_zero() {
     let mut report = sample_report();
     report.results[0].cycles_per_op.ci95[0] = -0.0;
     report.results[0].nesting = -0.0;
-    report.results[1].exits_per_op.insert("exits".into(), -0.0);
+    report.results[1]
+        .counts
+        .get_mut("exits")
+        .expect("a row with exits")
+        .per_op = -0.0;
     let text = render_csv(&report);
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), 1 + report.results.len());
@@ -815,12 +819,12 @@ fn compare_lists_results_of_only_one_run() {
     let mut b = a.clone();
     let gone = b.results.remove(1);
     b.results
-        .push(row("pv", ResultKind::Strategy, "new", 5.0, 1.0));
+        .push(row("pv", ResultKind::Strategy, "vif-skip", 5.0, 1.0));
     let c = compare(&a, &b);
     assert_eq!(c.only_in_a, [gone.name]);
-    assert_eq!(c.only_in_b, ["pv/new/n0/none/1v"]);
+    assert_eq!(c.only_in_b, ["pv/vif-skip/n0/none/1v"]);
     let text = render_compare(&c, true);
-    assert!(text.contains("only in the new run: `pv/new/n0/none/1v`"));
+    assert!(text.contains("only in the new run: `pv/vif-skip/n0/none/1v`"));
     assert!(text.contains("|---"));
 }
 
@@ -958,7 +962,7 @@ fn lapic_rows_show_delivered_over_expected_ticks_and_others_no_column() {
     });
     let table = render_table_at(&report, 120);
     assert!(table.contains(" ticks"), "{table}");
-    let row = table_row(&table, &report.results[0].strategy);
+    let row = table_row(&table, report.results[0].strategy.name());
     assert!(row.contains("24/3486"), "{row}");
     let csv = render_csv(&report);
     assert!(csv
@@ -1108,7 +1112,7 @@ fn the_report_fits_narrow_terminals_without_cutting_rows() {
         let widest = table.lines().map(|l| l.chars().count()).max().unwrap_or(0);
         assert!(widest <= width, "{width}: a line of {widest}:\n{table}");
         for r in &report.results {
-            let row = table_row(&table, &ellipsize(&r.strategy, 14));
+            let row = table_row(&table, &ellipsize(r.strategy.name(), 14));
             assert!(row.chars().count() <= width, "{row}");
         }
     }

@@ -6,6 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::{ComparedMetric, Interval, ResultKind};
+use crate::identity::Subject;
 
 /// Bootstrap replicates behind every interaction's CI.
 pub const INTERACTION_REPLICATES: usize = 2000;
@@ -96,9 +97,9 @@ pub struct Interaction {
 /// One chosen comparison across the conditions of a run.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Answer {
-    /// Strategy names: `b vs a`.
-    pub a: String,
-    pub b: String,
+    /// What was compared, `b vs a` (written as the names).
+    pub a: Subject,
+    pub b: Subject,
     pub kind: ResultKind,
     pub metric: ComparedMetric,
     pub conditions: Vec<AnswerCondition>,

@@ -8,6 +8,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 pub mod answers;
+use crate::identity::Subject;
+
 pub mod exits;
 pub mod host;
 pub mod redact;
@@ -217,7 +219,7 @@ pub struct PhaseResult {
     #[serde(default)]
     pub group: String,
     pub kind: ResultKind,
-    pub strategy: String,
+    pub strategy: Subject,
     pub irq_source: String,
     pub nesting: f64,
     pub vcpus: u32,
@@ -273,26 +275,17 @@ pub struct PhaseResult {
     /// Net `exits` (KVM stat) per operation, one sample per round.
     #[serde(default)]
     pub exits_per_round: Summary,
-    /// 95% CI of `exits_per_op["exits"]`.
-    #[serde(default)]
-    pub exits_per_op_ci95: [f64; 2],
     /// Operations per vCPU (sum over rounds).
     pub per_vcpu_ops: Vec<u64>,
     /// Each vCPU's own throughput: its operations over its own TSC time (all rounds).
     #[serde(default)]
     pub per_vcpu_ops_per_sec: Vec<f64>,
-    /// Per-vCPU KVM stat deltas per operation, by kernel name (only stats that moved in the
-    /// group): means over kept rounds of (block − empty block scaled to its ops) / ops; until
-    /// irqbench-results/2 medians of per-round nets, which are 0 for sparse events.
-    pub exits_per_op: BTreeMap<String, f64>,
-    /// 95% CI of each `exits_per_op` entry (see `counts`).
-    #[serde(default)]
-    pub stats_ci95: BTreeMap<String, [f64; 2]>,
     /// Every event count per operation as a mean over the kept rounds with its CI
-    /// ([`crate::measure::counts::COUNT_CI_METHOD`]): the KVM stats by kernel name (their
-    /// `per_op` and `ci95` are `exits_per_op` and `stats_ci95`), and the VMM's and the guest's
-    /// own counters under `vmm:` and `guest:`. A count with too few kept rounds is absent.
-    #[serde(default)]
+    /// ([`crate::measure::counts::COUNT_CI_METHOD`]): the KVM stats that moved in the group
+    /// by kernel name, and the VMM's and the guest's own counters under `vmm:` and `guest:`.
+    /// A count with too few kept rounds is absent. The JSON key `counts`, with the KVM stats'
+    /// older keys derived from it beside (`counts_json`).
+    #[serde(flatten, with = "counts_json")]
     pub counts: BTreeMap<String, CountEstimate>,
     /// The same for the VM-wide stats (whole group, per operation of all its rows).
     pub vm_stats_per_op: BTreeMap<String, f64>,
@@ -370,7 +363,10 @@ impl ResultKind {
     pub fn unit(self) -> &'static str {
         match self {
             ResultKind::Insn => "insn",
-            _ => "op",
+            ResultKind::Strategy
+            | ResultKind::Lock
+            | ResultKind::Mixed
+            | ResultKind::Diagnostic => "op",
         }
     }
 }
@@ -518,6 +514,7 @@ pub struct RunReport {
     pub partial: bool,
     pub partial_reason: Option<String>,
     pub host: HostManifest,
+    #[serde(deserialize_with = "rows_by_index")]
     pub results: Vec<PhaseResult>,
     pub failures: Vec<PhaseFailure>,
     /// Paired comparisons inside each group (every ordered pair of rows, config order).
@@ -565,11 +562,115 @@ pub struct RunReport {
     pub interaction_method: String,
 }
 
+/// Reads `results` one row at a time, so an error names its row (`results[3]: ...`) and not
+/// only a line and column.
+fn rows_by_index<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<PhaseResult>, D::Error> {
+    struct Rows;
+    impl<'de> serde::de::Visitor<'de> for Rows {
+        type Value = Vec<PhaseResult>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a list of result rows")
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(
+            self,
+            mut seq: A,
+        ) -> Result<Self::Value, A::Error> {
+            let mut rows = Vec::new();
+            loop {
+                match seq.next_element::<PhaseResult>() {
+                    Ok(Some(r)) => rows.push(r),
+                    Ok(None) => return Ok(rows),
+                    Err(e) => {
+                        return Err(serde::de::Error::custom(format_args!(
+                            "results[{}]: {e}",
+                            rows.len()
+                        )))
+                    }
+                }
+            }
+        }
+    }
+    d.deserialize_seq(Rows)
+}
+
+/// The KVM stat every row has.
+pub const EXITS_STAT: &str = "exits";
+
+/// The KVM stats of a row's `counts` (the VMM's and the guest's own are `vmm:…`, `guest:…`).
+pub fn kvm_stats(
+    counts: &BTreeMap<String, CountEstimate>,
+) -> impl Iterator<Item = (&str, &CountEstimate)> {
+    counts
+        .iter()
+        .filter(|(name, _)| !name.contains(':'))
+        .map(|(name, e)| (name.as_str(), e))
+}
+
+/// `PhaseResult::counts`, the one map of a row's counts, in JSON: the key `counts` and the
+/// keys of the KVM stats that readers of older files know, written from it: `exits_per_op`
+/// (name → `per_op`), `stats_ci95` (name → `ci95`) and `exits_per_op_ci95` (`exits`' CI). A
+/// file written before `counts` has only those, and they are read into it (an entry with no
+/// CI in the file has a NaN one, and `rounds` 0).
+mod counts_json {
+    use super::{kvm_stats, CountEstimate, EXITS_STAT};
+    use serde::{Deserialize, Serialize};
+    use std::collections::BTreeMap;
+
+    type Counts = BTreeMap<String, CountEstimate>;
+
+    #[derive(Serialize, Deserialize)]
+    struct Stored<C> {
+        #[serde(default)]
+        exits_per_op_ci95: [f64; 2],
+        #[serde(default)]
+        exits_per_op: BTreeMap<String, f64>,
+        #[serde(default)]
+        stats_ci95: BTreeMap<String, [f64; 2]>,
+        #[serde(default)]
+        counts: C,
+    }
+
+    pub fn serialize<S: serde::Serializer>(counts: &Counts, s: S) -> Result<S::Ok, S::Error> {
+        let finite = |e: &&CountEstimate| e.ci95.iter().all(|x| x.is_finite());
+        Stored {
+            exits_per_op_ci95: counts.get(EXITS_STAT).map_or([0.0; 2], |e| e.ci95),
+            exits_per_op: kvm_stats(counts)
+                .map(|(k, e)| (k.into(), e.per_op))
+                .collect(),
+            stats_ci95: kvm_stats(counts)
+                .filter(|(_, e)| finite(e))
+                .map(|(k, e)| (k.into(), e.ci95))
+                .collect(),
+            counts,
+        }
+        .serialize(s)
+    }
+
+    pub fn deserialize<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Counts, D::Error> {
+        let mut s = Stored::<Counts>::deserialize(d)?;
+        for (name, per_op) in s.exits_per_op {
+            let ci95 = match s.stats_ci95.remove(&name) {
+                Some(ci) => ci,
+                None if name == EXITS_STAT => s.exits_per_op_ci95,
+                None => [f64::NAN; 2],
+            };
+            s.counts.entry(name).or_insert(CountEstimate {
+                per_op,
+                ci95,
+                ..CountEstimate::default()
+            });
+        }
+        Ok(s.counts)
+    }
+}
+
 /// A count per operation with its 95% CI.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct CountEstimate {
     /// Net events per operation (may be negative: a row that takes fewer than the baseline).
     pub per_op: f64,
+    /// NaN (JSON `null`) for a stat of a file written before `counts` that had no CI.
+    #[serde(deserialize_with = "pair_or_null")]
     pub ci95: [f64; 2],
     /// Kept rounds it was computed from.
     pub rounds: usize,
@@ -619,5 +720,89 @@ mod tests {
         )
         .unwrap();
         assert!(!ci_null.has_data() && ci_null.ci95[0].is_nan());
+    }
+
+    /// A row that names a subject of no table is refused, and the error says which row and
+    /// which field; the rows before it read as usual.
+    #[test]
+    fn a_report_naming_an_unknown_subject_is_refused_naming_row_and_field() {
+        let mut report = RunReport {
+            schema: SCHEMA.into(),
+            ..Default::default()
+        };
+        for s in [
+            Subject::Strategy(crate::identity::StrategyId::NATIVE_POPF),
+            Subject::Mixed,
+        ] {
+            report.results.push(PhaseResult {
+                name: format!("g/{s}"),
+                strategy: s,
+                ..Default::default()
+            });
+        }
+        let good = serde_json::to_string(&report).expect("json");
+        let back: RunReport = serde_json::from_str(&good).expect("reads back");
+        assert_eq!(back.results, report.results);
+        let bad = good.replace("\"mixed\"", "\"native-pof\"");
+        let msg = serde_json::from_str::<RunReport>(&bad)
+            .expect_err("unknown subject")
+            .to_string();
+        assert!(
+            msg.starts_with("results[1]: `strategy` is `native-pof`"),
+            "{msg}"
+        );
+    }
+
+    /// `counts` is the one map; the KVM stats' older keys are written from it, exactly as the
+    /// parallel maps were, and a file with only those (before `counts`) reads into it.
+    #[test]
+    fn counts_write_the_older_keys_and_a_file_with_only_those_reads_into_counts() {
+        let estimate = |per_op, ci95| CountEstimate {
+            per_op,
+            ci95,
+            rounds: 30,
+            ..CountEstimate::default()
+        };
+        let mut r = PhaseResult::default();
+        r.counts.insert("exits".into(), estimate(1.5, [1.25, 1.75]));
+        r.counts
+            .insert("io_exits".into(), estimate(1.0, [1.0, 1.0]));
+        r.counts
+            .insert("guest:interrupts".into(), estimate(0.5, [0.25, 0.75]));
+        let json = serde_json::to_value(&r).expect("json");
+        assert_eq!(
+            json["exits_per_op"],
+            serde_json::json!({"exits": 1.5, "io_exits": 1.0})
+        );
+        assert_eq!(
+            json["stats_ci95"],
+            serde_json::json!({"exits": [1.25, 1.75], "io_exits": [1.0, 1.0]})
+        );
+        assert_eq!(json["exits_per_op_ci95"], serde_json::json!([1.25, 1.75]));
+        assert_eq!(json["counts"]["guest:interrupts"]["per_op"], 0.5);
+        let back: PhaseResult = serde_json::from_value(json.clone()).expect("reads back");
+        assert_eq!(back.counts, r.counts);
+
+        // A /2 file: no `counts`, `io_exits` without a CI of its own.
+        let mut old = json;
+        let row = old.as_object_mut().expect("an object");
+        row.remove("counts");
+        row.insert("stats_ci95".into(), serde_json::json!({}));
+        let back: PhaseResult = serde_json::from_value(old).expect("an old row reads");
+        assert_eq!(back.counts["exits"].per_op, 1.5);
+        assert_eq!(back.counts["exits"].ci95, [1.25, 1.75], "exits_per_op_ci95");
+        assert_eq!(back.counts["io_exits"].per_op, 1.0);
+        assert!(
+            back.counts["io_exits"].ci95[0].is_nan(),
+            "no CI in the file"
+        );
+        assert!(!back.counts.contains_key("guest:interrupts"));
+        let again = serde_json::to_value(&back).expect("json");
+        assert_eq!(
+            again["stats_ci95"],
+            serde_json::json!({"exits": [1.25, 1.75]})
+        );
+        let twice: PhaseResult = serde_json::from_value(again).expect("reads back");
+        assert!(twice.counts["io_exits"].ci95[1].is_nan());
     }
 }
