@@ -594,7 +594,9 @@ mod tests {
     #[test]
     fn read_bytes_stops_at_the_end_of_ram() {
         let memory = GuestMemoryMmap::from_ranges(&[(GuestAddress(0), 0x2000)]).unwrap();
-        memory.write_slice(&[0xAB; 8], GuestAddress(0x1FF8)).unwrap();
+        memory
+            .write_slice(&[0xAB; 8], GuestAddress(0x1FF8))
+            .unwrap();
         let mailbox = Mailbox::new(memory);
         assert_eq!(mailbox.read_bytes(0x100, 16).len(), 16);
         assert_eq!(mailbox.read_bytes(0x1FFC, 16), [0xAB; 4]);
