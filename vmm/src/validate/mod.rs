@@ -181,12 +181,8 @@ impl Suite<'_> {
     ) {
         let j = match m {
             Ok(m) => judge(&self.e, m),
-            Err(why) => Judged {
-                verdict: Verdict::Fail,
-                expected: "a measurement".into(),
-                measured: "none".into(),
-                note: format!("could not measure: {why}"),
-            },
+            Err(why) => judge::words("a measurement".into(), "none")
+                .fail(&format!("could not measure: {why}")),
         };
         self.push(id, j);
     }
