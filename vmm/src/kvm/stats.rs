@@ -135,19 +135,6 @@ pub struct StatsSchema {
 }
 
 impl StatsSchema {
-    pub fn descriptor(&self, name: &str) -> Option<&StatDescriptor> {
-        self.by_name.get(name).map(|&i| &self.descriptors[i])
-    }
-
-    pub fn names(&self) -> impl Iterator<Item = &str> {
-        self.descriptors.iter().map(|d| d.name.as_str())
-    }
-
-    /// Byte offset of the data block in the fd.
-    pub fn data_offset(&self) -> u32 {
-        self.data_offset
-    }
-
     /// Bytes one snapshot reads.
     pub fn data_len(&self) -> usize {
         self.data_len
@@ -420,10 +407,6 @@ pub struct StatsSnapshot {
 }
 
 impl StatsSnapshot {
-    pub fn schema(&self) -> &StatsSchema {
-        &self.schema
-    }
-
     /// The first value of stat `name` (bucket 0 for a histogram).
     pub fn get(&self, name: &str) -> Option<u64> {
         self.values(name).map(|v| v[0])
@@ -573,7 +556,7 @@ mod tests {
                 );
             }
         }
-        assert!(vcpu_stats.schema().descriptor("exits").is_some());
+        assert!(vcpu_stats.schema().by_name.contains_key("exits"));
     }
 
     #[test]
@@ -764,8 +747,9 @@ mod tests {
         let stats = stats_from(&synthetic(7, [1, 2])).unwrap();
         let schema = stats.schema();
         assert_eq!(schema.id, "kvm-test");
-        assert_eq!(schema.names().collect::<Vec<_>>(), ["exits", "halt_hist"]);
-        let hist = schema.descriptor("halt_hist").unwrap();
+        let names: Vec<&str> = schema.descriptors.iter().map(|d| d.name.as_str()).collect();
+        assert_eq!(names, ["exits", "halt_hist"]);
+        let hist = &schema.descriptors[schema.by_name["halt_hist"]];
         assert_eq!(hist.kind, StatKind::LogHistogram);
         assert_eq!(hist.flags & KVM_STATS_UNIT_MASK, KVM_STATS_UNIT_SECONDS);
         assert_eq!(schema.data_len(), 24);
