@@ -165,24 +165,11 @@ pub fn allowed_cpus() -> Vec<u32> {
 /// CPUID 80000007h EDX[8], the invariant TSC, of the host CPU (`None` where the leaf is not
 /// offered).
 pub fn host_tsc_invariant() -> Option<bool> {
-    #[cfg(target_arch = "x86_64")]
-    // `__cpuid` is safe from Rust 1.87 on and `unsafe` before (rust-version is 1.85).
-    #[allow(unused_unsafe)]
-    {
-        use std::arch::x86_64::__cpuid;
-        // SAFETY: CPUID is available on every x86_64 CPU and has no side effects.
-        let max_extended = unsafe { __cpuid(0x8000_0000) }.eax;
-        if max_extended < 0x8000_0007 {
-            return None;
-        }
-        // SAFETY: as above; the leaf is within the range the CPU reported.
-        let edx = unsafe { __cpuid(0x8000_0007) }.edx;
-        Some(edx & (1 << 8) != 0)
+    use crate::host::cpu::cpuid;
+    if cpuid(0x8000_0000, 0).eax < 0x8000_0007 {
+        return None;
     }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        None
-    }
+    Some(cpuid(0x8000_0007, 0).edx & (1 << 8) != 0)
 }
 
 // ---------------------------------------------------------------------------------------------
