@@ -337,31 +337,23 @@ fn write_gdt(memory: &GuestMemoryMmap) -> Result<(), MachineError> {
 }
 
 /// Newtypes so vm-memory can copy the mailbox records as bytes.
-#[derive(Clone, Copy, Debug, Default)]
-#[repr(transparent)]
-struct DescriptorBytes(PhaseDescriptor);
-// SAFETY: PhaseDescriptor is #[repr(C)] of integers with no padding (checked by the size
-// assertion below); every bit pattern is a valid value.
-unsafe impl ByteValued for DescriptorBytes {}
+macro_rules! byte_valued {
+    ($($name:ident($record:ty)),+ $(,)?) => {$(
+        #[derive(Clone, Copy, Debug, Default)]
+        #[repr(transparent)]
+        struct $name($record);
+        // SAFETY: each record is #[repr(C)] of integers with no padding (the size assertions
+        // below check every one), so any bit pattern is a valid value.
+        unsafe impl ByteValued for $name {}
+    )+};
+}
 
-#[derive(Clone, Copy, Debug, Default)]
-#[repr(transparent)]
-struct RecordBytes(PhaseRecord);
-// SAFETY: PhaseRecord is #[repr(C)] of integers with no padding; any bit pattern is valid.
-unsafe impl ByteValued for RecordBytes {}
-
-#[derive(Clone, Copy, Debug, Default)]
-#[repr(transparent)]
-struct FaultBytes(FaultRecord);
-// SAFETY: FaultRecord is #[repr(C)] of u64s; any bit pattern is valid.
-unsafe impl ByteValued for FaultBytes {}
-
-#[derive(Clone, Copy, Debug, Default)]
-#[repr(transparent)]
-struct BlockBytes(abi::BlockRecord);
-// SAFETY: BlockRecord is #[repr(C)]: the head (two u32s, three u64s), the counts (u64s), four
-// u32s; no padding (checked below); any bit pattern is valid.
-unsafe impl ByteValued for BlockBytes {}
+byte_valued!(
+    DescriptorBytes(PhaseDescriptor),
+    RecordBytes(PhaseRecord),
+    FaultBytes(FaultRecord),
+    BlockBytes(abi::BlockRecord),
+);
 
 /// The head and the counts both records start with.
 const HEAD_AND_COUNTS: usize = 2 * 4 + 3 * 8 + 5 * 8;
