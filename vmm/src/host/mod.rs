@@ -192,8 +192,8 @@ fn open_checked_kvm_device(path: &Path) -> Result<Kvm, HostError> {
     }
 }
 
-fn open_kvm_at(open: &Path, shown: &Path) -> Result<Kvm, HostError> {
-    let path = shown;
+/// Opens KVM at `open`, naming `path` in errors (the two differ for a `/proc/self/fd` path).
+fn open_kvm_at(open: &Path, path: &Path) -> Result<Kvm, HostError> {
     let cpath = CString::new(open.as_os_str().as_bytes()).map_err(|e| HostError::OpenKvm {
         path: path.to_owned(),
         source: io::Error::new(io::ErrorKind::InvalidInput, e),
