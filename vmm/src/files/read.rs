@@ -100,26 +100,22 @@ pub fn read_bounded(
         },
         Refused::Io(source) => open_err(source),
     })?;
+    let too_large = |size| BoundedReadError::TooLarge {
+        what,
+        path: path.to_path_buf(),
+        size,
+        limit,
+    };
     let meta = file.metadata().map_err(open_err)?;
     if meta.len() > limit {
-        return Err(BoundedReadError::TooLarge {
-            what,
-            path: path.to_path_buf(),
-            size: meta.len(),
-            limit,
-        });
+        return Err(too_large(meta.len()));
     }
     let mut bytes = Vec::with_capacity(meta.len() as usize);
     file.take(limit + 1)
         .read_to_end(&mut bytes)
         .map_err(open_err)?;
     if bytes.len() as u64 > limit {
-        return Err(BoundedReadError::TooLarge {
-            what,
-            path: path.to_path_buf(),
-            size: bytes.len() as u64,
-            limit,
-        });
+        return Err(too_large(bytes.len() as u64));
     }
     Ok(bytes)
 }

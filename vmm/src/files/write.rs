@@ -191,6 +191,15 @@ impl OutputTarget {
         &self.what
     }
 
+    /// The refusal of this output because it names `input`, a file irqbench reads or keeps.
+    fn is_input(&self, input: &str) -> OutputError {
+        OutputError::IsInput {
+            what: self.what.clone(),
+            path: PathBuf::from(self.describe()),
+            input: input.to_owned(),
+        }
+    }
+
     pub fn write(&self, bytes: &[u8]) -> Result<(), OutputError> {
         match &self.dest {
             Destination::Stdout => print_stdout(bytes).map_err(|source| OutputError::Stdout {
@@ -226,11 +235,7 @@ pub fn check_distinct(
         }
         for (input, path) in inputs {
             if fs::canonicalize(path).is_ok_and(|c| c == t.identity) {
-                return Err(OutputError::IsInput {
-                    what: t.what.clone(),
-                    path: PathBuf::from(t.describe()),
-                    input: (*input).to_owned(),
-                });
+                return Err(t.is_input(input));
             }
         }
     }
@@ -252,11 +257,7 @@ pub fn check_not_over(
                     .map(|dir| dir.join(name))
             });
             if identity.is_some_and(|i| i == t.identity) {
-                return Err(OutputError::IsInput {
-                    what: t.what.clone(),
-                    path: PathBuf::from(t.describe()),
-                    input: (*what).to_owned(),
-                });
+                return Err(t.is_input(what));
             }
         }
     }

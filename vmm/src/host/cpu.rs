@@ -108,7 +108,7 @@ pub fn emulated_cpu(
     None
 }
 
-fn cpuid(leaf: u32, subleaf: u32) -> std::arch::x86_64::CpuidResult {
+pub(crate) fn cpuid(leaf: u32, subleaf: u32) -> std::arch::x86_64::CpuidResult {
     // `__cpuid_count` is an `unsafe fn` on older toolchains and safe on newer ones.
     #[allow(unused_unsafe)]
     // SAFETY: CPUID exists on every x86-64 CPU and only writes the four result registers.

@@ -191,20 +191,12 @@ pub fn device_text(
         return Readable::Unavailable(format!("cannot stat {}", path.display()));
     };
     let number = format!("{major}:{minor}");
-    match misc_dev.map(str::trim) {
-        Some(misc) if misc == number => Readable::Value(format!(
-            "{} ({number}, the kvm misc device of /sys/class/misc/kvm/dev)",
-            path.display()
-        )),
-        Some(misc) => Readable::Value(format!(
-            "{} ({number}; /sys/class/misc/kvm/dev is {misc}: not the kvm misc device)",
-            path.display()
-        )),
-        None => Readable::Value(format!(
-            "{} ({number}; /sys/class/misc/kvm/dev unreadable)",
-            path.display()
-        )),
-    }
+    let verdict = match misc_dev.map(str::trim) {
+        Some(misc) if misc == number => ", the kvm misc device of /sys/class/misc/kvm/dev".into(),
+        Some(misc) => format!("; /sys/class/misc/kvm/dev is {misc}: not the kvm misc device"),
+        None => "; /sys/class/misc/kvm/dev unreadable".into(),
+    };
+    Readable::Value(format!("{} ({number}{verdict})", path.display()))
 }
 
 /// Whether the opened fd's `KVM_GET_SUPPORTED_CPUID` carries the PVM signature (`None` when

@@ -7,22 +7,10 @@ use crate::results::{CpuFreq, Pinning, Readable, Smt};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::fs;
-use std::io::Read;
 use std::path::Path;
 
+use super::read_fact;
 use crate::results::HostManifest;
-
-/// Files larger than this are not host facts (and a fake tree may hold anything).
-const MAX_FACT_BYTES: u64 = 64 * 1024;
-
-fn read_fact(path: &Path) -> Result<String, String> {
-    let file = fs::File::open(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    let mut text = String::new();
-    file.take(MAX_FACT_BYTES)
-        .read_to_string(&mut text)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    Ok(text.trim().to_owned())
-}
 
 pub fn kernel_cmdline_in(root: &Path) -> Readable<String> {
     read_fact(&root.join("proc/cmdline")).into()

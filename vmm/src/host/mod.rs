@@ -192,8 +192,8 @@ fn open_checked_kvm_device(path: &Path) -> Result<Kvm, HostError> {
     }
 }
 
-fn open_kvm_at(open: &Path, shown: &Path) -> Result<Kvm, HostError> {
-    let path = shown;
+/// Opens KVM at `open`, naming `path` in errors (the two differ for a `/proc/self/fd` path).
+fn open_kvm_at(open: &Path, path: &Path) -> Result<Kvm, HostError> {
     let cpath = CString::new(open.as_os_str().as_bytes()).map_err(|e| HostError::OpenKvm {
         path: path.to_owned(),
         source: io::Error::new(io::ErrorKind::InvalidInput, e),
@@ -369,14 +369,25 @@ pub fn manifest(kvm: &Kvm) -> Result<HostManifest, HostError> {
     Ok(m)
 }
 
-/// A sysfs attribute of at most 256 bytes, trimmed ("" when unreadable).
-fn read_small(path: &Path) -> String {
+/// Files larger than this are not host facts (and a fake tree may hold anything).
+const MAX_FACT_BYTES: u64 = 64 * 1024;
+
+/// A procfs or sysfs file, trimmed, read up to [`MAX_FACT_BYTES`]; the error names the file.
+pub(crate) fn read_fact(path: &Path) -> Result<String, String> {
     use std::io::Read as _;
-    let mut s = String::new();
-    if let Ok(f) = fs::File::open(path) {
-        let _ = f.take(256).read_to_string(&mut s);
-    }
-    s.trim().to_string()
+    let cannot = |e: io::Error| format!("cannot read {}: {e}", path.display());
+    let mut text = String::new();
+    fs::File::open(path)
+        .map_err(cannot)?
+        .take(MAX_FACT_BYTES)
+        .read_to_string(&mut text)
+        .map_err(cannot)?;
+    Ok(text.trim().to_owned())
+}
+
+/// [`read_fact`], "" when unreadable.
+fn read_small(path: &Path) -> String {
+    read_fact(path).unwrap_or_default()
 }
 
 /// For tests: the real /dev/kvm, or `None` after printing why the test is skipped. With

@@ -13,40 +13,23 @@ use std::path::Path;
 use crate::machine::IrqchipMode;
 use crate::results::{ApicvState, KvmFlavour, Readable};
 
-/// Module parameters that change how often or how expensively guests exit; `None` takes every
-/// parameter the module has (PVM's are few and all matter).
-const MODULE_PARAMS: [(&str, Option<&[&str]>); 4] = [
+/// Module parameters that change how often or how expensively guests exit, space-separated;
+/// `None` takes every parameter the module has (PVM's are few and all matter).
+const MODULE_PARAMS: [(&str, Option<&str>); 4] = [
     (
         "kvm_intel",
-        Some(&[
-            "enable_apicv",
-            "ept",
-            "unrestricted_guest",
-            "vmentry_l1d_flush",
-            "ple_gap",
-            "ple_window",
-            "nested",
-            "preemption_timer",
-        ]),
+        Some(
+            "enable_apicv ept unrestricted_guest vmentry_l1d_flush ple_gap ple_window nested \
+             preemption_timer",
+        ),
     ),
     (
         "kvm_amd",
-        Some(&[
-            "avic",
-            "vgif",
-            "vnmi",
-            "npt",
-            "nested",
-            "pause_filter_count",
-        ]),
+        Some("avic vgif vnmi npt nested pause_filter_count"),
     ),
     (
         "kvm",
-        Some(&[
-            "halt_poll_ns",
-            "min_timer_period_us",
-            "enable_vmware_backdoor",
-        ]),
+        Some("halt_poll_ns min_timer_period_us enable_vmware_backdoor"),
     ),
     ("kvm_pvm", None),
 ];
@@ -62,7 +45,7 @@ pub fn module_params_in(sys_module: &Path) -> (BTreeMap<String, String>, BTreeMa
             continue; // The module is not here: nothing to say about its parameters.
         }
         let names: Vec<String> = match wanted {
-            Some(names) => names.iter().map(|n| n.to_string()).collect(),
+            Some(names) => names.split_whitespace().map(str::to_owned).collect(),
             None => list_dir(&dir),
         };
         for name in names {

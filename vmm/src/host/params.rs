@@ -12,11 +12,7 @@ pub fn kvm_param(module: &str, name: &str) -> Result<String, String> {
 
 /// [`kvm_param`] under another sysfs module root (tests).
 pub fn kvm_param_in(root: &Path, module: &str, name: &str) -> Result<String, String> {
-    let path = root.join(module).join("parameters").join(name);
-    match std::fs::read_to_string(&path) {
-        Ok(text) => Ok(text.trim().to_owned()),
-        Err(e) => Err(format!("cannot read {}: {e}", path.display())),
-    }
+    super::read_fact(&root.join(module).join("parameters").join(name))
 }
 
 #[cfg(test)]

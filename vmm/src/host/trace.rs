@@ -114,12 +114,7 @@ pub fn vcpu_tids() -> Vec<u32> {
         .filter_map(|t| {
             let t = t.ok()?;
             let tid: u32 = t.file_name().to_str()?.parse().ok()?;
-            let mut comm = String::new();
-            fs::File::open(t.path().join("comm"))
-                .ok()?
-                .take(64)
-                .read_to_string(&mut comm)
-                .ok()?;
+            let comm = super::read_fact(&t.path().join("comm")).ok()?;
             comm.starts_with("vcpu").then_some(tid)
         })
         .collect()
@@ -192,12 +187,7 @@ fn overrun(dir: &Path) -> u64 {
         return 0;
     };
     cpus.filter_map(|c| {
-        let mut text = String::new();
-        fs::File::open(c.ok()?.path().join("stats"))
-            .ok()?
-            .take(4096)
-            .read_to_string(&mut text)
-            .ok()?;
+        let text = super::read_fact(&c.ok()?.path().join("stats")).ok()?;
         text.lines()
             .find_map(|l| l.strip_prefix("overrun:"))
             .and_then(|n| n.trim().parse::<u64>().ok())

@@ -10,7 +10,6 @@
 //! bounds-checked, so a malformed file yields a [`StatsError`], never a panic.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::fmt;
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -18,11 +17,8 @@ use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 
 use kvm_bindings::{
-    KVMIO, KVM_STATS_BASE_MASK, KVM_STATS_BASE_POW10, KVM_STATS_BASE_POW2,
-    KVM_STATS_TYPE_CUMULATIVE, KVM_STATS_TYPE_INSTANT, KVM_STATS_TYPE_LINEAR_HIST,
-    KVM_STATS_TYPE_LOG_HIST, KVM_STATS_TYPE_MASK, KVM_STATS_TYPE_PEAK, KVM_STATS_UNIT_BOOLEAN,
-    KVM_STATS_UNIT_BYTES, KVM_STATS_UNIT_CYCLES, KVM_STATS_UNIT_MASK, KVM_STATS_UNIT_NONE,
-    KVM_STATS_UNIT_SECONDS,
+    KVMIO, KVM_STATS_TYPE_CUMULATIVE, KVM_STATS_TYPE_INSTANT, KVM_STATS_TYPE_LINEAR_HIST,
+    KVM_STATS_TYPE_LOG_HIST, KVM_STATS_TYPE_MASK, KVM_STATS_TYPE_PEAK,
 };
 use vmm_sys_util::ioctl::ioctl;
 use vmm_sys_util::ioctl_io_nr;
@@ -107,107 +103,22 @@ impl StatKind {
         }
     }
 
-    pub fn name(&self) -> &'static str {
-        match self {
-            StatKind::Cumulative => "cumulative",
-            StatKind::Instant => "instant",
-            StatKind::Peak => "peak",
-            StatKind::LinearHistogram => "linear-histogram",
-            StatKind::LogHistogram => "log-histogram",
-            StatKind::Unknown(_) => "unknown",
-        }
-    }
-
     pub fn is_histogram(&self) -> bool {
         matches!(self, StatKind::LinearHistogram | StatKind::LogHistogram)
     }
 }
-
-/// What a stat's values count, from `KVM_STATS_UNIT_*`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum StatUnit {
-    None,
-    Bytes,
-    Seconds,
-    Cycles,
-    Boolean,
-    Unknown(u32),
-}
-
-impl StatUnit {
-    fn from_flags(flags: u32) -> StatUnit {
-        match flags & KVM_STATS_UNIT_MASK {
-            KVM_STATS_UNIT_NONE => StatUnit::None,
-            KVM_STATS_UNIT_BYTES => StatUnit::Bytes,
-            KVM_STATS_UNIT_SECONDS => StatUnit::Seconds,
-            KVM_STATS_UNIT_CYCLES => StatUnit::Cycles,
-            KVM_STATS_UNIT_BOOLEAN => StatUnit::Boolean,
-            other => StatUnit::Unknown(other),
-        }
-    }
-
-    pub fn name(&self) -> &'static str {
-        match self {
-            StatUnit::None => "none",
-            StatUnit::Bytes => "bytes",
-            StatUnit::Seconds => "seconds",
-            StatUnit::Cycles => "cycles",
-            StatUnit::Boolean => "boolean",
-            StatUnit::Unknown(_) => "unknown",
-        }
-    }
-}
-
-/// The base `exponent` applies to, from `KVM_STATS_BASE_*`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum StatBase {
-    Pow10,
-    Pow2,
-    Unknown(u32),
-}
-
-impl StatBase {
-    fn from_flags(flags: u32) -> StatBase {
-        match flags & KVM_STATS_BASE_MASK {
-            KVM_STATS_BASE_POW10 => StatBase::Pow10,
-            KVM_STATS_BASE_POW2 => StatBase::Pow2,
-            other => StatBase::Unknown(other),
-        }
-    }
-
-    pub fn name(&self) -> &'static str {
-        match self {
-            StatBase::Pow10 => "pow10",
-            StatBase::Pow2 => "pow2",
-            StatBase::Unknown(_) => "unknown",
-        }
-    }
-}
-
-macro_rules! display_by_name {
-    ($($t:ty),*) => {$(
-        impl fmt::Display for $t {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(self.name())
-            }
-        }
-    )*};
-}
-display_by_name!(StatKind, StatUnit, StatBase);
 
 /// One `struct kvm_stats_desc`, decoded.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StatDescriptor {
     pub name: String,
     pub kind: StatKind,
-    pub unit: StatUnit,
-    pub base: StatBase,
-    pub exponent: i16,
+    /// The raw `flags` word: type, unit and base; only the type is interpreted here.
+    pub flags: u32,
     /// Number of `u64` values (buckets for histograms).
     pub size: u16,
     /// Byte offset of the first value within the data block.
     pub offset: u32,
-    pub bucket_size: u32,
 }
 
 /// What a stats fd publishes; fixed for the life of the fd.
@@ -224,19 +135,6 @@ pub struct StatsSchema {
 }
 
 impl StatsSchema {
-    pub fn descriptor(&self, name: &str) -> Option<&StatDescriptor> {
-        self.by_name.get(name).map(|&i| &self.descriptors[i])
-    }
-
-    pub fn names(&self) -> impl Iterator<Item = &str> {
-        self.descriptors.iter().map(|d| d.name.as_str())
-    }
-
-    /// Byte offset of the data block in the fd.
-    pub fn data_offset(&self) -> u32 {
-        self.data_offset
-    }
-
     /// Bytes one snapshot reads.
     pub fn data_len(&self) -> usize {
         self.data_len
@@ -371,12 +269,10 @@ fn parse_descriptor(entry: &[u8], index: usize) -> Result<StatDescriptor, StatsE
     let name = c_name(&entry[DESC_SIZE..]).ok_or(StatsError::BadName { index })?;
     let desc = StatDescriptor {
         kind: StatKind::from_flags(flags),
-        unit: StatUnit::from_flags(flags),
-        base: StatBase::from_flags(flags),
-        exponent: u16_at(entry, 4) as i16,
+        flags,
+        // Bytes 4..6 are the exponent and 12..16 the bucket size, which nothing here reads.
         size: u16_at(entry, 6),
         offset: u32_at(entry, 8),
-        bucket_size: u32_at(entry, 12),
         name,
     };
     if desc.size == 0 {
@@ -511,10 +407,6 @@ pub struct StatsSnapshot {
 }
 
 impl StatsSnapshot {
-    pub fn schema(&self) -> &StatsSchema {
-        &self.schema
-    }
-
     /// The first value of stat `name` (bucket 0 for a histogram).
     pub fn get(&self, name: &str) -> Option<u64> {
         self.values(name).map(|v| v[0])
@@ -627,7 +519,10 @@ impl StatsDelta {
 mod tests {
     use std::io::Write;
 
-    use kvm_bindings::{kvm_userspace_memory_region, KVM_STATS_TYPE_SHIFT};
+    use kvm_bindings::{
+        kvm_userspace_memory_region, KVM_STATS_TYPE_SHIFT, KVM_STATS_UNIT_MASK,
+        KVM_STATS_UNIT_SECONDS,
+    };
     use kvm_ioctls::{Kvm, VcpuExit};
     use vmm_sys_util::tempfile::TempFile;
 
@@ -656,12 +551,12 @@ mod tests {
             println!("{} ({} stats):", schema.id, schema.descriptors.len());
             for d in &schema.descriptors {
                 println!(
-                    "  {:<36} {:<16} unit={:<8} base={} exp={} size={}",
-                    d.name, d.kind, d.unit, d.base, d.exponent, d.size
+                    "  {:<36} {:<16?} flags={:#x} size={}",
+                    d.name, d.kind, d.flags, d.size
                 );
             }
         }
-        assert!(vcpu_stats.schema().descriptor("exits").is_some());
+        assert!(vcpu_stats.schema().by_name.contains_key("exits"));
     }
 
     #[test]
@@ -852,10 +747,11 @@ mod tests {
         let stats = stats_from(&synthetic(7, [1, 2])).unwrap();
         let schema = stats.schema();
         assert_eq!(schema.id, "kvm-test");
-        assert_eq!(schema.names().collect::<Vec<_>>(), ["exits", "halt_hist"]);
-        let hist = schema.descriptor("halt_hist").unwrap();
+        let names: Vec<&str> = schema.descriptors.iter().map(|d| d.name.as_str()).collect();
+        assert_eq!(names, ["exits", "halt_hist"]);
+        let hist = &schema.descriptors[schema.by_name["halt_hist"]];
         assert_eq!(hist.kind, StatKind::LogHistogram);
-        assert_eq!(hist.unit, StatUnit::Seconds);
+        assert_eq!(hist.flags & KVM_STATS_UNIT_MASK, KVM_STATS_UNIT_SECONDS);
         assert_eq!(schema.data_len(), 24);
         let snap = stats.snapshot().unwrap();
         assert_eq!(snap.get("exits"), Some(7));

@@ -1,9 +1,7 @@
-//! x86 decoding with iced-x86: the instruction at a faulting RIP, a strategy's exact code, and
-//! the check that the guest contains no SSE/AVX (which the PVM hosts cannot emulate at CPL0).
+//! x86 decoding with iced-x86: the instruction at a faulting RIP and a strategy's exact code.
+//! The tests check that the guest contains no SSE/AVX (which PVM hosts cannot emulate at CPL0).
 
-use iced_x86::{
-    CpuidFeature, Decoder, DecoderOptions, Formatter, GasFormatter, Instruction, Mnemonic,
-};
+use iced_x86::{Decoder, DecoderOptions, Formatter, GasFormatter, Instruction, Mnemonic};
 
 /// One decoded instruction.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -77,39 +75,56 @@ pub fn hex(bytes: &[u8]) -> String {
         .join(" ")
 }
 
-/// Fences are encoded as SSE2 instructions but are not SIMD: PVM emulates them.
-fn is_fence(m: Mnemonic) -> bool {
-    matches!(m, Mnemonic::Lfence | Mnemonic::Mfence | Mnemonic::Sfence)
-}
-
-/// Every SSE/AVX (or other SIMD) instruction in `code`, with address and text.
-pub fn find_simd(code: &[u8], addr: u64) -> Vec<DecodedInsn> {
-    decode_filtered(code, addr, |insn| {
-        if insn.is_invalid() || is_fence(insn.mnemonic()) {
-            return false;
-        }
-        insn.cpuid_features().iter().any(|f| {
-            let name = format!("{f:?}");
-            name.starts_with("SSE")
-                || name.starts_with("AVX")
-                || name.starts_with("FMA")
-                || name.starts_with("F16C")
-                || name.starts_with("MMX")
-                || name.starts_with("SSSE")
-                || *f == CpuidFeature::FXSR
-        }) || (0..insn.op_count()).any(|i| {
-            let r = insn.op_register(i);
-            r.is_xmm() || r.is_ymm() || r.is_zmm()
-        })
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::config::plan::StrategyId;
     use crate::machine::image::GuestImage;
+    use iced_x86::CpuidFeature;
     use irqbench_abi::strategy::FlagOps;
+
+    /// Fences are encoded as SSE2 instructions but are not SIMD: PVM emulates them.
+    fn is_fence(m: Mnemonic) -> bool {
+        matches!(m, Mnemonic::Lfence | Mnemonic::Mfence | Mnemonic::Sfence)
+    }
+
+    /// Every SSE/AVX (or other SIMD) instruction in `code`, with address and text.
+    pub fn find_simd(code: &[u8], addr: u64) -> Vec<DecodedInsn> {
+        decode_filtered(code, addr, |insn| {
+            if insn.is_invalid() || is_fence(insn.mnemonic()) {
+                return false;
+            }
+            insn.cpuid_features().iter().any(|f| {
+                let name = format!("{f:?}");
+                name.starts_with("SSE")
+                    || name.starts_with("AVX")
+                    || name.starts_with("FMA")
+                    || name.starts_with("F16C")
+                    || name.starts_with("MMX")
+                    || name.starts_with("SSSE")
+                    || *f == CpuidFeature::FXSR
+            }) || (0..insn.op_count()).any(|i| {
+                let r = insn.op_register(i);
+                r.is_xmm() || r.is_ymm() || r.is_zmm()
+            })
+        })
+    }
+
+    /// Every executable segment's bytes with its load address.
+    fn executable_ranges(image: &GuestImage) -> Vec<(u64, &[u8])> {
+        image
+            .segments
+            .iter()
+            .filter(|s| s.executable)
+            .filter_map(|s| {
+                let start = s.file_offset as usize;
+                Some((
+                    s.paddr,
+                    image.bytes.get(start..start + s.file_size as usize)?,
+                ))
+            })
+            .collect()
+    }
 
     #[test]
     fn decodes_known_bytes() {
@@ -145,7 +160,7 @@ mod tests {
     #[test]
     fn built_guest_has_no_sse_or_avx() {
         let image = GuestImage::embedded().expect("embedded guest");
-        let ranges = image.executable_ranges();
+        let ranges = executable_ranges(&image);
         assert!(!ranges.is_empty());
         let mut total = 0;
         for (addr, code) in ranges {

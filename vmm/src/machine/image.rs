@@ -214,21 +214,6 @@ impl GuestImage {
         })
     }
 
-    /// Every executable segment's bytes with its load address.
-    pub fn executable_ranges(&self) -> Vec<(u64, &[u8])> {
-        self.segments
-            .iter()
-            .filter(|s| s.executable)
-            .filter_map(|s| {
-                let start = s.file_offset as usize;
-                Some((
-                    s.paddr,
-                    self.bytes.get(start..start + s.file_size as usize)?,
-                ))
-            })
-            .collect()
-    }
-
     /// The code of a function from its symbol to the next symbol named `<name>_end`, or to the
     /// next symbol of any name.
     pub fn function_code(&self, name: &str) -> Option<(u64, &[u8])> {

@@ -337,31 +337,23 @@ fn write_gdt(memory: &GuestMemoryMmap) -> Result<(), MachineError> {
 }
 
 /// Newtypes so vm-memory can copy the mailbox records as bytes.
-#[derive(Clone, Copy, Debug, Default)]
-#[repr(transparent)]
-struct DescriptorBytes(PhaseDescriptor);
-// SAFETY: PhaseDescriptor is #[repr(C)] of integers with no padding (checked by the size
-// assertion below); every bit pattern is a valid value.
-unsafe impl ByteValued for DescriptorBytes {}
+macro_rules! byte_valued {
+    ($($name:ident($record:ty)),+ $(,)?) => {$(
+        #[derive(Clone, Copy, Debug, Default)]
+        #[repr(transparent)]
+        struct $name($record);
+        // SAFETY: each record is #[repr(C)] of integers with no padding (the size assertions
+        // below check every one), so any bit pattern is a valid value.
+        unsafe impl ByteValued for $name {}
+    )+};
+}
 
-#[derive(Clone, Copy, Debug, Default)]
-#[repr(transparent)]
-struct RecordBytes(PhaseRecord);
-// SAFETY: PhaseRecord is #[repr(C)] of integers with no padding; any bit pattern is valid.
-unsafe impl ByteValued for RecordBytes {}
-
-#[derive(Clone, Copy, Debug, Default)]
-#[repr(transparent)]
-struct FaultBytes(FaultRecord);
-// SAFETY: FaultRecord is #[repr(C)] of u64s; any bit pattern is valid.
-unsafe impl ByteValued for FaultBytes {}
-
-#[derive(Clone, Copy, Debug, Default)]
-#[repr(transparent)]
-struct BlockBytes(abi::BlockRecord);
-// SAFETY: BlockRecord is #[repr(C)]: the head (two u32s, three u64s), the counts (u64s), four
-// u32s; no padding (checked below); any bit pattern is valid.
-unsafe impl ByteValued for BlockBytes {}
+byte_valued!(
+    DescriptorBytes(PhaseDescriptor),
+    RecordBytes(PhaseRecord),
+    FaultBytes(FaultRecord),
+    BlockBytes(abi::BlockRecord),
+);
 
 /// The head and the counts both records start with.
 const HEAD_AND_COUNTS: usize = 2 * 4 + 3 * 8 + 5 * 8;
@@ -475,23 +467,10 @@ impl Mailbox {
     /// address is outside RAM.
     pub fn read_bytes(&self, gpa: u64, len: usize) -> Vec<u8> {
         let mut buf = vec![0u8; len];
-        match self.memory.read_slice(&mut buf, GuestAddress(gpa)) {
-            Ok(()) => buf,
-            Err(_) => {
-                // Partial: read byte by byte up to the end of RAM.
-                let mut out = Vec::new();
-                for i in 0..len as u64 {
-                    match self
-                        .memory
-                        .read_obj::<u8>(GuestAddress(gpa.wrapping_add(i)))
-                    {
-                        Ok(b) => out.push(b),
-                        Err(_) => break,
-                    }
-                }
-                out
-            }
-        }
+        // `read` (unlike `read_slice`) stops at the end of RAM and says how far it got.
+        let got = self.memory.read(&mut buf, GuestAddress(gpa)).unwrap_or(0);
+        buf.truncate(got);
+        buf
     }
 }
 
@@ -600,6 +579,21 @@ mod tests {
     fn gdt_code_descriptor_is_the_canonical_long_mode_one() {
         assert_eq!(gdt_entry(&code_segment()), 0x00AF_9B00_0000_FFFF);
         assert_eq!(gdt_entry(&data_segment(0)), 0x00CF_9300_0000_FFFF);
+    }
+
+    /// A fault report decodes what it can of the bytes at a RIP: all of them inside RAM, the
+    /// part before its end when they straddle it, none outside.
+    #[test]
+    fn read_bytes_stops_at_the_end_of_ram() {
+        let memory = GuestMemoryMmap::from_ranges(&[(GuestAddress(0), 0x2000)]).unwrap();
+        memory
+            .write_slice(&[0xAB; 8], GuestAddress(0x1FF8))
+            .unwrap();
+        let mailbox = Mailbox::new(memory);
+        assert_eq!(mailbox.read_bytes(0x100, 16).len(), 16);
+        assert_eq!(mailbox.read_bytes(0x1FFC, 16), [0xAB; 4]);
+        assert!(mailbox.read_bytes(0x2000, 16).is_empty());
+        assert!(mailbox.read_bytes(u64::MAX - 3, 16).is_empty());
     }
 
     #[test]

@@ -18,31 +18,58 @@ pub struct Judged {
     pub note: String,
 }
 
-/// PASS when `ok`, else `otherwise` with `why`.
-pub(super) fn pass_or(
-    ok: bool,
-    otherwise: Verdict,
+/// A check's expected and measured values in words, waiting for its verdict.
+#[derive(Debug)]
+pub(super) struct Words {
     expected: String,
     measured: String,
-    why: &str,
-) -> Judged {
-    if ok {
-        judged(Verdict::Pass, expected, measured, "")
-    } else {
-        judged(otherwise, expected, measured, why)
+}
+
+pub(super) fn words(expected: String, measured: impl Into<String>) -> Words {
+    Words {
+        expected,
+        measured: measured.into(),
     }
 }
 
-pub(super) fn judged(verdict: Verdict, expected: String, measured: String, note: &str) -> Judged {
-    Judged {
-        verdict,
-        expected,
-        measured: if measured.is_empty() {
-            "nothing".to_owned()
+impl Words {
+    pub(super) fn with(self, verdict: Verdict, note: &str) -> Judged {
+        Judged {
+            verdict,
+            expected: self.expected,
+            measured: if self.measured.is_empty() {
+                "nothing".to_owned()
+            } else {
+                self.measured
+            },
+            note: note.to_owned(),
+        }
+    }
+
+    pub(super) fn pass(self) -> Judged {
+        self.with(Verdict::Pass, "")
+    }
+
+    /// A PASS whose meaning needs saying (what a PVM PASS means).
+    pub(super) fn pass_noting(self, note: &str) -> Judged {
+        self.with(Verdict::Pass, note)
+    }
+
+    pub(super) fn warn(self, note: &str) -> Judged {
+        self.with(Verdict::Warn, note)
+    }
+
+    pub(super) fn fail(self, note: &str) -> Judged {
+        self.with(Verdict::Fail, note)
+    }
+
+    /// PASS when `ok`, else `otherwise` with `why`.
+    pub(super) fn pass_or(self, ok: bool, otherwise: Verdict, why: &str) -> Judged {
+        if ok {
+            self.pass()
         } else {
-            measured
-        },
-        note: note.to_owned(),
+            self.with(otherwise, why)
+        }
     }
 }
 
@@ -116,27 +143,17 @@ pub fn flavour(_: &Expectations, m: &FlavourObs) -> Judged {
         None => "a known vendor module".to_owned(),
     };
     match agrees(e.flavour, b) {
-        Some(true) => judged(Verdict::Pass, expected, measured, ""),
-        Some(false) if m.ambiguous => judged(
-            Verdict::Warn,
-            expected,
-            measured,
+        Some(true) => words(expected, measured).pass(),
+        Some(false) if m.ambiguous => words(expected, measured).warn(
             "kvm_pvm and a hardware module are both present and the device does not say which \
              serves it: the behaviour decides, and the run reports the other flavour",
         ),
-        Some(false) => judged(
-            Verdict::Fail,
-            expected,
-            measured,
+        Some(false) => words(expected, measured).fail(
             "the behaviour contradicts the declared flavour: the results would be labelled \
              with the wrong KVM",
         ),
-        None => judged(
-            Verdict::Warn,
-            expected,
-            measured,
-            "no vendor module identified: expectations default to VMX/SVM",
-        ),
+        None => words(expected, measured)
+            .warn("no vendor module identified: expectations default to VMX/SVM"),
     }
 }
 
@@ -161,11 +178,9 @@ pub fn doorbells(_: &Expectations, m: &DoorbellObs) -> Judged {
         && m.vcpus.iter().all(|v| {
             v.seen == m.rung && v.other_exits == 0 && v.exits_stat.is_none_or(|s| s >= m.rung)
         });
-    pass_or(
+    words(expected, measured).pass_or(
         ok,
         Verdict::Fail,
-        expected,
-        measured,
         "a doorbell was lost or invented: block boundaries, and so every per-block stat, \
          would be misplaced",
     )
@@ -175,38 +190,22 @@ pub fn hypercalls(_: &Expectations, m: &HypercallObs) -> Judged {
     let expected = "hypercalls handled by the VMM = hypercalls the guest issued (> 0)".to_owned();
     let measured = format!("{} issued, {} handled", m.issued, m.seen);
     match (m.issued == m.seen, m.issued > 0) {
-        (true, true) => judged(Verdict::Pass, expected, measured, ""),
-        (true, false) => judged(
-            Verdict::Warn,
-            expected,
-            measured,
-            "no event was delivered during the phase: nothing to compare",
-        ),
-        (false, _) => judged(
-            Verdict::Fail,
-            expected,
-            measured,
-            "the port transport lost or invented hypercalls: `hcalls` would be wrong",
-        ),
+        (true, true) => words(expected, measured).pass(),
+        (true, false) => words(expected, measured)
+            .warn("no event was delivered during the phase: nothing to compare"),
+        (false, _) => words(expected, measured)
+            .fail("the port transport lost or invented hypercalls: `hcalls` would be wrong"),
     }
 }
 
 pub fn tsc_invariant(_: &Expectations, invariant: Option<bool>) -> Judged {
     let expected = "CPUID 80000007h EDX[8] (invariant TSC) set on the host".to_owned();
     match invariant {
-        Some(true) => judged(Verdict::Pass, expected, "set".into(), ""),
-        Some(false) => judged(
-            Verdict::Fail,
-            expected,
-            "clear".into(),
-            "the TSC rate may change with P-states or stop in C-states: cycles are not time",
-        ),
-        None => judged(
-            Verdict::Warn,
-            expected,
-            "leaf 80000007h not offered".into(),
-            "cannot tell whether the TSC is invariant",
-        ),
+        Some(true) => words(expected, "set").pass(),
+        Some(false) => words(expected, "clear")
+            .fail("the TSC rate may change with P-states or stop in C-states: cycles are not time"),
+        None => words(expected, "leaf 80000007h not offered")
+            .warn("cannot tell whether the TSC is invariant"),
     }
 }
 
@@ -222,12 +221,7 @@ pub fn tsc_rate(_: &Expectations, m: &TscRate) -> Judged {
         pct(TSC_RATE_TOLERANCE).trim_start_matches('+')
     );
     let Some(median) = crate::statistics::median(&m.estimates_khz) else {
-        return judged(
-            Verdict::Fail,
-            expected,
-            "no estimate".into(),
-            "no phase pair measured",
-        );
+        return words(expected, "no estimate").fail("no phase pair measured");
     };
     let off = median / m.kvm_khz.max(1) as f64 - 1.0;
     let measured = format!(
@@ -238,32 +232,19 @@ pub fn tsc_rate(_: &Expectations, m: &TscRate) -> Judged {
         m.long_ms
     );
     if off.abs() > TSC_RATE_TOLERANCE + m.uncertainty {
-        judged(
-            Verdict::Fail,
-            expected,
-            measured,
-            "cycles → ns conversions and TSC-based rates would be off by this much",
-        )
+        words(expected, measured)
+            .fail("cycles → ns conversions and TSC-based rates would be off by this much")
     } else if off.abs() > TSC_RATE_TOLERANCE {
-        judged(
-            Verdict::Warn,
-            expected,
-            measured,
-            &format!(
-                "outside the tolerance but within the timing noise of this measurement ({}): \
+        words(expected, measured).warn(&format!(
+            "outside the tolerance but within the timing noise of this measurement ({}): \
                  the host was too busy to time the TSC to 0.1%",
-                pct(m.uncertainty).trim_start_matches('+')
-            ),
-        )
+            pct(m.uncertainty).trim_start_matches('+')
+        ))
     } else if !m.kvm_reported {
-        judged(
-            Verdict::Warn,
-            expected,
-            measured,
-            "KVM did not report the guest TSC rate; /proc/cpuinfo was compared instead",
-        )
+        words(expected, measured)
+            .warn("KVM did not report the guest TSC rate; /proc/cpuinfo was compared instead")
     } else {
-        judged(Verdict::Pass, expected, measured, "")
+        words(expected, measured).pass()
     }
 }
 
@@ -283,8 +264,7 @@ pub fn tsc_vcpus(_: &Expectations, m: &TscSkew) -> Judged {
             .collect::<Vec<_>>(),
     );
     if abs_us.len() < TSC_SKEW_MIN_BLOCKS {
-        return judged(
-            Verdict::Warn,
+        return words(
             expected,
             format!(
                 "{}: {} usable samples, {} preempted",
@@ -292,6 +272,8 @@ pub fn tsc_vcpus(_: &Expectations, m: &TscSkew) -> Judged {
                 abs_us.len(),
                 m.preempted
             ),
+        )
+        .warn(
             "the vCPU threads were preempted around most barriers: the host is too busy to \
              compare the vCPUs' TSCs",
         );
@@ -305,11 +287,9 @@ pub fn tsc_vcpus(_: &Expectations, m: &TscSkew) -> Judged {
         abs_us.len(),
         m.preempted
     );
-    pass_or(
+    words(expected, measured).pass_or(
         q <= TSC_SKEW_MAX_US,
         Verdict::Fail,
-        expected,
-        measured,
         "the vCPUs' TSCs disagree: cycles of blocks on different vCPUs are not comparable",
     )
 }
@@ -359,7 +339,7 @@ pub fn cpuid_exits(e: &Expectations, m: &InsnNet) -> Judged {
                      guest ran (a busy host); exits/op figures include them",
                 )
             };
-            judged(v, expected, measured, note)
+            words(expected, measured).with(v, note)
         }
         f => {
             let expected =
@@ -382,7 +362,7 @@ pub fn cpuid_exits(e: &Expectations, m: &InsnNet) -> Judged {
                     "the `exits` stat does not count what KVM handled: exits/op figures are off",
                 )
             };
-            judged(v, expected, measured, note)
+            words(expected, measured).with(v, note)
         }
     }
 }
@@ -405,20 +385,12 @@ pub fn flag_insn_exits(e: &Expectations, m: &[InsnNet]) -> Judged {
             e.emul_batch
         );
         return if over.is_empty() && !m.is_empty() {
-            judged(
-                Verdict::Pass,
-                expected,
-                measured,
+            words(expected, measured).pass_noting(
                 "PVM emulates CPL0 code in batches and counts one `exits` per batch, so the flag \
                  instructions show a small fraction of an exit each: the batch, not the instruction",
             )
         } else {
-            judged(
-                Verdict::Fail,
-                expected,
-                measured,
-                "more exits than emulation batches",
-            )
+            words(expected, measured).fail("more exits than emulation batches")
         };
     }
     let expected = format!(
@@ -429,16 +401,10 @@ pub fn flag_insn_exits(e: &Expectations, m: &[InsnNet]) -> Judged {
         && m.iter()
             .all(|i| i.exits <= NATIVE_FLAG_EXITS_MAX + count_slack(i));
     match (ok, e.flavour) {
-        (true, _) => judged(Verdict::Pass, expected, measured, ""),
-        (false, KvmFlavour::Unknown) => {
-            judged(Verdict::Warn, expected, measured, "unknown flavour")
-        }
-        (false, _) => judged(
-            Verdict::Fail,
-            expected,
-            measured,
-            "flag instructions exit on this host: the strategies' costs would be the host's",
-        ),
+        (true, _) => words(expected, measured).pass(),
+        (false, KvmFlavour::Unknown) => words(expected, measured).warn("unknown flavour"),
+        (false, _) => words(expected, measured)
+            .fail("flag instructions exit on this host: the strategies' costs would be the host's"),
     }
 }
 
@@ -450,12 +416,7 @@ pub fn irq_window(e: &Expectations, m: &InjectObs) -> Judged {
         m.window_exits, m.raised, m.taken
     );
     if m.raised == 0 {
-        return judged(
-            Verdict::Fail,
-            expected,
-            measured,
-            "the inject thread raised nothing",
-        );
+        return words(expected, measured).fail("the inject thread raised nothing");
     }
     if m.window_exits > 0 {
         let note = if e.flavour == KvmFlavour::Pvm {
@@ -463,12 +424,9 @@ pub fn irq_window(e: &Expectations, m: &InjectObs) -> Judged {
         } else {
             ""
         };
-        return judged(Verdict::Pass, expected, measured, note);
+        return words(expected, measured).pass_noting(note);
     }
-    judged(
-        Verdict::Fail,
-        expected,
-        measured,
+    words(expected, measured).fail(
         "request_interrupt_window never produced an exit: injected interrupts wait for nothing",
     )
 }
@@ -479,11 +437,9 @@ pub fn hlt_exits(_: &Expectations, m: &HltObs) -> Judged {
         m.executed, m.executed
     );
     let measured = format!("{} exits", m.exits);
-    pass_or(
+    words(expected, measured).pass_or(
         m.exits == m.executed && m.executed > 0,
         Verdict::Fail,
-        expected,
-        measured,
         "HLT did not reach userspace once per instruction: the hlt-exit probe is wrong",
     )
 }
@@ -544,10 +500,10 @@ pub fn lapic_timer(e: &Expectations, m: &LapicObs) -> Judged {
         .collect::<Vec<_>>()
         .join("; ");
     if m.per_vcpu.is_empty() {
-        return judged(Verdict::Fail, expected, measured, "no vCPU reported");
+        return words(expected, measured).fail("no vCPU reported");
     }
     if let Some((v, why)) = m.per_vcpu.iter().find_map(implausible) {
-        return judged(v, expected, measured, why);
+        return words(expected, measured).with(v, why);
     }
     let low = m
         .per_vcpu
@@ -555,23 +511,17 @@ pub fn lapic_timer(e: &Expectations, m: &LapicObs) -> Judged {
         .map(|s| s.taken / s.deliverable())
         .fold(f64::INFINITY, f64::min);
     if low >= 1.0 - LAPIC_TOLERANCE {
-        return judged(Verdict::Pass, expected, measured, "");
+        return words(expected, measured).pass();
     }
     if e.flavour == KvmFlavour::Pvm && low >= PVM_MIN_FRACTION {
-        return judged(
-            Verdict::Warn,
-            expected,
-            measured,
+        return words(expected, measured).warn(
             "PVM injects a pending interrupt between emulation batches (about 1 ms of guest \
              code here), and the LAPIC holds one pending timer interrupt: ticks that expire \
              within one batch merge, so a timer faster than ~1 kHz delivers about one tick per \
              batch and lapic-timer load on PVM is lighter than its period says",
         );
     }
-    judged(
-        Verdict::Fail,
-        expected,
-        measured,
+    words(expected, measured).fail(
         "the in-kernel LAPIC timer lost ticks while its vCPU ran: lapic-timer rows would carry \
          less load than configured",
     )
@@ -592,29 +542,21 @@ pub fn inject(e: &Expectations, m: &InjectObs) -> Judged {
         share_text(&m.share)
     );
     if m.raised == 0 || m.taken == 0 || m.taken > m.raised {
-        return judged(Verdict::Fail, expected, measured, "injection is broken");
+        return words(expected, measured).fail("injection is broken");
     }
     if let Some((v, why)) = implausible(&m.share) {
-        return judged(v, expected, measured, why);
+        return words(expected, measured).with(v, why);
     }
     if m.share.taken / m.share.deliverable() >= INJECT_MIN_FRACTION {
-        return judged(Verdict::Pass, expected, measured, "");
+        return words(expected, measured).pass();
     }
     if e.flavour == KvmFlavour::Pvm && m.share.taken / m.share.deliverable() >= PVM_MIN_FRACTION {
-        return judged(
-            Verdict::Warn,
-            expected,
-            measured,
+        return words(expected, measured).warn(
             "PVM's interrupt windows open late (at an emulation batch), so interrupts raised \
              meanwhile merge with the queued one",
         );
     }
-    judged(
-        Verdict::Fail,
-        expected,
-        measured,
-        "injected interrupts were lost",
-    )
+    words(expected, measured).fail("injected interrupts were lost")
 }
 
 /// `attribution.exit-site`: where a port-I/O exit's RIP points. VMX and SVM exit to userspace
@@ -641,27 +583,16 @@ pub fn exit_site(e: &Expectations, m: &SiteObs) -> Judged {
         .collect::<Vec<_>>()
         .join(", ");
     if m.expected.is_empty() {
-        return judged(
-            Verdict::Fail,
-            expected,
-            measured,
-            "the guest image has no hypercall symbol to expect: it is not irqbench's guest",
-        );
+        return words(expected, measured)
+            .fail("the guest image has no hypercall symbol to expect: it is not irqbench's guest");
     }
     if m.seen.is_empty() && m.issued == 0 {
         // The same cause as `accounting.hypercalls`'s WARN: no event came, so no exit to place.
-        return judged(
-            Verdict::Warn,
-            expected,
-            measured,
-            "no event was delivered during the phase: no hypercall exit to attribute",
-        );
+        return words(expected, measured)
+            .warn("no event was delivered during the phase: no hypercall exit to attribute");
     }
     if m.seen.is_empty() {
-        return judged(
-            Verdict::Fail,
-            expected,
-            measured,
+        return words(expected, measured).fail(
             "the guest issued hypercalls and no exit site was recorded: attribution is broken",
         );
     }
@@ -680,18 +611,12 @@ pub fn exit_site(e: &Expectations, m: &SiteObs) -> Judged {
         ""
     };
     match (exact, resolved) {
-        (true, _) => judged(Verdict::Pass, expected, measured, note),
-        (false, true) => judged(
-            Verdict::Warn,
-            expected,
-            measured,
+        (true, _) => words(expected, measured).pass_noting(note),
+        (false, true) => words(expected, measured).warn(
             "the RIP is inside the right function but not where this flavour leaves it: exit \
              sites name the right symbol, the decoded instruction may be a neighbour",
         ),
-        (false, false) => judged(
-            Verdict::Fail,
-            expected,
-            measured,
+        (false, false) => words(expected, measured).fail(
             "exit RIPs do not resolve to the code that exited: exit-site attribution is wrong",
         ),
     }

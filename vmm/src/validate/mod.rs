@@ -132,7 +132,6 @@ const GROUPS: [&str; 7] = [
 /// Steal time is sampled over at least this long.
 const STEAL_WINDOW: Duration = Duration::from_secs(1);
 
-/// Collects checks: a measurement judged, or a failure to measure.
 /// The checks that judge hardware timing: on an emulated CPU they are not judged.
 const HARDWARE_TIMING: [&str; 6] = [
     "tsc.invariant",
@@ -143,6 +142,7 @@ const HARDWARE_TIMING: [&str; 6] = [
     "irq.lapic-timer-2v",
 ];
 
+/// Collects checks: a measurement judged, or a failure to measure.
 struct Suite<'a> {
     e: Expectations,
     /// What emulates the CPU, when one does (`host.emulated_cpu`).
@@ -181,12 +181,8 @@ impl Suite<'_> {
     ) {
         let j = match m {
             Ok(m) => judge(&self.e, m),
-            Err(why) => Judged {
-                verdict: Verdict::Fail,
-                expected: "a measurement".into(),
-                measured: "none".into(),
-                note: format!("could not measure: {why}"),
-            },
+            Err(why) => judge::words("a measurement".into(), "none")
+                .fail(&format!("could not measure: {why}")),
         };
         self.push(id, j);
     }

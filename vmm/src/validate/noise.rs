@@ -7,7 +7,7 @@ use std::fs;
 use std::path::Path;
 use std::time::Instant;
 
-use super::judge::{judged, pass_or, Judged, LOAD_PER_CPU_MAX, SIBLING_BUSY_MAX, STEAL_MAX};
+use super::judge::{words, Judged, LOAD_PER_CPU_MAX, SIBLING_BUSY_MAX, STEAL_MAX};
 use super::obs::{SmtObs, StealObs};
 use crate::host::manifest::parse_cpu_list;
 use crate::results::{CpuFreq, Readable, Smt, Verdict};
@@ -165,24 +165,11 @@ pub fn allowed_cpus() -> Vec<u32> {
 /// CPUID 80000007h EDX[8], the invariant TSC, of the host CPU (`None` where the leaf is not
 /// offered).
 pub fn host_tsc_invariant() -> Option<bool> {
-    #[cfg(target_arch = "x86_64")]
-    // `__cpuid` is safe from Rust 1.87 on and `unsafe` before (rust-version is 1.85).
-    #[allow(unused_unsafe)]
-    {
-        use std::arch::x86_64::__cpuid;
-        // SAFETY: CPUID is available on every x86_64 CPU and has no side effects.
-        let max_extended = unsafe { __cpuid(0x8000_0000) }.eax;
-        if max_extended < 0x8000_0007 {
-            return None;
-        }
-        // SAFETY: as above; the leaf is within the range the CPU reported.
-        let edx = unsafe { __cpuid(0x8000_0007) }.edx;
-        Some(edx & (1 << 8) != 0)
+    use crate::host::cpu::cpuid;
+    if cpuid(0x8000_0000, 0).eax < 0x8000_0007 {
+        return None;
     }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        None
-    }
+    Some(cpuid(0x8000_0007, 0).edx & (1 << 8) != 0)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -191,19 +178,12 @@ pub fn host_tsc_invariant() -> Option<bool> {
 pub fn load(load1: Readable<f64>, cpus: u32) -> Judged {
     let expected = format!("1-minute load ≤ {LOAD_PER_CPU_MAX} per CPU ({cpus} CPUs)");
     let Some(&l) = load1.value() else {
-        return judged(
-            Verdict::Warn,
-            expected,
-            load1.text(|_| String::new()),
-            "cannot read the load",
-        );
+        return words(expected, load1.text(|_| String::new())).warn("cannot read the load");
     };
     let measured = format!("{l:.2} ({:.2} per CPU)", l / f64::from(cpus.max(1)));
-    pass_or(
+    words(expected, measured).pass_or(
         l / f64::from(cpus.max(1)) <= LOAD_PER_CPU_MAX,
         Verdict::Warn,
-        expected,
-        measured,
         "other work competes for the CPUs: preempted blocks are left out (the `disturbed` \
          column), but rounds get fewer and drift larger",
     )
@@ -214,21 +194,15 @@ pub fn steal(m: Result<StealObs, String>) -> Judged {
     let m = match m {
         Ok(m) => m,
         Err(why) => {
-            return judged(
-                Verdict::Warn,
-                expected,
-                format!("unavailable ({why})"),
-                "cannot tell whether an outer hypervisor takes CPU time from this host",
-            )
+            return words(expected, format!("unavailable ({why})"))
+                .warn("cannot tell whether an outer hypervisor takes CPU time from this host")
         }
     };
     let f = m.steal_ticks as f64 / m.total_ticks.max(1) as f64;
     let measured = format!("{:.2}% over {:.1} s", f * 100.0, m.seconds);
-    pass_or(
+    words(expected, measured).pass_or(
         f <= STEAL_MAX,
         Verdict::Warn,
-        expected,
-        measured,
         "the outer hypervisor takes this host's CPUs away: the TSC keeps counting meanwhile, \
          which the block-time outlier rule catches only when it is long",
     )
@@ -239,10 +213,7 @@ pub fn cpufreq(m: &Readable<CpuFreq>) -> Judged {
     let c = match m {
         Readable::Value(c) => c,
         Readable::Unavailable(why) => {
-            return judged(
-                Verdict::Warn,
-                expected,
-                format!("unavailable ({why})"),
+            return words(expected, format!("unavailable ({why})")).warn(
                 "the core clock is not visible from here: TSC cycles stay invariant, but the \
                  work a cycle does may change between runs",
             )
@@ -255,11 +226,9 @@ pub fn cpufreq(m: &Readable<CpuFreq>) -> Judged {
         governors.join("+"),
         boost.map_or("unknown", |b| if b { "on" } else { "off" })
     );
-    pass_or(
+    words(expected, measured).pass_or(
         governors == ["performance"] && boost == Some(false),
         Verdict::Warn,
-        expected,
-        measured,
         "the core clock follows load and temperature: costs in TSC cycles move with it",
     )
 }
@@ -272,41 +241,28 @@ pub fn smt(m: &SmtObs) -> Judged {
     let smt = match &m.smt {
         Readable::Value(s) => s,
         Readable::Unavailable(why) => {
-            return judged(
-                Verdict::Warn,
-                expected,
-                format!("unavailable ({why})"),
-                "cannot tell whether a vCPU shares its core with other work",
-            )
+            return words(expected, format!("unavailable ({why})"))
+                .warn("cannot tell whether a vCPU shares its core with other work")
         }
     };
     if !smt.active {
-        return judged(
-            Verdict::Pass,
+        return words(
             expected,
             format!("SMT {} (not active): no siblings", smt.control),
-            "",
-        );
+        )
+        .pass();
     }
     match m.busiest_sibling {
-        Some((cpu, busy)) if busy > SIBLING_BUSY_MAX => judged(
-            Verdict::Warn,
-            expected,
-            format!("CPU {cpu} {:.0}% busy", busy * 100.0),
-            "a busy sibling hyperthread shares the core's execution units with a vCPU",
-        ),
-        Some((cpu, busy)) => judged(
-            Verdict::Pass,
+        Some((cpu, busy)) if busy > SIBLING_BUSY_MAX => {
+            words(expected, format!("CPU {cpu} {:.0}% busy", busy * 100.0))
+                .warn("a busy sibling hyperthread shares the core's execution units with a vCPU")
+        }
+        Some((cpu, busy)) => words(
             expected,
             format!("busiest sibling CPU {cpu} {:.0}%", busy * 100.0),
-            "",
-        ),
-        None => judged(
-            Verdict::Pass,
-            expected,
-            "SMT active, no sibling found".into(),
-            "",
-        ),
+        )
+        .pass(),
+        None => words(expected, "SMT active, no sibling found").pass(),
     }
 }
 

@@ -31,32 +31,20 @@ impl fmt::Display for FaultReport {
         }
         writeln!(f, ": {}", self.instruction)?;
         if let Some(r) = &self.regs {
-            let rows = [
-                [
-                    ("rax", r.rax),
-                    ("rbx", r.rbx),
-                    ("rcx", r.rcx),
-                    ("rdx", r.rdx),
-                ],
-                [
-                    ("rsi", r.rsi),
-                    ("rdi", r.rdi),
-                    ("rbp", r.rbp),
-                    ("rsp", r.rsp),
-                ],
-                [("r8", r.r8), ("r9", r.r9), ("r10", r.r10), ("r11", r.r11)],
-                [
-                    ("r12", r.r12),
-                    ("r13", r.r13),
-                    ("r14", r.r14),
-                    ("r15", r.r15),
-                ],
+            const NAMES: [&str; 16] = [
+                "rax", "rbx", "rcx", "rdx", "rsi", "rdi", "rbp", "rsp", "r8", "r9", "r10", "r11",
+                "r12", "r13", "r14", "r15",
             ];
-            for row in rows {
-                for (name, value) in row {
-                    write!(f, "  {name:<3} {value:#018x}")?;
+            let values = [
+                r.rax, r.rbx, r.rcx, r.rdx, r.rsi, r.rdi, r.rbp, r.rsp, r.r8, r.r9, r.r10, r.r11,
+                r.r12, r.r13, r.r14, r.r15,
+            ];
+            // Four registers a line.
+            for (i, (name, value)) in NAMES.iter().zip(values).enumerate() {
+                write!(f, "  {name:<3} {value:#018x}")?;
+                if i % 4 == 3 {
+                    writeln!(f)?;
                 }
-                writeln!(f)?;
             }
             write!(f, "  rflags {:#010x}", r.rflags)?;
         }
@@ -167,5 +155,59 @@ fn build_report(ctx: &mut VcpuContext, kind: String, rip: Option<u64>) -> FaultR
         symbol,
         regs,
         cr2: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The register dump a user reads: four registers a line, then rflags and cr2.
+    #[test]
+    fn a_fault_report_shows_every_register_four_a_line() {
+        let regs = kvm_regs {
+            rax: 1,
+            r15: 0xF,
+            rflags: 0x202,
+            ..Default::default()
+        };
+        let report = FaultReport {
+            vcpu: 1,
+            kind: "guest exception 14 (#PF page fault), error code 0x2".into(),
+            rip: 0x10_0000,
+            instruction: "mov (%rax),%rax".into(),
+            symbol: Some("guest_main+0x4".into()),
+            regs: Some(regs),
+            cr2: Some(0xdead),
+        };
+        let zero = format!("{:#018x}", 0);
+        let text = report.to_string();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines[0],
+            "vCPU 1: guest exception 14 (#PF page fault), error code 0x2"
+        );
+        assert_eq!(
+            lines[1],
+            "  rip 0x0000000000100000 <guest_main+0x4>: mov (%rax),%rax"
+        );
+        assert_eq!(
+            lines[2],
+            format!("  rax 0x0000000000000001  rbx {zero}  rcx {zero}  rdx {zero}")
+        );
+        assert_eq!(
+            lines[3],
+            format!("  rsi {zero}  rdi {zero}  rbp {zero}  rsp {zero}")
+        );
+        assert_eq!(
+            lines[4],
+            format!("  r8  {zero}  r9  {zero}  r10 {zero}  r11 {zero}")
+        );
+        assert_eq!(
+            lines[5],
+            format!("  r12 {zero}  r13 {zero}  r14 {zero}  r15 0x000000000000000f")
+        );
+        assert_eq!(lines[6], "  rflags 0x00000202 cr2 0x000000000000dead");
+        assert_eq!(lines.len(), 7);
     }
 }

@@ -14,7 +14,7 @@ use irqbench_abi::{self as abi, PhaseDescriptor};
 use kvm_ioctls::{SyncReg, VcpuExit, VcpuFd};
 use vmm_sys_util::signal;
 
-use crate::kvm::stats::StatsFd;
+use crate::kvm::stats::{StatsFd, StatsSnapshot};
 use crate::machine::Mailbox;
 use protocol::Doorbell;
 
@@ -256,7 +256,7 @@ fn run_loop(ctx: &mut VcpuContext) -> VcpuOutcome {
                     Ok(b) => b,
                     Err(v) => return VcpuOutcome::ProtocolViolation(v),
                 };
-                if let Some(outcome) = doorbell_rung(ctx, &mut window, bell) {
+                if let Err(outcome) = doorbell_rung(ctx, &mut window, bell) {
                     return outcome;
                 }
                 continue;
@@ -398,51 +398,49 @@ fn inject(vcpu: &mut VcpuFd) -> std::io::Result<()> {
     }
 }
 
+/// The vCPU's KVM stats now, when it has a stats fd that reads.
+fn snapshot(ctx: &VcpuContext) -> Option<StatsSnapshot> {
+    ctx.stats.as_ref().and_then(|s| s.snapshot().ok())
+}
+
+/// The record of the block a BLOCK or END doorbell closes, if a block was open.
+fn ended_block(
+    ctx: &mut VcpuContext,
+    window: &PhaseWindow,
+) -> Result<Option<abi::BlockRecord>, VcpuOutcome> {
+    if window.current_variant().is_none() {
+        return Ok(None);
+    }
+    let read = ctx.mailbox.read_block(ctx.index);
+    read.map(Some)
+        .map_err(|e| fault(ctx, format!("reading the block record: {e}"), None))
+}
+
 /// A doorbell that passed `protocol::parse_doorbell`: open or close the phase window, or cut
 /// it into blocks.
 fn doorbell_rung(
     ctx: &mut VcpuContext,
     window: &mut PhaseWindow,
     bell: Doorbell,
-) -> Option<VcpuOutcome> {
+) -> Result<(), VcpuOutcome> {
     match bell {
         Doorbell::Booted => {
             let _ = ctx.events.send(VcpuEvent::Booted { index: ctx.index });
         }
-        Doorbell::Begin(seq) => {
-            let stats = ctx.stats.as_ref().and_then(|s| s.snapshot().ok());
-            *window = PhaseWindow::begin(ctx.index, seq, stats);
-        }
+        Doorbell::Begin(seq) => *window = PhaseWindow::begin(ctx.index, seq, snapshot(ctx)),
         Doorbell::Block(variant) => {
-            let record = match window.current_variant() {
-                Some(_) => match ctx.mailbox.read_block(ctx.index) {
-                    Ok(r) => Some(r),
-                    Err(e) => {
-                        return Some(fault(ctx, format!("reading the block record: {e}"), None))
-                    }
-                },
-                None => None,
-            };
-            let stats = ctx.stats.as_ref().and_then(|s| s.snapshot().ok());
-            window.block_boundary(record, stats, Some(variant));
+            let record = ended_block(ctx, window)?;
+            window.block_boundary(record, snapshot(ctx), Some(variant));
         }
         Doorbell::End(_) => {
-            let stats = ctx.stats.as_ref().and_then(|s| s.snapshot().ok());
-            if window.current_variant().is_some() {
-                match ctx.mailbox.read_block(ctx.index) {
-                    Ok(r) => window.block_boundary(Some(r), stats.clone(), None),
-                    Err(e) => {
-                        return Some(fault(ctx, format!("reading the block record: {e}"), None))
-                    }
-                }
+            let stats = snapshot(ctx);
+            if let Some(record) = ended_block(ctx, window)? {
+                window.block_boundary(Some(record), stats.clone(), None);
             }
             let mut sample = window.end(stats);
-            match ctx.mailbox.read_record(ctx.index) {
-                Ok(record) => sample.record = record,
-                Err(e) => {
-                    return Some(fault(ctx, format!("reading the phase record: {e}"), None));
-                }
-            }
+            let read = ctx.mailbox.read_record(ctx.index);
+            sample.record =
+                read.map_err(|e| fault(ctx, format!("reading the phase record: {e}"), None))?;
             let _ = ctx.events.send(VcpuEvent::PhaseDone(Box::new(sample)));
         }
         Doorbell::Ping => {
@@ -451,7 +449,7 @@ fn doorbell_rung(
             }
         }
     }
-    None
+    Ok(())
 }
 
 #[cfg(test)]

@@ -22,6 +22,15 @@ pub struct ProtocolViolation {
     pub problem: String,
 }
 
+/// The violations of vCPU `vcpu`, from a field and what is wrong with it.
+fn on_vcpu(vcpu: u32) -> impl Fn(&'static str, String) -> ProtocolViolation {
+    move |field, problem| ProtocolViolation {
+        vcpu,
+        field,
+        problem,
+    }
+}
+
 /// A record that passed every check.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ValidRecord {
@@ -149,11 +158,7 @@ pub fn parse_doorbell(
     data: &PortData,
     open: Option<u32>,
 ) -> Result<Doorbell, ProtocolViolation> {
-    let bad = |problem: String| ProtocolViolation {
-        vcpu,
-        field: "doorbell",
-        problem,
-    };
+    let bad = |problem| on_vcpu(vcpu)("doorbell", problem);
     let Some(marker) = data.word() else {
         return Err(bad(format!(
             "written with {} bytes, expected 4",
@@ -200,11 +205,7 @@ pub fn parse_doorbell(
 
 /// Checks what the guest's exception handler reported before it is shown as a fault.
 pub fn validate_fault(vcpu: u32, rec: &FaultRecord) -> Result<FaultRecord, ProtocolViolation> {
-    let bad = |field: &'static str, problem: String| ProtocolViolation {
-        vcpu,
-        field,
-        problem,
-    };
+    let bad = on_vcpu(vcpu);
     if rec.vector >= 32 {
         return Err(bad(
             "fault.vector",
@@ -272,11 +273,7 @@ pub fn validate_block(
     announced: u32,
     rec: &abi::BlockRecord,
 ) -> Result<ValidBlock, ProtocolViolation> {
-    let bad = |field: &'static str, problem: String| ProtocolViolation {
-        vcpu,
-        field,
-        problem,
-    };
+    let bad = on_vcpu(vcpu);
     if rec.variant >= desc.variant_count || rec.variant != announced {
         return Err(bad(
             "block.variant",
@@ -371,11 +368,7 @@ pub fn validate_record(
     desc: &PhaseDescriptor,
     rec: &PhaseRecord,
 ) -> Result<ValidRecord, ProtocolViolation> {
-    let bad = |field: &'static str, problem: String| ProtocolViolation {
-        vcpu,
-        field,
-        problem,
-    };
+    let bad = on_vcpu(vcpu);
     match rec.status {
         record_status::DONE => {}
         record_status::BAD_DESCRIPTOR => {
