@@ -75,6 +75,8 @@ pub struct RoundTrip {
     /// Host time per exit in the raw loop and in irqbench's vCPU loop.
     pub raw_host: Duration,
     pub ping_host: Duration,
+    /// Of `ping_host`, KVM_RUN return to the doorbell handled.
+    pub ping_handled: Duration,
 }
 
 #[derive(Clone, Debug)]
@@ -181,7 +183,7 @@ fn round_trip(
         .ok_or(CompareError::Missing("doorbell phase"))?;
     let (mut raw, mut ping, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
     let (mut raw_host, mut raw_exits) = (Duration::ZERO, 0u64);
-    let (mut ping_host, mut pings) = (Duration::ZERO, 0u64);
+    let (mut ping_host, mut ping_handled, mut pings) = (Duration::ZERO, Duration::ZERO, 0u64);
     let result = (|| {
         for round in 0..=rounds {
             let (mut r, mut p) = (0.0, 0.0);
@@ -205,6 +207,7 @@ fn round_trip(
                     }
                     p = d.max_cycles() as f64 / f64::from(PINGS);
                     ping_host += sample.ping_host;
+                    ping_handled += sample.ping_handled;
                     pings += sample.pings;
                 }
             }
@@ -227,6 +230,7 @@ fn round_trip(
         ratio: estimators::interval(&ratios),
         raw_host: per(raw_host, raw_exits),
         ping_host: per(ping_host, pings),
+        ping_handled: per(ping_handled, pings),
     })
 }
 
@@ -363,6 +367,12 @@ fn trip_text(out: &mut String, t: &RoundTrip, tsc_khz: u64) {
             host.as_secs_f64() * 1e6
         );
     }
+    let _ = writeln!(
+        out,
+        "  irqbench host side: {:.2} µs to the doorbell handled, {:.2} µs more to KVM_RUN",
+        t.ping_handled.as_secs_f64() * 1e6,
+        t.ping_host.saturating_sub(t.ping_handled).as_secs_f64() * 1e6
+    );
     let _ = writeln!(
         out,
         "  PING / raw exit: {:.3}  [{:.3}, {:.3}]  (target ≤ 1.1)",

@@ -265,6 +265,7 @@ fn run_loop(ctx: &mut VcpuContext) -> VcpuOutcome {
                     return outcome;
                 }
                 if bell == Doorbell::Ping && window.open {
+                    window.sample.ping_handled += returned.elapsed();
                     ping = Some(returned);
                 }
                 continue;
