@@ -75,6 +75,7 @@ fn every_command_has_help_with_examples() {
         vec!["run", "--help"],
         vec!["host", "--help"],
         vec!["validate", "--help"],
+        vec!["reference", "--help"],
         vec!["disasm", "--help"],
         vec!["compare", "--help"],
         vec!["list", "--help"],
@@ -1096,6 +1097,7 @@ fn no_kvm_is_one_status_in_every_command() {
         vec!["run", "quick", "--no-save"],
         vec!["validate"],
         vec!["host"],
+        vec!["reference", "--rounds", "6"],
     ] {
         let out = irqbench()
             .args(&args)
@@ -1530,4 +1532,28 @@ fn a_guest_that_never_boots_is_blamed_on_the_guest_not_the_host() {
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("the guest could not be booted"), "{err}");
     assert!(!err.contains("the host failed validation"), "{err}");
+}
+
+#[test]
+fn reference_refuses_bad_lengths_before_opening_kvm() {
+    for (args, needle) in [
+        (
+            vec!["reference", "--rounds", "3"],
+            "rounds = 3: valid is 6..=1000000",
+        ),
+        (vec!["reference", "--iterations", "0"], "iterations = 0"),
+        (
+            vec!["reference", "--trip-rounds", "100001"],
+            "--trip-rounds 100001",
+        ),
+    ] {
+        let out = irqbench()
+            .args(&args)
+            .env("IRQBENCH_KVM_DEVICE", "/nonexistent/kvm")
+            .output()
+            .expect("spawn");
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
 }

@@ -118,23 +118,42 @@ fn stats_per_block() {
 }
 
 #[test]
-#[ignore = "diagnostic: prints popf blocks in order"]
-fn popf_in_order() {
+fn a_ping_dispatch_accounts_host_time_to_its_pings_only() {
+    use crate::config::plan::{HypercallTransport, IrqSource, Plan, Workload};
+    use crate::machine::{image::GuestImage, IrqchipMode, MachineConfig};
+    use crate::measure::{descriptor, session::Session};
     let Some(kvm) = crate::host::test_kvm() else {
         return;
     };
-    let o = ProbeOptions {
-        rounds: 40,
-        iterations: 350,
-        exit_iterations: 0,
-        ..Default::default()
+    let image = Arc::new(GuestImage::embedded().expect("embedded guest"));
+    let config = MachineConfig {
+        vcpus: 1,
+        memory_bytes: 16 << 20,
+        irqchip: IrqchipMode::Userspace,
+        hypercall_exits: false,
     };
-    let r = run_probe(&kvm, &o).expect("probe");
-    for (i, row) in r.table.rounds.iter().enumerate() {
-        let c: Vec<u64> = row
-            .iter()
-            .map(|c| c.as_ref().map_or(0, |c| c.cycles_mean as u64 / 350))
-            .collect();
-        println!("{i} {c:?} {:?}", shuffled(3, o.seed, i as u32 + 1));
+    let mut session =
+        Session::boot(&kvm, &image, config, HypercallTransport::Port, false).expect("boot");
+    let phase = Plan::single(Workload::Doorbells, 1, 0).phases.remove(0);
+    let stop = AtomicBool::new(false);
+    for pings in [0u64, 1, 37] {
+        let d = session
+            .dispatch(
+                descriptor::diagnostic(&phase, pings),
+                IrqSource::None,
+                Duration::from_secs(60),
+                &stop,
+            )
+            .expect("dispatch");
+        let s = &d.samples[0];
+        assert_eq!(s.pings, pings, "every PING of the tight loop is counted");
+        assert!(s.ping_handled <= s.ping_host, "{s:?}");
+        assert_eq!(
+            s.ping_host.is_zero(),
+            pings == 0,
+            "{pings} PINGs: {:?}",
+            s.ping_host
+        );
     }
+    session.shutdown();
 }
