@@ -254,8 +254,18 @@ fn summary_line(out: &mut String, what: &str, s: &Summary) {
     );
 }
 
+/// Prints the ratio and returns its precision per second; NaN when it has no CI (fewer than 6
+/// kept rounds collapse the CI to the median).
 fn ratio_line(out: &mut String, what: &str, i: &Interval, elapsed: Duration) -> f64 {
     let h = relative_half_width(i);
+    if !(h.is_finite() && h > 0.0) {
+        let _ = writeln!(
+            out,
+            "  {what:<28} {:>10.4}  no CI (too few undisturbed rounds)",
+            i.median
+        );
+        return f64::NAN;
+    }
     let pps = precision_per_second(h, elapsed);
     let _ = writeln!(
         out,
@@ -334,12 +344,19 @@ pub fn text(c: &Comparison) -> String {
         &i.ratio,
         i.elapsed,
     );
-    let _ = writeln!(
-        out,
-        "precision per second, irqbench / reference: {:.3} (reference {:.2}× irqbench's)",
-        irq_pps / ref_pps,
-        ref_pps / irq_pps
-    );
+    if (irq_pps / ref_pps).is_finite() {
+        let _ = writeln!(
+            out,
+            "precision per second, irqbench / reference: {:.3} (reference {:.2}× irqbench's)",
+            irq_pps / ref_pps,
+            ref_pps / irq_pps
+        );
+    } else {
+        let _ = writeln!(
+            out,
+            "precision per second, irqbench / reference: no ratio (a side has no CI)"
+        );
+    }
     if let Some(t) = &c.trip {
         trip_text(&mut out, t, c.tsc_khz);
     }
