@@ -3,7 +3,9 @@
 //! - `boot_to_first_doorbell`: VM creation → guest boot → every vCPU's BOOTED doorbell
 //!   (`machine_create` alone, `boot` without the shutdown, `boot_and_shutdown`).
 //! - `doorbell_round_trip`: one PING doorbell exit round trip, by host wall time and by the
-//!   guest's TSC, and the fixed cost of one dispatch with no PING at all.
+//!   guest's TSC, and the fixed cost of one dispatch with no PING at all; the vCPU loop's host
+//!   share of a PING is printed. `irqbench reference` sets the round trip against a raw
+//!   port-I/O exit in the same invocation.
 //! - `stats_snapshot`: one `StatsFd::snapshot()` of a vCPU and of a VM stats fd.
 //! - `harness_overhead_vs_vcpus`: one zero-iteration dispatch (command, BEGIN and END doorbells,
 //!   two stats snapshots per vCPU, validation) at 1, 2, 4 and 8 vCPUs.
@@ -102,6 +104,17 @@ fn check_pings(session: &mut Session, phase: &PhasePlan, pings: u64) {
     assert_eq!(d.samples.len(), phase.vcpus as usize, "one sample per vCPU");
     for s in &d.samples {
         assert_eq!(s.pings, pings, "vCPU {} saw {} PINGs", s.index, s.pings);
+        if pings > 0 {
+            // The vCPU loop's own share of a PING (see `irqbench reference` for the rest).
+            let per = |t: Duration| t / u32::try_from(pings).unwrap_or(u32::MAX);
+            println!(
+                "doorbell_round_trip: vCPU {} host side per PING {:?}, of which {:?} to the \
+                 doorbell handled",
+                s.index,
+                per(s.ping_host),
+                per(s.ping_handled)
+            );
+        }
     }
 }
 

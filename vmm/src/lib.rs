@@ -18,6 +18,7 @@ pub mod identity;
 pub mod kvm;
 pub mod machine;
 pub mod measure;
+pub mod reference;
 pub mod report;
 pub mod results;
 pub mod statistics;

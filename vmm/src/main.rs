@@ -23,6 +23,7 @@ fn dispatch(command: Command) -> Result<Status, CliError> {
         Command::Run(args) => cli::run::cmd_run(&args),
         Command::Host { json, verbose, .. } => cli::inspect::cmd_host(json, verbose),
         Command::Validate(args) => cli::validate::cmd_validate(&args),
+        Command::Reference(args) => cli::reference::cmd_reference(&args),
         Command::Disasm { strategies, guest } => {
             cli::inspect::cmd_disasm(&strategies, guest.as_deref())
         }

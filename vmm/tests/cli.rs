@@ -85,6 +85,7 @@ fn every_command_has_help_with_examples() {
         vec!["run", "--help"],
         vec!["host", "--help"],
         vec!["validate", "--help"],
+        vec!["reference", "--help"],
         vec!["disasm", "--help"],
         vec!["compare", "--help"],
         vec!["list", "--help"],
@@ -1097,6 +1098,7 @@ fn no_kvm_is_one_status_in_every_command() {
         vec!["run", "quick", "--no-save"],
         vec!["validate"],
         vec!["host"],
+        vec!["reference", "--rounds", "6"],
     ] {
         let out = irqbench()
             .args(&args)
@@ -1557,4 +1559,28 @@ fn a_signal_stops_validate_with_130_and_no_verdict() {
     assert_eq!(out.status.code(), Some(130), "{:?}: {err}", out.status);
     assert!(err.contains("no verdict"), "{err}");
     assert!(!text(&out.stdout).contains("FAIL"), "{}", text(&out.stdout));
+}
+
+#[test]
+fn reference_refuses_bad_lengths_before_opening_kvm() {
+    for (args, needle) in [
+        (
+            vec!["reference", "--rounds", "3"],
+            "rounds = 3: valid is 6..=1000000",
+        ),
+        (vec!["reference", "--iterations", "0"], "iterations = 0"),
+        (
+            vec!["reference", "--trip-rounds", "100001"],
+            "--trip-rounds 100001",
+        ),
+    ] {
+        let out = irqbench()
+            .args(&args)
+            .env("IRQBENCH_KVM_DEVICE", "/nonexistent/kvm")
+            .output()
+            .expect("spawn");
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
 }

@@ -22,6 +22,7 @@ const LAYERS: &[&[&str]] = &[
     &["host"],
     &["config"],
     &["measure"],
+    &["reference"],
     &["validate"],
     &["report"],
     &["history"],

@@ -8,6 +8,7 @@ pub mod history;
 pub mod inspect;
 pub mod output;
 pub mod progress;
+pub mod reference;
 pub mod run;
 pub mod validate;
 
@@ -37,6 +38,7 @@ many VM exits and how many TSC cycles one operation costs, under a configurable 
   irqbench import old/*.json                # earlier JSON results into the history
   irqbench host                             # CPU, kernel, KVM flavour (vmx/svm/pvm), TSC
   irqbench validate                         # does this host behave as its flavour should?
+  irqbench reference                        # raw-KVM precision/s against irqbench's
   irqbench disasm native-skip               # the exact instructions of a strategy
   irqbench list                             # strategies, instructions, irq sources, configs
 
@@ -117,6 +119,9 @@ written and marked \"partial\"); 141 stdout was a closed pipe.")]
     /// Check that this host behaves as its KVM flavour should: PASS, WARN or FAIL per check.
     #[command(after_help = validate::AFTER_HELP)]
     Validate(validate::ValidateArgs),
+    /// The method's limit on this host: a raw-KVM probe against irqbench, in one invocation.
+    #[command(after_help = reference::AFTER_HELP)]
+    Reference(reference::ReferenceArgs),
     /// Show the exact instructions of each strategy, decoded from the guest ELF.
     #[command(after_help = "Examples:
   irqbench disasm                 # every strategy

@@ -87,7 +87,7 @@ impl VcpuControl {
     }
 }
 
-fn kick_signal() -> i32 {
+pub fn kick_signal() -> i32 {
     signal::SIGRTMIN() + KICK_SIGNAL_OFFSET
 }
 
@@ -224,6 +224,8 @@ fn run_loop(ctx: &mut VcpuContext) -> VcpuOutcome {
     // The counted exit being handled and when KVM_RUN returned it: timed up to the next
     // KVM_RUN.
     let mut handling: Option<(ExitReason, Instant)> = None;
+    // A PING being handled and when KVM_RUN returned it.
+    let mut ping: Option<Instant> = None;
     loop {
         if let Some(on) = sync_next.take() {
             set_sync_regs(ctx, on);
@@ -236,6 +238,9 @@ fn run_loop(ctx: &mut VcpuContext) -> VcpuOutcome {
         }
         if let Some((reason, returned)) = handling.take() {
             window.time_exit(reason, returned.elapsed());
+        }
+        if let Some(returned) = ping.take() {
+            window.sample.ping_host += returned.elapsed();
         }
         let exit = ctx.vcpu.run();
         let returned = Instant::now();
@@ -258,6 +263,10 @@ fn run_loop(ctx: &mut VcpuContext) -> VcpuOutcome {
                 };
                 if let Err(outcome) = doorbell_rung(ctx, &mut window, bell) {
                     return outcome;
+                }
+                if bell == Doorbell::Ping && window.open {
+                    window.sample.ping_handled += returned.elapsed();
+                    ping = Some(returned);
                 }
                 continue;
             }

@@ -155,6 +155,12 @@ pub struct PhaseSample {
     pub variants: Vec<VariantTotals>,
     /// PING doorbells seen.
     pub pings: u64,
+    /// Host time of those PINGs, from KVM_RUN returning to entering it again (the run loop's
+    /// own share of a doorbell round trip).
+    pub ping_host: Duration,
+    /// Of `ping_host`, the part up to the doorbell's handling being done (decode, parse,
+    /// count); the rest is the loop's checks before the next KVM_RUN.
+    pub ping_handled: Duration,
     /// Hypercalls seen by the VMM (port or vmcall).
     pub hypercalls: u64,
     /// Interrupts injected with KVM_INTERRUPT.
