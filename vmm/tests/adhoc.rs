@@ -111,7 +111,7 @@ fn only_runs_the_matching_rows_and_the_report_records_the_flags() {
     ]);
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
     assert!(out.status.success(), "{stderr}");
-    assert!(stderr.contains("(2 phases)"), "{stderr}");
+    assert!(stderr.contains("(2 rows in 1 group)"), "{stderr}");
     let flags = "--set run.max_seconds=0.5 --set run.min_rounds=5 --set \
                  'report.redact=[\"cmdline\"]' --only 'quick/pvop-*'";
     assert!(stdout.contains(&format!("ad hoc: {flags}")), "{stdout}");

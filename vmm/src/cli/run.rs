@@ -491,10 +491,12 @@ fn measure_plan(p: &Prepared, signals: &Signals, req: &Request) -> Result<RunRep
     announce_stop(bar.bar());
     if !quiet {
         warn(format_args!(
-            "running `{}` ({} rows in {} groups) from {}: about {length}",
+            "running `{}` ({} row{} in {} group{}) from {}: about {length}",
             plan.name,
             plan.phases.len(),
+            if plan.phases.len() == 1 { "" } else { "s" },
             length.groups,
+            if length.groups == 1 { "" } else { "s" },
             plan.source,
         ));
     }
