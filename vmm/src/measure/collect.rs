@@ -26,6 +26,9 @@ pub struct Obs {
     pub hypercalls_seen: u64,
     pub guest: GuestCounts,
     pub host_disturbed: bool,
+    /// The vCPU thread's off-CPU time and wall time across the block (0 without thread clocks).
+    pub off_cpu_ns: u64,
+    pub wall_ns: u64,
 }
 
 /// KVM stats of one (round, variant) summed over vCPUs, by index into
@@ -140,6 +143,8 @@ impl Collected {
                     guest: v.counts,
                     host_disturbed: self.host_rules
                         && disturbance::host_flags(b.off_cpu_ns, b.involuntary_switches, b.wall_ns),
+                    off_cpu_ns: b.off_cpu_ns,
+                    wall_ns: b.wall_ns,
                 });
                 self.add_cell_stats(v.round, v.variant, b.stats.as_ref());
                 let cell = self.cell_reasons.entry((v.round, v.variant)).or_default();

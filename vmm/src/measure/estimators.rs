@@ -233,6 +233,9 @@ impl RoundTable {
     }
 }
 
+/// The comparison estimator [`super::ratio`]'s evaluation chose (its name in that table).
+pub const RATIO_ESTIMATOR: &str = "paired ratio (median)";
+
 /// What a paired ratio compares.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Metric {
