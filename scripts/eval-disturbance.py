@@ -10,7 +10,7 @@ variant, the median block of the blocks the thread-clock rules kept with its 95%
 median of the flagged blocks after subtracting their off-CPU time x the TSC rate: the
 correction holds when that median lies inside the kept blocks' CI.
 """
-import csv, math, statistics, sys
+import csv, signal, math, statistics, sys
 from collections import defaultdict
 
 
@@ -65,6 +65,9 @@ def correction(path, khz):
               f"{corr:>10.0f} ({100 * (corr / q[0] - 1):+.1f}%) {str(inside):>6} {off:>10.0f}")
 
 
+signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # a closed pipe ends the output quietly
+if len(sys.argv) < 3:
+    sys.exit(__doc__)
 path, khz = sys.argv[1], float(sys.argv[2])
 sched(path[: -len(".csv")] + ".sched")
 correction(path, khz)

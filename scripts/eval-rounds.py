@@ -10,7 +10,7 @@ paired-ratio estimate over all rounds, common to every estimator) and the chunk 
 relative half-width. Kept: blocks the thread-clock rules did not flag, and not block-time
 outliers (> median + 10 MAD and > 1.25 x median), as in measure/disturbance.rs.
 """
-import csv, math, random, statistics, sys
+import csv, signal, math, random, statistics, sys
 from collections import defaultdict
 
 
@@ -119,4 +119,7 @@ def main():
         print(f"{name:<30} {n:>6} {100 * c / max(n, 1):>9.1f}% {100 * wm:>18.2f}%")
 
 
+signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # a closed pipe ends the output quietly
+if len(sys.argv) < 2:
+    sys.exit(__doc__)
 main()
