@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use irqbench_abi::{self as abi, PhaseDescriptor};
 
-use super::collect::Collected;
+use super::collect::{host_rules_apply, Collected};
 use super::descriptor::{self, workload_ids};
 use super::estimators;
 use super::pacing::{End, Pacer};
@@ -188,10 +188,10 @@ impl GroupRun<'_> {
     ) -> Result<(Collected, bool, Option<End>), PhaseError> {
         let lock = matches!(self.rows[0].workload, Workload::Lock { .. });
         let first = self.rows[0];
-        // One disturbance rule at every vCPU count (docs/ARCHITECTURE.md, "Disturbance"): the
-        // thread clocks flag, and a flagged block whose timed window kept its variant's time is
-        // cleared, so vCPUs that wait for each other outside the timed window lose nothing.
-        let mut collected = Collected::new(variants.len(), first.vcpus, true);
+        let load_thread = first.irq.host_raised().is_some();
+        let host_cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let host_rules = host_rules_apply(first.vcpus, load_thread, host_cpus);
+        let mut collected = Collected::new(variants.len(), first.vcpus, host_rules);
         let round_cap = max_rounds(variants.len(), first.vcpus);
         let mut first_round = 0u32;
         // Computing the figures reads every block so far: check precision after each of the
