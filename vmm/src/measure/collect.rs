@@ -26,6 +26,9 @@ pub struct Obs {
     pub hypercalls_seen: u64,
     pub guest: GuestCounts,
     pub host_disturbed: bool,
+    /// The vCPU thread's off-CPU time and wall time across the block (0 without thread clocks).
+    pub off_cpu_ns: u64,
+    pub wall_ns: u64,
 }
 
 /// KVM stats of one (round, variant) summed over vCPUs, by index into
@@ -81,7 +84,9 @@ pub struct Collected {
 /// CPU". When the group's own threads — its vCPUs and the interrupt-load thread — outnumber
 /// the CPUs the process may run on, they take it from each other in every block: that
 /// scheduling is part of what the row measures (like exits the strategy causes), not a
-/// disturbance, and only the outlier rule applies.
+/// disturbance, and only the outlier rule applies. (Applying the thread clocks there too, with
+/// flagged blocks cleared by [`disturbance::cleared`], was measured and lost every 2-vCPU
+/// `inject` comparison in one of three runs: docs/ARCHITECTURE.md, "Disturbance".)
 pub fn host_rules_apply(vcpus: u32, load_thread: bool, host_cpus: usize) -> bool {
     vcpus as usize + usize::from(load_thread) <= host_cpus
 }
@@ -140,6 +145,8 @@ impl Collected {
                     guest: v.counts,
                     host_disturbed: self.host_rules
                         && disturbance::host_flags(b.off_cpu_ns, b.involuntary_switches, b.wall_ns),
+                    off_cpu_ns: b.off_cpu_ns,
+                    wall_ns: b.wall_ns,
                 });
                 self.add_cell_stats(v.round, v.variant, b.stats.as_ref());
                 let cell = self.cell_reasons.entry((v.round, v.variant)).or_default();
@@ -227,17 +234,17 @@ impl Collected {
     /// the group's threads share CPUs, each vCPU's blocks are heavy-tailed by construction, so
     /// outliers are judged on the round's mean over vCPUs instead.
     pub fn table(&self) -> RoundTable {
-        let per_block = if self.host_rules {
+        let (per_block, cleared) = if self.host_rules {
             self.block_outliers()
         } else {
-            vec![false; self.obs.len()]
+            (vec![false; self.obs.len()], vec![false; self.obs.len()])
         };
         let mut table = RoundTable::new(self.variants);
         table.stat_names = self.stat_names.clone();
         table.rounds = vec![vec![None; self.variants]; self.rounds as usize];
         // Sum per (round, variant) over vCPUs, then average.
         let mut acc: BTreeMap<(u32, usize), (Cell, u32)> = BTreeMap::new();
-        for (o, out) in self.obs.iter().zip(&per_block) {
+        for ((o, out), clear) in self.obs.iter().zip(&per_block).zip(&cleared) {
             let (cell, n) = acc.entry((o.round, o.variant)).or_default();
             cell.cycles_mean += o.cycles as f64;
             cell.cycles_max = cell.cycles_max.max(o.cycles as f64);
@@ -245,7 +252,8 @@ impl Collected {
             cell.userspace_exits += o.userspace_exits;
             cell.hypercalls_seen += o.hypercalls_seen;
             cell.guest += o.guest;
-            cell.disturbed |= o.host_disturbed || *out;
+            cell.disturbed |= (o.host_disturbed && !clear) || *out;
+            cell.corrected += u32::from(*clear);
             *n += 1;
         }
         for ((round, v), (mut cell, n)) in acc {
@@ -267,15 +275,24 @@ impl Collected {
         table
     }
 
-    /// Outlier flags of every vCPU block, judged within its variant.
-    fn block_outliers(&self) -> Vec<bool> {
+    /// Outlier flags of every vCPU block, judged within its variant, and which thread-clock
+    /// flags [`disturbance::cleared`] lifted.
+    fn block_outliers(&self) -> (Vec<bool>, Vec<bool>) {
         let mut outlier = vec![false; self.obs.len()];
+        let mut lifted = vec![false; self.obs.len()];
         for v in 0..self.variants {
             let idx: Vec<usize> = (0..self.obs.len())
                 .filter(|&i| self.obs[i].variant == v)
                 .collect();
             let cycles: Vec<f64> = idx.iter().map(|&i| self.obs[i].cycles as f64).collect();
-            let flagged: Vec<bool> = idx.iter().map(|&i| self.obs[i].host_disturbed).collect();
+            let mut flagged: Vec<bool> = idx.iter().map(|&i| self.obs[i].host_disturbed).collect();
+            for (k, c) in disturbance::cleared(&cycles, &flagged)
+                .into_iter()
+                .enumerate()
+            {
+                lifted[idx[k]] = c;
+                flagged[k] &= !c;
+            }
             for (k, o) in disturbance::outliers(&cycles, &flagged)
                 .into_iter()
                 .enumerate()
@@ -283,7 +300,7 @@ impl Collected {
                 outlier[idx[k]] = o;
             }
         }
-        outlier
+        (outlier, lifted)
     }
 }
 

@@ -36,6 +36,8 @@ pub struct Cell {
     pub reasons: [u64; crate::vcpu::ExitReason::COUNT],
     /// Any vCPU's block was disturbed.
     pub disturbed: bool,
+    /// vCPU blocks the thread clocks flagged but [`super::disturbance::cleared`] kept.
+    pub corrected: u32,
 }
 
 impl Cell {
@@ -203,6 +205,14 @@ impl RoundTable {
         (seen, disturbed)
     }
 
+    /// Cleared vCPU blocks ([`Cell::corrected`]) of `v` and the baseline in the rounds where
+    /// neither was disturbed.
+    pub fn blocks_corrected(&self, v: usize) -> u64 {
+        self.pairs(0, v)
+            .map(|(e, x)| u64::from(e.corrected) + u64::from(x.corrected))
+            .sum()
+    }
+
     /// Fraction of the rounds in which `v` or the baseline was disturbed.
     pub fn disturbed_fraction(&self, v: usize) -> f64 {
         match self.blocks_disturbed(v) {
@@ -232,6 +242,9 @@ impl RoundTable {
             .collect()
     }
 }
+
+/// The comparison estimator [`super::ratio`]'s evaluation chose (its name in that table).
+pub const RATIO_ESTIMATOR: &str = "paired ratio (median)";
 
 /// What a paired ratio compares.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -152,8 +152,19 @@ impl GroupRun<'_> {
         self.round_fits_budget(n, variants.len(), estimate)?;
         let mut pacer = Pacer::new(self.plan.max_seconds, self.plan.min_rounds, estimate);
         let rounds_started = Instant::now();
+        let dump = super::dump::dir().map(|d| (d, super::dump::snapshot()));
         let (collected, interrupted, end) = self.rounds(&variants, n, &mut pacer, started, step)?;
         let wall = rounds_started.elapsed();
+        if let Some((dir, before)) = &dump {
+            let group = self.rows[0].group.to_string();
+            super::dump::write(
+                dir,
+                &group,
+                &collected.obs,
+                before,
+                &super::dump::snapshot(),
+            );
+        }
         let facts = rows::GroupFacts {
             rows: &self.rows,
             image: &self.session.image,

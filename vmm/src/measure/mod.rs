@@ -31,12 +31,14 @@ pub mod collect;
 pub mod counts;
 pub mod descriptor;
 pub mod disturbance;
+pub mod dump;
 pub mod estimators;
 pub mod group;
 pub mod irq_load;
 pub mod pacing;
 pub mod pinning;
 mod preflight;
+pub mod ratio;
 mod rows;
 pub mod session;
 pub mod shadow;
@@ -846,7 +848,9 @@ mod tests {
             r.cycles_per_op,
             r.baseline_cycles.median
         );
-        assert!(r.disturbed_fraction < 0.5, "{}", r.disturbed_fraction);
+        // Kept rounds remain (how many depends on the host's load: 85% of the blocks were
+        // disturbed at load 14 on 2 CPUs, so no bound on the fraction holds here).
+        assert!(r.no_data.is_none(), "{:?}", r.no_data);
     }
 
     /// Spins on CPU 0 until `stop`: competes with a vCPU thread pinned there.
@@ -895,10 +899,21 @@ mod tests {
         let quiet = [&before.results[0], &after.results[0]].map(|r| r.cycles_per_op.median);
         let reference = (quiet[0] + quiet[1]) / 2.0;
         let change = b.cycles_per_op.median / reference - 1.0;
+        // Flagged blocks are either lifted (their timed window kept the variant's time) or left
+        // out; a lifted block sits only in a kept round, with its baseline partner: at most
+        // two per kept round.
+        let kept = b.cycles_per_op.samples.len() as u64;
+        assert!(
+            b.corrected_blocks <= 2 * kept,
+            "{} lifted in {kept} rounds",
+            b.corrected_blocks
+        );
         eprintln!(
-            "competed median {:.0} ({:.1}% of blocks disturbed) vs quiet {:.0} and {:.0}: {:+.2}%",
+            "competed median {:.0} ({:.1}% of blocks disturbed, {} lifted) vs quiet {:.0} and \
+             {:.0}: {:+.2}%",
             b.cycles_per_op.median,
             b.disturbed_fraction * 100.0,
+            b.corrected_blocks,
             quiet[0],
             quiet[1],
             change * 100.0

@@ -183,6 +183,7 @@ fn row_result(
         vcpus: row.vcpus,
         body_ops: row.body_ops,
         disturbed_fraction: table.disturbed_fraction(v),
+        corrected_blocks: table.blocks_corrected(v),
         precision_reached: estimators::precise(&cycles, baseline.median, precision),
         ns_per_op: to_ns(&cycles, ns_per_cycle),
         baseline_ns: to_ns(&baseline, ns_per_cycle),

@@ -240,6 +240,11 @@ pub struct PhaseResult {
     /// out of every figure.
     #[serde(default)]
     pub disturbed_fraction: f64,
+    /// vCPU blocks the thread clocks flagged (off-CPU between their doorbells) whose timed
+    /// window was undisturbed, so they stayed in (measure/disturbance.rs `cleared`), in the
+    /// rounds of this row and its baseline partner.
+    #[serde(default)]
+    pub corrected_blocks: u64,
     /// The CI half-width reached the plan's precision before the time budget ran out.
     #[serde(default)]
     pub precision_reached: bool,
