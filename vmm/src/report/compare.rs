@@ -541,17 +541,18 @@ fn rows_text(out: &mut String, c: &Comparison) {
     use Align::{Left, Right};
     let mut t = TextTable::new(&[
         ("", Left),
-        ("", Left),
         ("", Right),
         ("", Left),
         ("", Right),
         ("", Right),
         ("", Left),
     ]);
+    // The row and its metric are one column, so a panel that continues the table names both.
+    let name_width = c.rows.iter().map(|r| r.name.chars().count()).max();
     for r in &c.rows {
+        let w = name_width.unwrap_or(0);
         t.rows.push(vec![
-            r.name.clone(),
-            r.metric.clone(),
+            format!("{:<w$}  {}", r.name, r.metric),
             fmt_value(&r.metric, r.old, r.old_ci95),
             "-->".into(),
             fmt_value(&r.metric, r.new, r.new_ci95),
@@ -559,9 +560,13 @@ fn rows_text(out: &mut String, c: &Comparison) {
             verdict(r),
         ]);
     }
-    // No header row in this style: drop the blank header and its rule.
-    let text = t.render("", usize::MAX);
-    for line in text.lines().skip(2) {
+    // No header row in this style: drop each panel's blank header and its rule (a table wider
+    // than the terminal continues in panels that repeat the row name).
+    let text = t.render("", super::width::text_width());
+    for line in text
+        .lines()
+        .filter(|l| !l.chars().all(|c| c == ' ' || c == '-'))
+    {
         let _ = writeln!(out, "{line}");
     }
 }
@@ -569,7 +574,11 @@ fn rows_text(out: &mut String, c: &Comparison) {
 /// The comparison as aligned plain-text lines (the style of a kernel patch's cover letter), or
 /// as a Markdown table.
 pub fn render_compare(c: &Comparison, markdown: bool) -> String {
-    let mut out = header(c);
+    let mut out = if markdown {
+        header(c)
+    } else {
+        super::width::wrap(&header(c), super::width::text_width())
+    };
     if markdown {
         rows_markdown(&mut out, c);
     } else {
@@ -603,10 +612,12 @@ pub fn render_compare(c: &Comparison, markdown: bool) -> String {
     if c.rows.is_empty() && c.only_in_a.is_empty() && c.only_in_b.is_empty() {
         out.push_str("no rows to compare\n");
     }
-    let _ = writeln!(
-        out,
-        "\nvalues: median ±h (95% CI); beyond noise = the two runs' CIs do not overlap and the \
-         change is at least the floor"
-    );
+    let legend = "\nvalues: median ±h (95% CI); beyond noise = the two runs' CIs do not overlap \
+                  and the change is at least the floor\n";
+    if markdown {
+        out.push_str(legend);
+    } else {
+        out.push_str(&super::width::wrap(legend, super::width::text_width()));
+    }
     out
 }
