@@ -539,15 +539,8 @@ fn rows_markdown(out: &mut String, c: &Comparison) {
 
 fn rows_text(out: &mut String, c: &Comparison) {
     use Align::{Left, Right};
-    let mut t = TextTable::new(&[
-        ("", Left),
-        ("", Left),
-        ("", Right),
-        ("", Left),
-        ("", Right),
-        ("", Right),
-        ("", Left),
-    ]);
+    let aligns = [Left, Left, Right, Left, Right, Right, Left];
+    let mut t = TextTable::new(&aligns.map(|a| ("", a)));
     for r in &c.rows {
         t.rows.push(vec![
             r.name.clone(),
