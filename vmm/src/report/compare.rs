@@ -301,7 +301,7 @@ fn by_identity<'a>(
 /// For a row of the old run that the new one does not have, the new row of the same name
 /// that measured something else, and how.
 fn config_difference(ra: &PhaseResult, b: &RunReport) -> Option<String> {
-    let rb = b.results.iter().find(|r| r.name == ra.name)?;
+    let rb = b.row(&ra.name)?;
     let diffs: Vec<String> = identity(ra)
         .iter()
         .zip(identity(rb).iter())

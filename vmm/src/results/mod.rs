@@ -562,6 +562,13 @@ pub struct RunReport {
     pub interaction_method: String,
 }
 
+impl RunReport {
+    /// The result row of this name.
+    pub fn row(&self, name: &str) -> Option<&PhaseResult> {
+        self.results.iter().find(|r| r.name == name)
+    }
+}
+
 /// Reads `results` one row at a time, so an error names its row (`results[3]: ...`) and not
 /// only a line and column.
 fn rows_by_index<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<PhaseResult>, D::Error> {
