@@ -42,18 +42,15 @@ impl Status {
     /// The status of two outcomes of one command: a signal outranks everything (the user
     /// asked to stop), then a closed stdout, then a usage error, then a failure.
     pub fn and(self, other: Status) -> Status {
-        let rank = |s: Status| match s {
+        let rank = |s: &Status| match s {
             Status::Success => 0,
             Status::Failed => 1,
             Status::Usage => 2,
             Status::BrokenPipe => 3,
             Status::Hangup | Status::Interrupted => 4,
         };
-        if rank(other) > rank(self) {
-            other
-        } else {
-            self
-        }
+        // On a tie `max_by_key` gives its second argument: `self`, as it should.
+        std::cmp::max_by_key(other, self, rank)
     }
 }
 

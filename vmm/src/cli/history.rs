@@ -549,22 +549,17 @@ fn load_baseline(args: &CheckArgs) -> Result<(i64, RunReport), CliError> {
 }
 
 fn json_target(args: &CheckArgs) -> Result<Outputs, CliError> {
-    let Some(path) = args.json.as_deref() else {
-        let outputs = Outputs::default().with_exports(&args.reporting)?;
-        outputs.check(
-            Some(&args.config),
-            args.guest.as_deref(),
-            args.save.db.as_deref(),
-        )?;
-        return Ok(outputs);
+    let json = match args.json.as_deref() {
+        Some(path) if path.as_os_str() == irqbench::files::write::STDOUT_ARG => {
+            return Err(CliError::Usage(
+                "check --json takes a file: stdout carries the verdict".into(),
+            ));
+        }
+        Some(path) => Some(OutputTarget::new("--json", path).map_err(CliError::Output)?),
+        None => None,
     };
-    if path.as_os_str() == irqbench::files::write::STDOUT_ARG {
-        return Err(CliError::Usage(
-            "check --json takes a file: stdout carries the verdict".into(),
-        ));
-    }
     let outputs = Outputs {
-        json: Some(OutputTarget::new("--json", path).map_err(CliError::Output)?),
+        json,
         ..Outputs::default()
     }
     .with_exports(&args.reporting)?;

@@ -172,10 +172,11 @@ impl Outputs {
 /// Every output path is checked up front (a typo must not cost a whole run): kind, folder,
 /// duplicates, and overlap with the config or guest this run reads or the history database.
 fn check_outputs(args: &RunArgs) -> Result<Outputs, CliError> {
-    let target = |what: &str, p: &Option<PathBuf>| p.as_deref().map(|p| OutputTarget::new(what, p));
-    let json = target("--json", &args.json)
-        .transpose()
-        .map_err(CliError::Output)?;
+    let target = |what: &str, p: &Option<PathBuf>| {
+        let target = p.as_deref().map(|p| OutputTarget::new(what, p));
+        target.transpose().map_err(CliError::Output)
+    };
+    let json = target("--json", &args.json)?;
     let svg = json
         .as_ref()
         .and_then(|j| j.sibling("the chart beside --json", "svg"))
@@ -190,12 +191,8 @@ fn check_outputs(args: &RunArgs) -> Result<Outputs, CliError> {
         json,
         svg,
         forest,
-        csv: target("--csv", &args.csv)
-            .transpose()
-            .map_err(CliError::Output)?,
-        markdown: target("--markdown", &args.markdown)
-            .transpose()
-            .map_err(CliError::Output)?,
+        csv: target("--csv", &args.csv)?,
+        markdown: target("--markdown", &args.markdown)?,
         exports: Vec::new(),
     }
     .with_exports(&args.reporting)?;

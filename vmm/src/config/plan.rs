@@ -241,22 +241,6 @@ impl Workload {
             _ => None,
         }
     }
-
-    /// Operations one iteration completes.
-    pub fn ops_per_iteration(&self) -> u64 {
-        match self {
-            Workload::Insn { insn } => u64::from(insn.unroll()),
-            Workload::Strategy { .. }
-            | Workload::Lock { .. }
-            | Workload::Mixed { .. }
-            | Workload::Doorbells
-            | Workload::FaultUd2
-            | Workload::SpinForever
-            | Workload::GarbageRecord
-            | Workload::Idle { .. }
-            | Workload::HaltForever => 1,
-        }
-    }
 }
 
 /// What the rows of one group share (everything but the workload's variant). It renders as

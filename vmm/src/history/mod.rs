@@ -182,40 +182,25 @@ pub enum HistoryError {
 /// An SQLite error as ours: corruption and "not a database" name the damage, a write refused
 /// by the file system or the file's mode names which, the rest the path.
 fn db_error(path: &Path) -> impl Fn(rusqlite::Error) -> HistoryError + '_ {
-    move |source| match source.sqlite_error_code() {
-        Some(ErrorCode::DatabaseCorrupt | ErrorCode::NotADatabase) => HistoryError::Corrupt {
-            path: path.to_owned(),
-            source,
-        },
-        // SQLite says "attempt to write a readonly database" or, on a read-only mount where
-        // it cannot create the -shm file, "unable to open database file": neither names why.
-        Some(ErrorCode::ReadOnly | ErrorCode::CannotOpen) => match read_only_cause(path) {
-            Some(why) => HistoryError::ReadOnly {
-                path: path.to_owned(),
-                why,
-                source,
+    move |source| {
+        let path = path.to_owned();
+        match source.sqlite_error_code() {
+            Some(ErrorCode::DatabaseCorrupt | ErrorCode::NotADatabase) => {
+                HistoryError::Corrupt { path, source }
+            }
+            // SQLite says "attempt to write a readonly database" or, on a read-only mount where
+            // it cannot create the -shm file, "unable to open database file": neither names why.
+            Some(ErrorCode::ReadOnly | ErrorCode::CannotOpen) => match read_only_cause(&path) {
+                Some(why) => HistoryError::ReadOnly { path, why, source },
+                None => HistoryError::Sqlite { path, source },
             },
-            None => HistoryError::Sqlite {
-                path: path.to_owned(),
-                source,
+            // SQLite says "database or disk is full" or, for EFBIG, "disk I/O error".
+            Some(ErrorCode::DiskFull | ErrorCode::SystemIoFailure) => match space_cause(&path) {
+                Some(why) => HistoryError::NoSpace { path, why, source },
+                None => HistoryError::Sqlite { path, source },
             },
-        },
-        // SQLite says "database or disk is full" or, for EFBIG, "disk I/O error".
-        Some(ErrorCode::DiskFull | ErrorCode::SystemIoFailure) => match space_cause(path) {
-            Some(why) => HistoryError::NoSpace {
-                path: path.to_owned(),
-                why,
-                source,
-            },
-            None => HistoryError::Sqlite {
-                path: path.to_owned(),
-                source,
-            },
-        },
-        _ => HistoryError::Sqlite {
-            path: path.to_owned(),
-            source,
-        },
+            _ => HistoryError::Sqlite { path, source },
+        }
     }
 }
 

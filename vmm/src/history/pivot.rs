@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
-use super::trend::{estimate, host_text, runs_table, runs_table_with, trends};
+use super::trend::{estimate, heading, host_text, runs_table, runs_table_with, trends};
 use super::{RunRow, TrendPoint};
 use crate::report::columns::Align;
 use crate::report::format::fmt_cost;
@@ -17,14 +17,7 @@ pub fn render_history_pivot(
     points: &[TrendPoint],
     width: usize,
 ) -> String {
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "history: {} ({} run{} shown, oldest first)",
-        db.display(),
-        runs.len(),
-        if runs.len() == 1 { "" } else { "s" }
-    );
+    let mut out = heading(db, runs);
     // One host for every run (the usual case) is said once: the table then fits a terminal.
     let host = runs.first().map(host_text);
     match host.filter(|h| runs.iter().all(|r| host_text(r) == *h)) {

@@ -104,11 +104,6 @@ impl RunRef {
             _ => RunRef::Baseline(arg.to_owned()),
         }
     }
-
-    /// Whether the history database is needed to read it.
-    pub fn needs_db(&self) -> bool {
-        !matches!(self, RunRef::File(_))
-    }
 }
 
 /// Why `name` cannot name a baseline, if it cannot: it must never read as a run id, a file or

@@ -112,17 +112,20 @@ pub(super) fn runs_table_with(runs: &[RunRow], host_column: bool) -> String {
     t.render("  ", usize::MAX)
 }
 
+/// The first line of `history`, long or not.
+pub(super) fn heading(db: &std::path::Path, runs: &[RunRow]) -> String {
+    let s = if runs.len() == 1 { "" } else { "s" };
+    format!(
+        "history: {} ({} run{s} shown, oldest first)\n",
+        db.display(),
+        runs.len()
+    )
+}
+
 /// The text of `history`: the runs, then one small table per result row with its median ±CI
 /// in each run (`≈0 (±h)` where the CI spans zero, as in every report).
 pub fn render_history(db: &std::path::Path, runs: &[RunRow], points: &[TrendPoint]) -> String {
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "history: {} ({} run{} shown, oldest first)",
-        db.display(),
-        runs.len(),
-        if runs.len() == 1 { "" } else { "s" }
-    );
+    let mut out = heading(db, runs);
     out.push_str(&runs_table(runs));
     let trends = trends(points);
     if trends.is_empty() {

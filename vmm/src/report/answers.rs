@@ -22,16 +22,12 @@ pub fn fill_answers(report: &mut RunReport) {
     };
 }
 
-fn row<'a>(report: &'a RunReport, name: &str) -> Option<&'a PhaseResult> {
-    report.results.iter().find(|r| r.name == name)
-}
-
 /// Every comparison of a strategy, lock or mixed group, keyed by what it compares; an answer
 /// for each key measured in two or more conditions (one condition is its group's table line).
 pub fn gather(report: &RunReport) -> Vec<Answer> {
     let mut answers: Vec<(Answer, Vec<&PairedComparison>)> = Vec::new();
     for c in &report.comparisons {
-        let (Some(ra), Some(rb)) = (row(report, &c.a), row(report, &c.b)) else {
+        let (Some(ra), Some(rb)) = (report.row(&c.a), report.row(&c.b)) else {
             continue;
         };
         if ra.kind == ResultKind::Insn || ra.kind == ResultKind::Diagnostic {

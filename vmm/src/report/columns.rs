@@ -61,6 +61,10 @@ pub(crate) struct Column {
 }
 
 impl Column {
+    const fn csv(self, csv: &'static [(&'static str, Cell)]) -> Self {
+        Self { csv, ..self }
+    }
+
     pub fn header_for(&self, kind: ResultKind) -> String {
         self.header.replace("{u}", kind.unit())
     }
@@ -183,86 +187,59 @@ pub fn vcpu_spread(per_vcpu_ops_per_sec: &[f64]) -> f64 {
     }
 }
 
-/// Every column, in table order.
-pub(crate) const COLUMNS: &[Column] = &[
+/// A column with no CSV fields; [`Column::csv`] adds them.
+const fn col(header: &'static str, align: Align, scope: Scope, omit: Omit, cell: Cell) -> Column {
     Column {
-        header: "phase",
-        align: Align::Left,
-        scope: Scope::CsvOnly,
-        omit: Omit::Never,
-        cell: |r| r.name.clone(),
-        csv: &[
+        header,
+        align,
+        scope,
+        omit,
+        cell,
+        csv: &[],
+    }
+}
+
+/// Every column, in table order.
+pub(crate) const COLUMNS: &[Column] = {
+    use Align::{Left, Right};
+    use Omit::{IfAbsent, IfAllZero, IfUniform, Never};
+    use Scope::{All, CsvOnly, Insn, Lock, NotInsn};
+    &[
+        col("phase", Left, CsvOnly, Never, |r| r.name.clone()).csv(&[
             ("name", |r| r.name.clone()),
             ("kind", |r| r.kind.name().into()),
             ("group", |r| r.group.clone()),
-        ],
-    },
-    Column {
-        header: "strategy",
-        align: Align::Left,
-        scope: Scope::NotInsn,
-        omit: Omit::Never,
-        cell: |r| r.strategy.name().into(),
-        csv: &[("strategy", |r| r.strategy.name().into())],
-    },
-    Column {
-        header: "instruction",
-        align: Align::Left,
-        scope: Scope::Insn,
-        omit: Omit::Never,
-        cell: |r| r.strategy.name().into(),
-        csv: &[],
-    },
-    Column {
-        header: "measures",
-        align: Align::Left,
-        scope: Scope::Insn,
-        omit: Omit::Never,
-        cell: |r| r.strategy.measures().into(),
-        csv: &[("measures", |r| {
+        ]),
+        col("strategy", Left, NotInsn, Never, |r| {
+            r.strategy.name().into()
+        })
+        .csv(&[("strategy", |r| r.strategy.name().into())]),
+        col("instruction", Left, Insn, Never, |r| {
+            r.strategy.name().into()
+        }),
+        col("measures", Left, Insn, Never, |r| {
+            r.strategy.measures().into()
+        })
+        .csv(&[("measures", |r| {
             if r.kind == ResultKind::Insn {
                 r.strategy.measures().into()
             } else {
                 String::new()
             }
-        })],
-    },
-    Column {
-        header: "irq",
-        align: Align::Left,
-        scope: Scope::All,
-        omit: Omit::IfUniform,
-        cell: |r| r.irq_source.clone(),
-        csv: &[("irq_source", |r| r.irq_source.clone())],
-    },
-    Column {
-        header: "nest",
-        align: Align::Right,
-        scope: Scope::NotInsn,
-        omit: Omit::IfUniform,
-        cell: |r| fmt_fraction(r.nesting),
-        csv: &[("nesting", |r| raw_number(r.nesting))],
-    },
-    Column {
-        header: "vCPUs",
-        align: Align::Right,
-        scope: Scope::All,
-        omit: Omit::IfUniform,
-        cell: |r| r.vcpus.to_string(),
-        csv: &[
+        })]),
+        col("irq", Left, All, IfUniform, |r| r.irq_source.clone())
+            .csv(&[("irq_source", |r| r.irq_source.clone())]),
+        col("nest", Right, NotInsn, IfUniform, |r| {
+            fmt_fraction(r.nesting)
+        })
+        .csv(&[("nesting", |r| raw_number(r.nesting))]),
+        col("vCPUs", Right, All, IfUniform, |r| r.vcpus.to_string()).csv(&[
             ("vcpus", |r| r.vcpus.to_string()),
             ("body_ops", |r| r.body_ops.to_string()),
             ("block_ops", |r| r.block_ops.to_string()),
             ("ops", |r| r.ops.to_string()),
-        ],
-    },
-    Column {
-        header: "cycles/{u}",
-        align: Align::Right,
-        scope: Scope::All,
-        omit: Omit::Never,
-        cell: cycles_cell,
-        csv: &[
+        ]),
+        col("cycles/{u}", Right, All, Never, cycles_cell).csv(&[
             ("cycles_median", |r| raw_number(r.cycles_per_op.median)),
             ("cycles_ci_lo", |r| raw_number(r.cycles_per_op.ci95[0])),
             ("cycles_ci_hi", |r| raw_number(r.cycles_per_op.ci95[1])),
@@ -270,39 +247,24 @@ pub(crate) const COLUMNS: &[Column] = &[
             ("cycles_p5", |r| raw_number(r.cycles_per_op.p5)),
             ("cycles_p95", |r| raw_number(r.cycles_per_op.p95)),
             ("cycles_cv", |r| raw_number(r.cycles_per_op.cv)),
-        ],
-    },
-    Column {
-        header: "ns/{u}",
-        align: Align::Right,
-        scope: Scope::All,
-        omit: Omit::Never,
-        cell: |r| fmt_cost(Estimate::of(&r.ns_per_op)),
-        csv: &[
+        ]),
+        col("ns/{u}", Right, All, Never, |r| {
+            fmt_cost(Estimate::of(&r.ns_per_op))
+        })
+        .csv(&[
             ("ns_median", |r| raw_number(r.ns_per_op.median)),
             ("ns_ci_lo", |r| raw_number(r.ns_per_op.ci95[0])),
             ("ns_ci_hi", |r| raw_number(r.ns_per_op.ci95[1])),
-        ],
-    },
-    Column {
-        header: "exits/{u}",
-        align: Align::Right,
-        scope: Scope::All,
-        omit: Omit::Never,
-        cell: exits_cell,
-        csv: &[
+        ]),
+        col("exits/{u}", Right, All, Never, exits_cell).csv(&[
             ("exits_per_op", |r| opt_raw(exits_stat(r))),
             ("exits_ci_lo", |r| raw_number(exits_ci(r)[0])),
             ("exits_ci_hi", |r| raw_number(exits_ci(r)[1])),
-        ],
-    },
-    Column {
-        header: "uexits/{u}",
-        align: Align::Right,
-        scope: Scope::All,
-        omit: Omit::IfAllZero,
-        cell: |r| fmt_cost(userspace_exits_estimate(r)),
-        csv: &[
+        ]),
+        col("uexits/{u}", Right, All, IfAllZero, |r| {
+            fmt_cost(userspace_exits_estimate(r))
+        })
+        .csv(&[
             ("userspace_exits_per_op", |r| {
                 raw_number(userspace_exits_estimate(r).median)
             }),
@@ -312,45 +274,18 @@ pub(crate) const COLUMNS: &[Column] = &[
             ("uexits_ci_hi", |r| {
                 opt_raw(userspace_exits_estimate(r).ci.map(|c| c[1]))
             }),
-        ],
-    },
-    Column {
-        header: "rounds",
-        align: Align::Right,
-        scope: Scope::All,
-        omit: Omit::Never,
-        cell: |r| r.rounds.to_string(),
-        csv: &[("rounds", |r| r.rounds.to_string())],
-    },
-    Column {
-        header: "disturbed",
-        align: Align::Right,
-        scope: Scope::All,
-        omit: Omit::Never,
-        cell: disturbed_cell,
-        csv: &[
+        ]),
+        col("rounds", Right, All, Never, |r| r.rounds.to_string())
+            .csv(&[("rounds", |r| r.rounds.to_string())]),
+        col("disturbed", Right, All, Never, disturbed_cell).csv(&[
             ("disturbed_fraction", |r| raw_number(r.disturbed_fraction)),
             ("precision_reached", |r| r.precision_reached.to_string()),
-        ],
-    },
-    Column {
-        header: "IRQs",
-        align: Align::Right,
-        scope: Scope::All,
-        omit: Omit::IfAllZero,
-        cell: |r| fmt_count(r.interrupts),
-        csv: &[
+        ]),
+        col("IRQs", Right, All, IfAllZero, |r| fmt_count(r.interrupts)).csv(&[
             ("interrupts", |r| r.interrupts.to_string()),
             ("irqs_raised", |r| r.irqs_raised.to_string()),
-        ],
-    },
-    Column {
-        header: "ticks",
-        align: Align::Right,
-        scope: Scope::NotInsn,
-        omit: Omit::IfAbsent,
-        cell: ticks_cell,
-        csv: &[
+        ]),
+        col("ticks", Right, NotInsn, IfAbsent, ticks_cell).csv(&[
             ("timer_ticks_delivered", |r| {
                 r.timer_ticks
                     .as_ref()
@@ -359,36 +294,21 @@ pub(crate) const COLUMNS: &[Column] = &[
             ("timer_ticks_expected", |r| {
                 opt_raw(r.timer_ticks.as_ref().map(|t| t.expected))
             }),
-        ],
-    },
-    Column {
-        header: "hcalls",
-        align: Align::Right,
-        scope: Scope::NotInsn,
-        omit: Omit::IfAllZero,
-        cell: |r| fmt_count(r.hypercalls),
-        csv: &[
+        ]),
+        col("hcalls", Right, NotInsn, IfAllZero, |r| {
+            fmt_count(r.hypercalls)
+        })
+        .csv(&[
             ("hypercalls", |r| r.hypercalls.to_string()),
             ("hypercalls_seen_by_vmm", |r| {
                 r.hypercalls_seen_by_vmm.to_string()
             }),
-        ],
-    },
-    Column {
-        header: "IF viol",
-        align: Align::Right,
-        scope: Scope::NotInsn,
-        omit: Omit::IfAllZero,
-        cell: |r| r.if_violations.to_string(),
-        csv: &[("if_violations", |r| r.if_violations.to_string())],
-    },
-    Column {
-        header: "spins/op",
-        align: Align::Right,
-        scope: Scope::Lock,
-        omit: Omit::Never,
-        cell: lock_spins,
-        csv: &[
+        ]),
+        col("IF viol", Right, NotInsn, IfAllZero, |r| {
+            r.if_violations.to_string()
+        })
+        .csv(&[("if_violations", |r| r.if_violations.to_string())]),
+        col("spins/op", Right, Lock, Never, lock_spins).csv(&[
             ("lock_spins_per_op", |r| {
                 opt_raw(r.lock.as_ref().map(|l| l.spins_per_op))
             }),
@@ -397,37 +317,22 @@ pub(crate) const COLUMNS: &[Column] = &[
                     .as_ref()
                     .map_or_else(String::new, |l| l.mutual_exclusion_held.to_string())
             }),
-        ],
-    },
-    Column {
-        header: "ops/s",
-        align: Align::Right,
-        scope: Scope::Lock,
-        omit: Omit::Never,
-        cell: |r| fmt_si(r.ops_per_sec.median),
-        csv: &[
+        ]),
+        col("ops/s", Right, Lock, Never, |r| {
+            fmt_si(r.ops_per_sec.median)
+        })
+        .csv(&[
             ("ops_per_sec_median", |r| raw_number(r.ops_per_sec.median)),
             ("ops_per_sec_ci_lo", |r| raw_number(r.ops_per_sec.ci95[0])),
             ("ops_per_sec_ci_hi", |r| raw_number(r.ops_per_sec.ci95[1])),
-        ],
-    },
-    Column {
-        header: "spread",
-        align: Align::Right,
-        scope: Scope::Lock,
-        omit: Omit::Never,
-        cell: |r| fmt_pct(vcpu_spread(&r.per_vcpu_ops_per_sec)),
-        csv: &[("vcpu_spread", |r| {
+        ]),
+        col("spread", Right, Lock, Never, |r| {
+            fmt_pct(vcpu_spread(&r.per_vcpu_ops_per_sec))
+        })
+        .csv(&[("vcpu_spread", |r| {
             raw_number(vcpu_spread(&r.per_vcpu_ops_per_sec))
-        })],
-    },
-    Column {
-        header: "",
-        align: Align::Right,
-        scope: Scope::CsvOnly,
-        omit: Omit::Never,
-        cell: |_| String::new(),
-        csv: &[
+        })]),
+        col("", Right, CsvOnly, Never, |_| String::new()).csv(&[
             ("baseline_cycles_median", |r| {
                 raw_number(r.baseline_cycles.median)
             }),
@@ -435,9 +340,9 @@ pub(crate) const COLUMNS: &[Column] = &[
                 raw_number(r.raw_cycles_per_op.median)
             }),
             ("wall_ms", |r| raw_number(r.wall_ms)),
-        ],
-    },
-];
+        ]),
+    ]
+};
 
 /// `lapic-timer` rows: timer interrupts delivered / expected over the row's blocks.
 fn ticks_cell(r: &PhaseResult) -> String {

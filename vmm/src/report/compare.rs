@@ -301,7 +301,7 @@ fn by_identity<'a>(
 /// For a row of the old run that the new one does not have, the new row of the same name
 /// that measured something else, and how.
 fn config_difference(ra: &PhaseResult, b: &RunReport) -> Option<String> {
-    let rb = b.results.iter().find(|r| r.name == ra.name)?;
+    let rb = b.row(&ra.name)?;
     let diffs: Vec<String> = identity(ra)
         .iter()
         .zip(identity(rb).iter())
@@ -539,14 +539,8 @@ fn rows_markdown(out: &mut String, c: &Comparison) {
 
 fn rows_text(out: &mut String, c: &Comparison) {
     use Align::{Left, Right};
-    let mut t = TextTable::new(&[
-        ("", Left),
-        ("", Right),
-        ("", Left),
-        ("", Right),
-        ("", Right),
-        ("", Left),
-    ]);
+    let aligns = [Left, Right, Left, Right, Right, Left];
+    let mut t = TextTable::new(&aligns.map(|a| ("", a)));
     // The row and its metric are one column, so a panel that continues the table names both.
     let name_width = c.rows.iter().map(|r| r.name.chars().count()).max();
     for r in &c.rows {

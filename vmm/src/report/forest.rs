@@ -29,10 +29,6 @@ enum Line {
     },
 }
 
-fn row<'a>(report: &'a RunReport, name: &str) -> Option<&'a PhaseResult> {
-    report.results.iter().find(|r| r.name == name)
-}
-
 /// The group or strategy name a comparison line shows for a row.
 fn strategy<'a>(r: Option<&'a PhaseResult>, name: &'a str) -> &'a str {
     match r {
@@ -42,7 +38,7 @@ fn strategy<'a>(r: Option<&'a PhaseResult>, name: &'a str) -> &'a str {
 }
 
 fn comparison_line(report: &RunReport, c: &PairedComparison) -> Line {
-    let (a, b) = (row(report, &c.a), row(report, &c.b));
+    let (a, b) = (report.row(&c.a), report.row(&c.b));
     let imprecise = [a, b]
         .iter()
         .any(|r| r.is_some_and(|r| !r.precision_reached));

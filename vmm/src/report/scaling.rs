@@ -42,10 +42,6 @@ fn family(group: &str) -> &str {
     }
 }
 
-fn find<'a>(report: &'a RunReport, name: &str) -> Option<&'a PhaseResult> {
-    report.results.iter().find(|r| r.name == name)
-}
-
 /// Rows from the paired ops/s comparisons of each lock group against its first row.
 pub fn scaling_rows(report: &RunReport) -> Vec<ScalingRow> {
     let mut rows: Vec<ScalingRow> = Vec::new();
@@ -54,7 +50,7 @@ pub fn scaling_rows(report: &RunReport) -> Vec<ScalingRow> {
         .iter()
         .filter(|c| c.metric == ComparedMetric::OpsPerSec && c.a != c.b)
     {
-        let (Some(ra), Some(rb)) = (find(report, &c.a), find(report, &c.b)) else {
+        let (Some(ra), Some(rb)) = (report.row(&c.a), report.row(&c.b)) else {
             continue;
         };
         let first = report.results.iter().find(|r| r.group == c.group);

@@ -264,9 +264,7 @@ pub(crate) fn groups(report: &RunReport) -> Vec<Group<'_>> {
 /// differs inside a group.
 fn short_name(report: &RunReport, name: &str) -> String {
     report
-        .results
-        .iter()
-        .find(|r| r.name == name)
+        .row(name)
         .map_or_else(|| name.to_string(), |r| r.strategy.name().into())
 }
 

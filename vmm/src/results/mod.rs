@@ -567,9 +567,17 @@ pub struct RunReport {
     pub interaction_method: String,
 }
 
+impl RunReport {
+    /// The result row of this name.
+    pub fn row(&self, name: &str) -> Option<&PhaseResult> {
+        self.results.iter().find(|r| r.name == name)
+    }
+}
+
 /// Reads `results` one row at a time, so an error names its row (`results[3]: ...`) and not
 /// only a line and column.
 fn rows_by_index<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<PhaseResult>, D::Error> {
+    use serde::de::Error as _;
     struct Rows;
     impl<'de> serde::de::Visitor<'de> for Rows {
         type Value = Vec<PhaseResult>;
@@ -581,18 +589,11 @@ fn rows_by_index<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<PhaseResu
             mut seq: A,
         ) -> Result<Self::Value, A::Error> {
             let mut rows = Vec::new();
-            loop {
-                match seq.next_element::<PhaseResult>() {
-                    Ok(Some(r)) => rows.push(r),
-                    Ok(None) => return Ok(rows),
-                    Err(e) => {
-                        return Err(serde::de::Error::custom(format_args!(
-                            "results[{}]: {e}",
-                            rows.len()
-                        )))
-                    }
-                }
+            let at = |i: usize, e: A::Error| A::Error::custom(format_args!("results[{i}]: {e}"));
+            while let Some(r) = seq.next_element().map_err(|e| at(rows.len(), e))? {
+                rows.push(r);
             }
+            Ok(rows)
         }
     }
     d.deserialize_seq(Rows)
