@@ -46,7 +46,12 @@ KNOWN_EMULATOR = {
             + TCG_1CPU,
         "measure::tests::blocks_preempted_by_a_competing_thread_are_flagged_and_left_out":
             "TCG's speed drifts between the two quiet runs themselves (medians 91 and 54 cycles), "
-            "so 'within 3% of quiet' cannot hold; " + TCG_1CPU,
+            "so 'within 15% of quiet' cannot hold; " + TCG_1CPU,
+        "measure::session::tests::the_lock_excludes_and_contention_is_counted":
+            "on the box's one CPU two vCPUs contend only when one is descheduled inside its "
+            "critical section (a few instructions), which TCG's scheduling need not do within the "
+            "test's 2 s (5.2G cycles of overlap, no spin, seen once); the lock's exclusion and "
+            "counts are still checked before that assertion; " + TCG_1CPU,
     },
     "vmx": {
         "irq.inject": VMX_INJECT,

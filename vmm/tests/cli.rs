@@ -1550,8 +1550,21 @@ fn a_signal_stops_validate_with_130_and_no_verdict() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn");
-    // The suite boots a guest per check (seconds in all); 300 ms is within its first checks.
-    std::thread::sleep(Duration::from_millis(300));
+    // Signal once the handler is in place (SigCgt has SIGTERM's bit): earlier, the default
+    // action kills the process, which is not what is tested. The suite then takes seconds (on an
+    // emulated CPU minutes), so the signal lands within it.
+    let status = format!("/proc/{}/status", child.id());
+    let caught = |s: &str| {
+        s.lines()
+            .find_map(|l| l.strip_prefix("SigCgt:"))
+            .and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
+            .is_some_and(|m| m & (1 << (libc::SIGTERM - 1)) != 0)
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !std::fs::read_to_string(&status).is_ok_and(|s| caught(&s)) {
+        assert!(Instant::now() < deadline, "no SIGTERM handler after 60 s");
+        std::thread::sleep(Duration::from_millis(10));
+    }
     // SAFETY: kill only sends a signal to the child we spawned.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     let out = child.wait_with_output().expect("wait");

@@ -54,12 +54,13 @@ pub struct ValidateArgs {
 }
 
 pub fn cmd_validate(args: &ValidateArgs) -> Result<Status, CliError> {
+    // A stop signal ends the guest boots of the checks still to come; their FAILs would be
+    // the signal's, not the host's, so no verdict is printed. Installed first: from here on a
+    // signal is this command's to answer.
+    let signals = install_signals();
     let kvm = host::open_kvm()?;
     let mut manifest = host::manifest(&kvm)?;
     let image = Arc::new(load_image(None)?);
-    // A stop signal ends the guest boots of the checks still to come; their FAILs would be
-    // the signal's, not the host's, so no verdict is printed.
-    let signals = install_signals();
     let v = validate::run(&kvm, &image, &mut manifest, irqbench::results::Scope::Full);
     if let Some((signal, status)) = signals.arrived() {
         super::error::warn(format!(

@@ -464,6 +464,11 @@ impl Session {
         for c in &self.controls {
             c.stop.store(true, Ordering::SeqCst);
         }
+        // A vCPU waiting for its next command (a booted guest between phases) blocks in a
+        // channel receive that no kick reaches: the command wakes it.
+        for tx in &self.commands {
+            let _ = tx.send(VcpuCommand::Shutdown);
+        }
         let deadline = Instant::now() + STOP_TIMEOUT;
         let mut wheres = BTreeMap::new();
         let mut exited = 0;
