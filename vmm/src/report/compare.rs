@@ -537,7 +537,7 @@ fn rows_markdown(out: &mut String, c: &Comparison) {
     }
 }
 
-fn rows_text(out: &mut String, c: &Comparison) {
+fn rows_text(out: &mut String, c: &Comparison, width: usize) {
     use Align::{Left, Right};
     let aligns = [Left, Right, Left, Right, Right, Left];
     let mut t = TextTable::new(&aligns.map(|a| ("", a)));
@@ -556,7 +556,7 @@ fn rows_text(out: &mut String, c: &Comparison) {
     }
     // No header row in this style: drop each panel's blank header and its rule (a table wider
     // than the terminal continues in panels that repeat the row name).
-    let text = t.render("", super::width::text_width());
+    let text = t.render("", width);
     for line in text
         .lines()
         .filter(|l| !l.chars().all(|c| c == ' ' || c == '-'))
@@ -568,15 +568,20 @@ fn rows_text(out: &mut String, c: &Comparison) {
 /// The comparison as aligned plain-text lines (the style of a kernel patch's cover letter), or
 /// as a Markdown table.
 pub fn render_compare(c: &Comparison, markdown: bool) -> String {
+    render_compare_at(c, markdown, super::width::text_width())
+}
+
+/// [`render_compare`] in `width` columns (the text; Markdown is not wrapped).
+pub fn render_compare_at(c: &Comparison, markdown: bool, width: usize) -> String {
     let mut out = if markdown {
         header(c)
     } else {
-        super::width::wrap(&header(c), super::width::text_width())
+        super::width::wrap(&header(c), width)
     };
     if markdown {
         rows_markdown(&mut out, c);
     } else {
-        rows_text(&mut out, c);
+        rows_text(&mut out, c, width);
     }
     let lists = [
         ("only in the old run", &c.only_in_a),
@@ -595,12 +600,7 @@ pub fn render_compare(c: &Comparison, markdown: bool) -> String {
                 })
                 .collect();
             out.push('\n');
-            push_wrapped(
-                &mut out,
-                (&format!("{what}: "), "  "),
-                &items,
-                super::width::text_width(),
-            );
+            push_wrapped(&mut out, (&format!("{what}: "), "  "), &items, width);
         }
     }
     if c.rows.is_empty() && c.only_in_a.is_empty() && c.only_in_b.is_empty() {
@@ -611,7 +611,7 @@ pub fn render_compare(c: &Comparison, markdown: bool) -> String {
     if markdown {
         out.push_str(legend);
     } else {
-        out.push_str(&super::width::wrap(legend, super::width::text_width()));
+        out.push_str(&super::width::wrap(legend, width));
     }
     out
 }

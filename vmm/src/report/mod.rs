@@ -33,8 +33,8 @@ use thiserror::Error;
 
 pub use answers::{fill_answers, gather as gather_answers, interaction};
 pub use compare::{
-    compare, compare_by, compare_with, render_compare, CompareRow, Comparison, NoiseBasis,
-    RunLabel, DEFAULT_MIN_CHANGE_PCT,
+    compare, compare_by, compare_with, render_compare, render_compare_at, CompareRow, Comparison,
+    NoiseBasis, RunLabel, DEFAULT_MIN_CHANGE_PCT,
 };
 pub use csv::render_csv;
 pub use export::{render_export, Export, ExportFormat};

@@ -753,7 +753,7 @@ fn compare_verdicts_come_from_the_cis() {
         .rows
         .iter()
         .any(|r| r.name == a.results[3].name && r.metric == "cycles/op" && r.beyond_noise));
-    let text = render_compare(&c, false);
+    let text = render_compare_at(&c, false, 200);
     let line = text
         .lines()
         .find(|l| l.starts_with("pv/pvop-skip/"))
@@ -761,6 +761,18 @@ fn compare_verdicts_come_from_the_cis() {
     assert_eq!(
         line.split_whitespace().collect::<Vec<_>>().join(" "),
         "pv/pvop-skip/n0/none/1v cycles/op 11245 ±21 --> 12700 ±21 (+12.9%) beyond noise"
+    );
+    // Narrow: every line fits, and the panel that continues the table names row and metric.
+    let narrow = render_compare_at(&c, false, 64);
+    assert!(narrow.lines().all(|l| l.chars().count() <= 64), "{narrow}");
+    let continued: Vec<&str> = narrow
+        .lines()
+        .filter(|l| l.starts_with("pv/pvop-skip/n0/none/1v ") && l.contains(" cycles/op "))
+        .collect();
+    assert!(continued.len() >= 2, "{narrow}");
+    assert!(
+        continued.iter().any(|l| l.contains("beyond noise")),
+        "{narrow}"
     );
 }
 
