@@ -32,6 +32,13 @@ fn more_text(more: usize) -> String {
     }
 }
 
+/// The glob as an error shows it: escaped, and cut after 80 characters.
+fn shown_glob(glob: &str) -> String {
+    let shown: String = glob.chars().take(80).collect();
+    let cut = if shown.len() < glob.len() { "…" } else { "" };
+    format!("{}{cut}", crate::text::escape_line(&shown))
+}
+
 /// Keeps the rows of `plan` that some glob matches; every glob must match a row.
 pub fn only(plan: &mut Plan, globs: &[String]) -> Result<(), SelectError> {
     if globs.is_empty() {
@@ -41,7 +48,7 @@ pub fn only(plan: &mut Plan, globs: &[String]) -> Result<(), SelectError> {
         if !plan.phases.iter().any(|p| matches(glob, &p.name)) {
             let names: Vec<String> = plan.phases.iter().map(|p| p.name.clone()).collect();
             return Err(SelectError {
-                glob: crate::text::escape_line(glob).into_owned(),
+                glob: shown_glob(glob),
                 plan: plan.name.clone(),
                 more: names.len().saturating_sub(SHOWN),
                 shown: names.into_iter().take(SHOWN).collect(),
@@ -120,6 +127,17 @@ mod tests {
         let e = only(&mut plan, &["quick/nope*".into()])
             .unwrap_err()
             .to_string();
+        let long = only(&mut plan.clone(), &["*".repeat(5000)])
+            .map(|()| String::new())
+            .unwrap_or_else(|e| e.to_string());
+        assert!(long.is_empty(), "`*` matches every row: {long}");
+        let long = only(&mut plan.clone(), &[format!("{}x", "*".repeat(5000))])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            long.len() < 600 && long.contains("…: matches no row"),
+            "{long}"
+        );
         assert!(
             e.contains("--only quick/nope*: matches no row of `quick`"),
             "{e}"
