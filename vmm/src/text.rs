@@ -44,6 +44,14 @@ pub fn escape(text: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// `text` as [`escape_line`] shows it, cut after `max` characters with `…`: an argument echoed
+/// in an error, which may be of any length.
+pub fn escape_clipped(text: &str, max: usize) -> String {
+    let shown: String = text.chars().take(max).collect();
+    let cut = if shown.len() < text.len() { "…" } else { "" };
+    format!("{}{cut}", escape_line(&shown))
+}
+
 /// As [`escape`], and newlines and tabs too: for a value shown inside one line (a name, an
 /// argument echoed in an error), where a newline would forge the next line.
 pub fn escape_line(text: &str) -> Cow<'_, str> {

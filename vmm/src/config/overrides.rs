@@ -48,10 +48,10 @@ impl Setting {
     /// `--set KEY=VALUE`, escaped for one line of a terminal and cut short past
     /// [`FLAG_SHOWN`] characters: where errors point.
     fn flag(&self) -> String {
-        let whole = self.to_string();
-        let shown: String = whole.chars().take(FLAG_SHOWN).collect();
-        let cut = if shown.len() < whole.len() { "…" } else { "" };
-        format!("--set {}{cut}", crate::text::escape_line(&shown))
+        format!(
+            "--set {}",
+            crate::text::escape_clipped(&self.to_string(), FLAG_SHOWN)
+        )
     }
 }
 

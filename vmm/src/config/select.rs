@@ -32,13 +32,6 @@ fn more_text(more: usize) -> String {
     }
 }
 
-/// The glob as an error shows it: escaped, and cut after 80 characters.
-fn shown_glob(glob: &str) -> String {
-    let shown: String = glob.chars().take(80).collect();
-    let cut = if shown.len() < glob.len() { "…" } else { "" };
-    format!("{}{cut}", crate::text::escape_line(&shown))
-}
-
 /// Keeps the rows of `plan` that some glob matches; every glob must match a row.
 pub fn only(plan: &mut Plan, globs: &[String]) -> Result<(), SelectError> {
     if globs.is_empty() {
@@ -48,7 +41,7 @@ pub fn only(plan: &mut Plan, globs: &[String]) -> Result<(), SelectError> {
         if !plan.phases.iter().any(|p| matches(glob, &p.name)) {
             let names: Vec<String> = plan.phases.iter().map(|p| p.name.clone()).collect();
             return Err(SelectError {
-                glob: shown_glob(glob),
+                glob: crate::text::escape_clipped(glob, 80),
                 plan: plan.name.clone(),
                 more: names.len().saturating_sub(SHOWN),
                 shown: names.into_iter().take(SHOWN).collect(),

@@ -222,13 +222,18 @@ fn space_cause(path: &Path) -> Option<String> {
         ));
     }
     let dir = std::ffi::CString::new(folder(path).as_os_str().as_bytes()).ok()?;
+    let free = statvfs(&dir).map(|st| st.f_bavail * st.f_frsize)?;
+    (free < 1 << 20).then(|| format!("its file system has {free} bytes left (ENOSPC)"))
+}
+
+/// The file system facts of the folder `dir`, or `None` when it cannot be looked at.
+fn statvfs(dir: &std::ffi::CStr) -> Option<libc::statvfs> {
     // SAFETY: statvfs writes only into the zeroed struct it is given; the path is a valid
     // NUL-terminated string that outlives the call.
-    let free = unsafe {
+    unsafe {
         let mut st: libc::statvfs = std::mem::zeroed();
-        (libc::statvfs(dir.as_ptr(), &mut st) == 0).then(|| st.f_bavail * st.f_frsize)
-    }?;
-    (free < 1 << 20).then(|| format!("its file system has {free} bytes left (ENOSPC)"))
+        (libc::statvfs(dir.as_ptr(), &mut st) == 0).then_some(st)
+    }
 }
 
 fn folder(path: &Path) -> &Path {
@@ -244,13 +249,7 @@ fn read_only_cause(path: &Path) -> Option<&'static str> {
     let dir = folder(path);
     let c = |p: &Path| std::ffi::CString::new(p.as_os_str().as_bytes()).ok();
     let (file_c, dir_c) = (c(path)?, c(dir)?);
-    // SAFETY: statvfs writes only into the zeroed struct it is given; the path is a valid
-    // NUL-terminated string that outlives the call.
-    let read_only_mount = unsafe {
-        let mut st: libc::statvfs = std::mem::zeroed();
-        libc::statvfs(dir_c.as_ptr(), &mut st) == 0 && st.f_flag & libc::ST_RDONLY != 0
-    };
-    if read_only_mount {
+    if statvfs(&dir_c).is_some_and(|st| st.f_flag & libc::ST_RDONLY != 0) {
         return Some("the file system it is on is mounted read-only (EROFS)");
     }
     // SAFETY: access only reads the NUL-terminated path.

@@ -502,12 +502,9 @@ impl Session {
 
     fn close(&mut self) {
         // With the in-kernel irqchip the guest's final `cli; hlt` stays inside KVM and never
-        // returns to us: tell it to shut down, then kick every vCPU out at once instead of
-        // waiting for an exit that cannot come.
+        // returns to us: `stop_all` tells it to shut down and kicks every vCPU out at once
+        // instead of waiting for an exit that cannot come.
         if !self.dead && self.irqchip == IrqchipMode::InKernel {
-            for tx in &self.commands {
-                let _ = tx.send(VcpuCommand::Shutdown);
-            }
             self.stop_all();
         }
         if !self.dead {
