@@ -53,6 +53,12 @@ KNOWN_EMULATOR = {
             "overlap and no spin in two of this stop's three box runs; it passed in the third and "
             "the stop before (cause not isolated; the host's two CPUs contend every run); the lock's exclusion "
             "and counts are still checked before that assertion; " + TCG_1CPU,
+        "measure::tests::inject_load_counts_window_exits_and_never_blames_the_critical_section":
+            "on the box's one CPU the inject thread mostly runs while the vCPU thread is out of "
+            "the guest at a block's doorbell, and the interrupt it raises is then taken right "
+            "after that doorbell, before the next block's counters are read: in 6 of 26 box runs "
+            "none of 355-4015 raised landed inside a timed block (the guest took them in "
+            "guest_main); the window exits were still attributed outside every body; " + TCG_1CPU,
     },
     "vmx": {
         "irq.inject": VMX_INJECT,

@@ -597,7 +597,16 @@ mod tests {
         )]);
         let Some(report) = run(&plan) else { return };
         let r = &report.results[0];
-        assert!(r.interrupts > 0, "no interrupt was delivered");
+        assert!(
+            r.interrupts > 0,
+            "no interrupt was delivered in a timed block: {} raised, {} rounds of {} ops, {:.0}% \
+             disturbed, exit sites {:?}",
+            r.irqs_raised,
+            r.rounds,
+            r.block_ops,
+            r.disturbed_fraction * 100.0,
+            r.exit_sites
+        );
         // Every interrupt the guest took was raised by the load thread (some may merge).
         assert!(
             r.irqs_raised >= r.interrupts,
