@@ -300,7 +300,8 @@ fn load_delivery(
 /// during its blocks is warned about: it ran under a lighter load than its name says. Where an
 /// interrupt reaches the guest microseconds after it is raised, a row loses only those raised
 /// in its blocks' last microseconds; a PVM host measured 30-60% (5 kHz and 500 Hz, nesting 0
-/// and 0.5, 1 vCPU), which this sits well above while leaving room for chance.
+/// and 0.5, 1 vCPU; 18-35% while other builds ran), which this sits well above while leaving
+/// room for chance.
 pub(super) const DELIVERY_WARN_BELOW: f64 = 0.8;
 
 /// An `inject` row is warned about only when its blocks should have taken at least this many
@@ -338,7 +339,7 @@ fn delivery_warning(name: &str, d: &IrqDelivery) -> Option<String> {
         "{name}: the guest took {} of the ~{:.0} interrupts its {} Hz inject load raises during \
          its blocks ({:.0}%; a load of ~{:.0} Hz), so its exits/op and cycles/op are under a \
          lighter interrupt load than its name says. Likely causes: an interrupt raised while one \
-         is still pending merges with it; one raised during a block but injected only after its \
+         is still pending (a vCPU off its CPU included) merges with it; one raised during a block but injected only after its \
          closing doorbell is taken outside the timed window; on PVM interrupt windows open late \
          (at an emulation batch), which makes both more common",
         d.delivered,
