@@ -299,8 +299,9 @@ fn load_delivery(
 /// An `inject` row whose guest took fewer than this fraction of the interrupts the load raises
 /// during its blocks is warned about: it ran under a lighter load than its name says. Where an
 /// interrupt reaches the guest microseconds after it is raised, a row loses only those raised
-/// in its blocks' last microseconds; a PVM host measured 30-60% (5 kHz and 500 Hz, nesting 0
-/// and 0.5, 1 vCPU; 18-35% while other builds ran), which this sits well above while leaving
+/// in its blocks' last microseconds. A PVM host measured 30-60% (native-*, pvop-skip; 5 kHz and
+/// 500 Hz; nesting 0 and 0.5; 1 vCPU), 16-51% while other builds ran, and in `pv-restore-skip`
+/// (busy) 20-36% for pvop-* against 45-76% for vif-*: this sits above all of it while leaving
 /// room for chance.
 pub(super) const DELIVERY_WARN_BELOW: f64 = 0.8;
 
@@ -339,9 +340,10 @@ fn delivery_warning(name: &str, d: &IrqDelivery) -> Option<String> {
         "{name}: the guest took {} of the ~{:.0} interrupts its {} Hz inject load raises during \
          its blocks ({:.0}%; a load of ~{:.0} Hz), so its exits/op and cycles/op are under a \
          lighter interrupt load than its name says. Likely causes: an interrupt raised while one \
-         is still pending (a vCPU off its CPU included) merges with it; one raised during a block but injected only after its \
-         closing doorbell is taken outside the timed window; on PVM interrupt windows open late \
-         (at an emulation batch), which makes both more common",
+         is still pending (a vCPU off its CPU included) merges with it; one raised during a \
+         block but injected only after its closing doorbell is taken outside the timed window; \
+         on PVM interrupt windows open late (at an emulation batch), which makes both more \
+         common",
         d.delivered,
         d.expected,
         d.rate_hz,
