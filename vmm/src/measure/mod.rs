@@ -767,6 +767,58 @@ mod tests {
         assert_eq!(warned, t.delivered_fraction < 0.9, "{:?}", report.warnings);
     }
 
+    /// An `inject` row says how many of the interrupts its load raised during its blocks the
+    /// guest took; a row under no load has no such figure.
+    #[test]
+    fn inject_rows_report_delivered_against_expected_interrupts() {
+        let popf = Workload::Strategy {
+            strategy: strategy("native-popf"),
+        };
+        let inject = IrqSource::Inject { rate_hz: 5000.0 };
+        let plan = small_plan(vec![
+            adaptive(popf.clone(), inject, 0.0),
+            adaptive(popf, IrqSource::None, 0.0),
+        ]);
+        let Some(report) = run(&plan) else { return };
+        let r = &report.results[0];
+        assert_eq!(r.irq_source, inject.label());
+        let d = r
+            .irq_delivery
+            .as_ref()
+            .expect("an inject row has irq_delivery");
+        println!(
+            "{}: {} of {:.0} interrupts taken ({:.1}%), {} raised in the group's share",
+            r.name,
+            d.delivered,
+            d.expected,
+            d.delivered_fraction * 100.0,
+            r.irqs_raised
+        );
+        assert_eq!(d.rate_hz, 5000.0);
+        assert!(d.expected > 0.0, "{d:?}");
+        assert_eq!(d.delivered, r.interrupts);
+        assert!(
+            (d.delivered_fraction - d.delivered as f64 / d.expected).abs() < 1e-12,
+            "{d:?}"
+        );
+        assert_eq!(r.timer_ticks, None);
+        let quiet = &report.results[1];
+        assert_eq!(quiet.irq_source, IrqSource::None.label());
+        assert_eq!(quiet.irq_delivery, None);
+        assert!(!report.warnings.iter().any(|w| w.contains(&quiet.name)));
+        let warned = report
+            .warnings
+            .iter()
+            .any(|w| w.starts_with(&format!("{}: the guest took", r.name)));
+        assert_eq!(
+            warned,
+            d.expected >= rows::DELIVERY_WARN_MIN_EXPECTED
+                && d.delivered_fraction < rows::DELIVERY_WARN_BELOW,
+            "{:?}",
+            report.warnings
+        );
+    }
+
     #[test]
     fn the_manifest_says_pinned_only_when_every_vcpu_was() {
         let mut host = HostManifest::default();

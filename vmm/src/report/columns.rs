@@ -295,6 +295,16 @@ pub(crate) const COLUMNS: &[Column] = {
                 opt_raw(r.timer_ticks.as_ref().map(|t| t.expected))
             }),
         ]),
+        col("inject", Right, NotInsn, IfAbsent, delivery_cell).csv(&[
+            ("irq_delivered", |r| {
+                r.irq_delivery
+                    .as_ref()
+                    .map_or_else(String::new, |d| d.delivered.to_string())
+            }),
+            ("irq_expected", |r| {
+                opt_raw(r.irq_delivery.as_ref().map(|d| d.expected))
+            }),
+        ]),
         col("hcalls", Right, NotInsn, IfAllZero, |r| {
             fmt_count(r.hypercalls)
         })
@@ -351,6 +361,18 @@ fn ticks_cell(r: &PhaseResult) -> String {
             "{}/{}",
             fmt_count(t.delivered),
             fmt_count(t.expected.round() as u64)
+        ),
+        None => "-".into(),
+    }
+}
+
+/// `inject` rows: interrupts the guest took / those the load raised over the row's blocks.
+fn delivery_cell(r: &PhaseResult) -> String {
+    match &r.irq_delivery {
+        Some(d) => format!(
+            "{}/{}",
+            fmt_count(d.delivered),
+            fmt_count(d.expected.round() as u64)
         ),
         None => "-".into(),
     }

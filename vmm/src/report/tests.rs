@@ -985,6 +985,34 @@ fn lapic_rows_show_delivered_over_expected_ticks_and_others_no_column() {
 }
 
 #[test]
+fn inject_rows_show_delivered_over_expected_interrupts_and_others_no_column() {
+    let mut report = sample_report();
+    assert!(!table_row(&render_table_at(&report, 120), "strategy").contains("inject"));
+    report.results[0].irq_delivery = Some(crate::results::IrqDelivery {
+        rate_hz: 5000.0,
+        expected: 1976.4,
+        delivered: 743,
+        delivered_fraction: 743.0 / 1976.4,
+    });
+    let table = render_table_at(&report, 120);
+    assert!(table_row(&table, "strategy").contains("inject"), "{table}");
+    let row = table_row(&table, report.results[0].strategy.name());
+    assert!(row.contains("743/1976"), "{row}");
+    let md = render_markdown(&report);
+    assert!(md.contains("743/1976"), "{md}");
+    let csv = render_csv(&report);
+    let mut lines = csv.lines();
+    let header: Vec<&str> = lines.next().unwrap_or("").split(',').collect();
+    let at = |key: &str| header.iter().position(|h| *h == key);
+    let (d, e) = (
+        at("irq_delivered").expect("column"),
+        at("irq_expected").expect("column"),
+    );
+    let first: Vec<&str> = lines.next().unwrap_or("").split(',').collect();
+    assert_eq!((first[d], first[e]), ("743", "1976.4"), "{csv}");
+}
+
+#[test]
 fn the_tsc_rate_why_not_core_cycles_and_derived_ns_are_printed() {
     let report = sample_report();
     for text in [render_table_at(&report, 120), render_markdown(&report)] {

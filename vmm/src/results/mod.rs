@@ -322,6 +322,10 @@ pub struct PhaseResult {
     /// for over the row's blocks.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timer_ticks: Option<TimerTicks>,
+    /// `inject` rows: the interrupts the guest took against those the load raises over the
+    /// row's blocks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub irq_delivery: Option<IrqDelivery>,
 }
 
 /// Timer interrupts of a `lapic-timer` row: delivered (counted by the guest's handler, all
@@ -329,6 +333,18 @@ pub struct PhaseResult {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct TimerTicks {
     pub period_us: f64,
+    pub expected: f64,
+    pub delivered: u64,
+    /// delivered / expected.
+    pub delivered_fraction: f64,
+}
+
+/// Injected interrupts of an `inject` row: delivered (counted by the guest's handler inside
+/// the row's blocks, all vCPUs: `interrupts`) against expected (the row's block time summed
+/// over vCPUs × `rate_hz`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct IrqDelivery {
+    pub rate_hz: f64,
     pub expected: f64,
     pub delivered: u64,
     /// delivered / expected.
@@ -757,6 +773,34 @@ mod tests {
             msg.starts_with("results[1]: `strategy` is `native-pof`"),
             "{msg}"
         );
+    }
+
+    /// `irq_delivery` is written only for the rows that have it, and a file from before it
+    /// (no key) reads as None.
+    #[test]
+    fn irq_delivery_round_trips_and_a_file_without_it_reads() {
+        let r = PhaseResult {
+            irq_delivery: Some(IrqDelivery {
+                rate_hz: 5000.0,
+                expected: 1976.4,
+                delivered: 743,
+                delivered_fraction: 743.0 / 1976.4,
+            }),
+            ..Default::default()
+        };
+        let json = serde_json::to_value(&r).expect("json");
+        assert_eq!(json["irq_delivery"]["delivered"], 743);
+        assert_eq!(json["irq_delivery"]["rate_hz"], 5000.0);
+        let back: PhaseResult = serde_json::from_value(json.clone()).expect("reads back");
+        assert_eq!(back.irq_delivery, r.irq_delivery);
+        let none = serde_json::to_value(PhaseResult::default()).expect("json");
+        assert!(none.get("irq_delivery").is_none(), "{none}");
+        let mut old = json;
+        old.as_object_mut()
+            .expect("an object")
+            .remove("irq_delivery");
+        let back: PhaseResult = serde_json::from_value(old).expect("an old row reads");
+        assert_eq!(back.irq_delivery, None);
     }
 
     /// `counts` is the one map; the KVM stats' older keys are written from it, exactly as the
