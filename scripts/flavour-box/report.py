@@ -44,9 +44,6 @@ KNOWN_EMULATOR = {
             "TCG's TSC runs with its emulation speed, not with time: a 10 ms idle phase took 310M "
             "TSC cycles and the 80 ms one 227M, so ticks (wall time) need not grow with either; "
             + TCG_1CPU,
-        "measure::tests::blocks_preempted_by_a_competing_thread_are_flagged_and_left_out":
-            "TCG's speed drifts between the two quiet runs themselves (medians 91 and 54 cycles), "
-            "so 'within 15% of quiet' cannot hold; " + TCG_1CPU,
         "measure::tests::inject_load_counts_window_exits_and_never_blames_the_critical_section":
             "on the box's one CPU the inject thread mostly runs while the vCPU thread is out of "
             "the guest at a block's doorbell, and the interrupt it raises is then taken right "
