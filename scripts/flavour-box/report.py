@@ -44,15 +44,6 @@ KNOWN_EMULATOR = {
             "TCG's TSC runs with its emulation speed, not with time: a 10 ms idle phase took 310M "
             "TSC cycles and the 80 ms one 227M, so ticks (wall time) need not grow with either; "
             + TCG_1CPU,
-        "measure::tests::blocks_preempted_by_a_competing_thread_are_flagged_and_left_out":
-            "TCG's speed drifts between the two quiet runs themselves (medians 91 and 54 cycles), "
-            "so 'within 15% of quiet' cannot hold; " + TCG_1CPU,
-        "measure::session::tests::the_lock_excludes_and_contention_is_counted":
-            "on the box's one CPU two vCPUs contend only when one is descheduled inside its "
-            "critical section (a few instructions); the test's 2 s saw 5.2G and 6.9G cycles of "
-            "overlap and no spin in two of this stop's three box runs; it passed in the third and "
-            "the stop before (cause not isolated; the host's two CPUs contend every run); the lock's exclusion "
-            "and counts are still checked before that assertion; " + TCG_1CPU,
         "measure::tests::inject_load_counts_window_exits_and_never_blames_the_critical_section":
             "on the box's one CPU the inject thread mostly runs while the vCPU thread is out of "
             "the guest at a block's doorbell, and the interrupt it raises is then taken right "

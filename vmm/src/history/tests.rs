@@ -597,8 +597,39 @@ fn check_matches_rows_by_what_they_measured_and_names_host_changes() {
     assert!(text.contains("kvm_amd.avic: (absent) --> 1"), "{text}");
 }
 
+std::thread_local! {
+    /// Hashes the counting hasher below finished on this thread.
+    static HASHES: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// The standard hasher, counting each hash it computes (lookups, inserts and a growing table's
+/// rehashes alike).
+#[derive(Default)]
+struct CountingHasher(std::collections::hash_map::DefaultHasher);
+
+impl std::hash::Hasher for CountingHasher {
+    fn finish(&self) -> u64 {
+        HASHES.with(|h| h.set(h.get() + 1));
+        self.0.finish()
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        self.0.write(bytes);
+    }
+}
+
+/// How many hashes grouping `points` computed.
+fn hashes_to_group(points: &[TrendPoint]) -> (u64, usize) {
+    HASHES.with(|h| h.set(0));
+    let grouped = trend::trends_hashed::<std::hash::BuildHasherDefault<CountingHasher>>(points);
+    (HASHES.with(std::cell::Cell::get), grouped.len())
+}
+
 /// `history` over a run with very many rows (an import of a 250 MB results file holds 400k):
-/// the rows are grouped in linear time, where a search per point took hours.
+/// the rows are grouped in linear time, where a search per point took hours. Counted, not
+/// timed: one lookup per point, one insert per name, and the table's rehashes as it grows
+/// (fewer than two per name in all) — at most 4 hashes a point at any size, where a search per
+/// point compares each point with every name before it.
 #[test]
 fn trends_of_runs_with_many_rows_are_grouped_in_linear_time() {
     let points = |n: i64| -> Vec<TrendPoint> {
@@ -619,25 +650,24 @@ fn trends_of_runs_with_many_rows_are_grouped_in_linear_time() {
     assert_eq!(grouped.len(), 100_000);
     assert!(grouped.iter().all(|t| t.points.len() == 2));
     assert_eq!(grouped[7].name, "quick/native-popf/n0/none/7v");
-    // Complexity, not a wall-time target (a slow or emulated CPU is not a defect): 4x the rows
-    // must cost well under 16x, what a quadratic grouping would (linear: 4x, n log n: ~4.5x). The
-    // fastest of three tries of each size keeps a busy host's preemptions out of the ratio.
-    let fastest = |p: &[TrendPoint]| {
-        (0..3)
-            .map(|_| {
-                let started = Instant::now();
-                std::hint::black_box(trend::trends(p));
-                started.elapsed()
-            })
-            .min()
-            .expect("three tries")
-    };
-    let (t_small, t_large) = (fastest(&small), fastest(&large));
-    let ratio = t_large.as_secs_f64() / t_small.as_secs_f64().max(1e-9);
-    assert!(
-        ratio < 8.0,
-        "4x the rows took {ratio:.1}x the time ({t_small:?} -> {t_large:?})"
-    );
+    // Every name distinct: the most inserts and rehashes a point can cause.
+    let mut distinct = points(200_000);
+    for (i, p) in distinct.iter_mut().enumerate() {
+        p.name = format!("quick/native-popf/n0/none/{i}v");
+    }
+    for p in [&small, &large, &distinct] {
+        let (hashes, names) = hashes_to_group(p);
+        let n = p.len() as u64;
+        eprintln!("{n} points, {names} names: {hashes} hashes");
+        assert!(
+            hashes >= n,
+            "{hashes} hashes for {n} points: not every point looked up"
+        );
+        assert!(
+            hashes <= 4 * n,
+            "{hashes} hashes for {n} points ({names} names): more than a constant per point"
+        );
+    }
 }
 
 #[test]

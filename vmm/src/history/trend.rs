@@ -29,8 +29,16 @@ pub struct Trend<'a> {
 /// Points grouped by result name, names in order of first appearance. Linear in the points:
 /// an imported run may hold hundreds of thousands of rows.
 pub fn trends(points: &[TrendPoint]) -> Vec<Trend<'_>> {
+    trends_hashed::<std::collections::hash_map::RandomState>(points)
+}
+
+/// [`trends`] with the name index hashed by `S`: its tests count the hashes to show one lookup
+/// per point (a wall-time ratio is the host's load as much as the algorithm's).
+pub(super) fn trends_hashed<S: std::hash::BuildHasher + Default>(
+    points: &[TrendPoint],
+) -> Vec<Trend<'_>> {
     let mut out: Vec<Trend> = Vec::new();
-    let mut index: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    let mut index: std::collections::HashMap<&str, usize, S> = std::collections::HashMap::default();
     for p in points {
         match index.get(p.name.as_str()) {
             Some(&i) => out[i].points.push(p),

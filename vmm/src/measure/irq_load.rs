@@ -141,9 +141,15 @@ fn raise_all(raise: HostRaise, controls: &[Arc<VcpuControl>], mailbox: &Mailbox)
     for (i, c) in controls.iter().enumerate() {
         match raise {
             HostRaise::Interrupt => {
-                c.irq_pending.store(true, Ordering::SeqCst);
                 c.irqs_raised.fetch_add(1, Ordering::Relaxed);
-                c.kick();
+                // A raise that merges with a pending one needs no kick: the vCPU loop has the
+                // pending one in hand (injecting it at its next exit, or waiting for the window
+                // it asked for). Kicking anyway cut that wait short: the kick's EINTR exit came
+                // before the window opened (PVM opens it at an emulation batch's end), and the
+                // interrupt was injected there, so a loaded host saw no window exit at all.
+                if !c.irq_pending.swap(true, Ordering::SeqCst) {
+                    c.kick();
+                }
             }
             HostRaise::VifEvent => {
                 let _ = mailbox.set_vif_pending(i as u32, 1);

@@ -917,8 +917,9 @@ mod tests {
     }
 
     /// A lock phase on `vcpus` vCPUs with the block barrier, so that every vCPU starts its block
-    /// together (as the measured lock groups do).
-    fn lock_phase(kvm: &Kvm, vcpus: u32, iterations: u64) -> (Session, Dispatch) {
+    /// together (as the measured lock groups do). With `held`, the test holds the guest's lock
+    /// itself when the phase starts (see [`hold_the_lock_until_every_vcpu_spins`]).
+    fn lock_phase(kvm: &Kvm, vcpus: u32, iterations: u64, held: bool) -> (Session, Dispatch, bool) {
         let p = phase(
             Workload::Lock {
                 strategy: strategy("native-popf"),
@@ -937,16 +938,73 @@ mod tests {
         let mut desc = crate::measure::descriptor::diagnostic(&p, iterations);
         desc.barrier = 1;
         let stop = AtomicBool::new(false);
-        let d = session
-            .dispatch(desc, p.irq, TIMEOUT, &stop)
-            .expect("lock phase");
-        (session, d)
+        let mailbox = session.mailbox.clone();
+        let (d, all_spun) = std::thread::scope(|scope| {
+            let holder = held.then(|| {
+                take_the_lock(&mailbox);
+                scope.spawn(|| hold_the_lock_until_every_vcpu_spins(&mailbox, vcpus))
+            });
+            let d = session.dispatch(desc, p.irq, TIMEOUT, &stop);
+            let all_spun = holder.is_none_or(|h| h.join().expect("lock holder"));
+            (d.expect("lock phase"), all_spun)
+        });
+        (session, d, all_spun)
     }
 
-    /// Contention is certain only while vCPUs run side by side: the phase is lengthened until
-    /// two vCPUs' blocks overlapped for 2 ms and spins were counted (300 operations suffice
-    /// where guest code is emulated; native hardware runs them in microseconds), or until a
-    /// phase lasts 2 s, after which spins must have been counted.
+    const SHARED_LOCK: u64 = abi::MAILBOX_GPA + abi::offset::SHARED_LOCK as u64;
+
+    /// The lock word and the padding after it (a u64 store: the guest reads only the low u32).
+    fn take_the_lock(mailbox: &Mailbox) {
+        mailbox.write_u64(SHARED_LOCK, 1, "lock").expect("take");
+    }
+
+    fn spins_since_boot(mailbox: &Mailbox, vcpu: u32) -> u64 {
+        let gpa = abi::slot_gpa(vcpu) + abi::offset::SLOT_LOCK_SPINS as u64;
+        mailbox.read_u64(gpa, "lock spins").expect("slot")
+    }
+
+    /// Holds the lock (taken before the phase) until every vCPU has counted a spin on it, then
+    /// releases it; gives up after [`TIMEOUT`] and says whether every vCPU spun. The holder is
+    /// the host, not a vCPU, but to the guest it is a vCPU preempted inside its critical
+    /// section: what contention on a CPU the vCPUs share depends on, and the host's scheduler
+    /// decides (the SVM box's one CPU saw none in two of three 2 s phases).
+    fn hold_the_lock_until_every_vcpu_spins(mailbox: &Mailbox, vcpus: u32) -> bool {
+        let before: Vec<u64> = (0..vcpus).map(|i| spins_since_boot(mailbox, i)).collect();
+        let deadline = Instant::now() + TIMEOUT;
+        let mut all_spun = false;
+        while !all_spun && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+            all_spun = (0..vcpus).all(|i| spins_since_boot(mailbox, i) > before[i as usize]);
+        }
+        mailbox.write_u64(SHARED_LOCK, 0, "lock").expect("release");
+        all_spun
+    }
+
+    /// The lock's counts: every operation took it twice, and the counter it guards lost no
+    /// update.
+    fn assert_the_lock_excluded(d: &Dispatch, vcpus: u32, iterations: u64) {
+        let total: u64 = d.records.iter().map(|r| r.ops).sum();
+        assert_eq!(
+            total,
+            iterations * u64::from(vcpus),
+            "each vCPU's ops sum to the total"
+        );
+        assert_eq!(
+            d.lock_counter,
+            2 * total,
+            "the counter incremented inside the lock lost updates"
+        );
+        let acquisitions: u64 = d.records.iter().map(|r| r.counts.lock_acquisitions).sum();
+        assert_eq!(acquisitions, 2 * total);
+    }
+
+    /// Exclusion needs the vCPUs' critical sections to interleave: the phase is lengthened until
+    /// two vCPUs' blocks overlapped for 2 ms (300 operations suffice where guest code is
+    /// emulated; native hardware runs them in microseconds). Contention is then made certain
+    /// rather than waited for: with the lock held when the phase starts, every vCPU must count
+    /// spins, and the counts and the counter still add up once the lock is handed on. (Two vCPUs
+    /// contend by themselves only while both run, or while one is descheduled inside its few
+    /// instructions of critical section, which on a CPU they share may not happen in seconds.)
     #[test]
     fn the_lock_excludes_and_contention_is_counted() {
         let Some(kvm) = host::test_kvm() else {
@@ -957,12 +1015,8 @@ mod tests {
             let mut iterations = 300u64;
             let (session, d) = loop {
                 let started = Instant::now();
-                let (session, d) = lock_phase(&kvm, vcpus, iterations);
-                // Overlapping TSC windows are not proof of running at once (a thread may be
-                // preempted inside one): lengthen until spins were seen too, or the phase
-                // takes seconds.
-                let contended = d.records.iter().any(|r| r.counts.lock_spins > 0);
-                if (longest_overlap(&d) >= 2 * tsc_khz && contended)
+                let (session, d, _) = lock_phase(&kvm, vcpus, iterations, false);
+                if longest_overlap(&d) >= 2 * tsc_khz
                     || iterations >= 300 << 15
                     || started.elapsed() > Duration::from_secs(2)
                 {
@@ -971,29 +1025,30 @@ mod tests {
                 session.shutdown();
                 iterations *= 8;
             };
-            let total: u64 = d.records.iter().map(|r| r.ops).sum();
-            assert_eq!(
-                total,
-                iterations * u64::from(vcpus),
-                "each vCPU's ops sum to the total"
-            );
-            assert_eq!(
-                d.lock_counter,
-                2 * total,
-                "the counter incremented inside the lock lost updates"
-            );
-            let acquisitions: u64 = d.records.iter().map(|r| r.counts.lock_acquisitions).sum();
-            assert_eq!(acquisitions, 2 * total);
+            assert_the_lock_excluded(&d, vcpus, iterations);
             let overlap = longest_overlap(&d);
             assert!(
                 overlap >= 2 * tsc_khz,
                 "{vcpus} vCPUs never ran side by side for 2 ms ({overlap} cycles, {iterations} ops)"
             );
             let spins: u64 = d.records.iter().map(|r| r.counts.lock_spins).sum();
-            assert!(
-                spins > 0,
-                "{vcpus} vCPUs overlapped {overlap} cycles and never contended"
+            eprintln!(
+                "{vcpus} vCPUs, {iterations} ops each: {overlap} cycles side by side, {spins} \
+                 spins of their own"
             );
+            session.shutdown();
+
+            let (session, d, all_spun) = lock_phase(&kvm, vcpus, 300, true);
+            let spins: Vec<u64> = d.records.iter().map(|r| r.counts.lock_spins).collect();
+            assert!(
+                all_spun,
+                "not every vCPU counted a spin while the test held the lock: {spins:?}"
+            );
+            assert!(
+                spins.iter().all(|&s| s > 0),
+                "a vCPU's record misses the spins its slot counted: {spins:?}"
+            );
+            assert_the_lock_excluded(&d, vcpus, 300);
             session.shutdown();
         }
     }

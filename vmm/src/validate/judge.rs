@@ -411,10 +411,14 @@ pub fn flag_insn_exits(e: &Expectations, m: &[InsnNet]) -> Judged {
 pub fn irq_window(e: &Expectations, m: &InjectObs) -> Judged {
     let expected =
         "≥ 1 KVM_EXIT_IRQ_WINDOW_OPEN when an interrupt waits for cli; …; sti".to_owned();
-    let measured = format!(
+    let mut measured = format!(
         "{} window exits, {} interrupts raised, {} taken",
         m.window_exits, m.raised, m.taken
     );
+    if m.phases > 1 {
+        // Retried while no window exit was seen: say so, never hide it.
+        measured = format!("{measured} in {} phases", m.phases);
+    }
     if m.raised == 0 {
         return words(expected, measured).fail("the inject thread raised nothing");
     }

@@ -126,6 +126,8 @@ impl std::ops::Add for Share {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct InjectObs {
     pub vcpus: u32,
+    /// Inject phases run (validate/probes.rs `INJECT_PHASES`); the counts are their sums.
+    pub phases: u32,
     pub raised: u64,
     /// KVM_INTERRUPT calls that succeeded (or merged with a queued one).
     pub injected: u64,

@@ -257,6 +257,7 @@ fn flag_instructions_that_exit_fail() {
 fn window_hlt_and_injection_failures() {
     let inj = |raised, taken, windows| InjectObs {
         vcpus: 2,
+        phases: 1,
         raised,
         injected: taken,
         taken,
@@ -277,6 +278,20 @@ fn window_hlt_and_injection_failures() {
             Verdict::Fail
         );
         assert_eq!(verdict_of(&irq_window(&e(f), &inj(0, 0, 0))), Verdict::Fail);
+        // A retried probe says how many phases its sums are over.
+        let retried = irq_window(
+            &e(f),
+            &InjectObs {
+                phases: 3,
+                ..inj(600, 570, 2)
+            },
+        );
+        assert_eq!(verdict_of(&retried), Verdict::Pass);
+        assert!(
+            retried.measured.ends_with("570 taken in 3 phases"),
+            "{}",
+            retried.measured
+        );
         let hlt = |executed, exits| HltObs { executed, exits };
         assert_eq!(verdict_of(&hlt_exits(&e(f), &hlt(512, 512))), Verdict::Pass);
         assert_eq!(verdict_of(&hlt_exits(&e(f), &hlt(512, 511))), Verdict::Fail);
