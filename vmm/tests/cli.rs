@@ -1579,12 +1579,23 @@ fn reference_refuses_bad_lengths_before_opening_kvm() {
     for (args, needle) in [
         (
             vec!["reference", "--rounds", "3"],
-            "rounds = 3: valid is 6..=1000000",
+            "'--rounds <ROUNDS>': `3` is not a count in 6..=1000000",
         ),
-        (vec!["reference", "--iterations", "0"], "iterations = 0"),
+        (
+            vec!["reference", "--rounds", "99999999999999999999"],
+            "is not a count in 6..=1000000",
+        ),
+        (
+            vec!["reference", "--iterations", "0"],
+            "'--iterations <ITERATIONS>': `0` is not a count in 1..=100000000",
+        ),
+        (
+            vec!["reference", "--exit-iterations", "1000001"],
+            "is not a count in 0..=1000000",
+        ),
         (
             vec!["reference", "--trip-rounds", "100001"],
-            "--trip-rounds 100001",
+            "'--trip-rounds <TRIP_ROUNDS>': `100001` is not a count in 0..=100000",
         ),
     ] {
         let out = irqbench()
@@ -1595,5 +1606,195 @@ fn reference_refuses_bad_lengths_before_opening_kvm() {
         let err = text(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
         assert!(err.contains(needle), "{args:?}: {err}");
+    }
+}
+
+/// Reads `child`'s stderr until a line contains `needle` (or it ends): what was read.
+fn stderr_until(stderr: &mut impl std::io::BufRead, needle: &str) -> String {
+    let mut seen = String::new();
+    loop {
+        let mut line = String::new();
+        let n = stderr.read_line(&mut line).expect("read stderr");
+        seen.push_str(&line);
+        if n == 0 || line.contains(needle) {
+            return seen;
+        }
+    }
+}
+
+/// Waits at most `bound` for `child` to exit (then kills it and fails).
+fn exit_within(child: &mut std::process::Child, bound: Duration, seen: &str) -> Option<i32> {
+    let sent = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            return status.code();
+        }
+        if sent.elapsed() > bound {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("still running {bound:?} after the signal:\n{seen}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// `reference` was killed by SIGHUP's default action and stopped silently on SIGINT/SIGTERM.
+/// It now stops within the block under way, says so, prints no half comparison and exits
+/// 130/129. `--rounds 1000000 --yes` is hours here: the signal lands in the probe's rounds.
+#[test]
+fn a_signal_stops_reference_with_its_status_and_says_so() {
+    if !kvm_or_skip() {
+        return;
+    }
+    for (signal, name, code) in [(libc::SIGINT, "SIGINT", 130), (libc::SIGHUP, "SIGHUP", 129)] {
+        let mut child = irqbench()
+            .args(["reference", "--rounds", "1000000", "--yes"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn");
+        let mut stderr = std::io::BufReader::new(child.stderr.take().expect("stderr"));
+        // The estimate is printed after the handler is installed and before the rounds.
+        let mut seen = stderr_until(&mut stderr, "reference: about");
+        assert!(seen.contains("reference: about"), "no estimate:\n{seen}");
+        std::thread::sleep(Duration::from_millis(300));
+        // SAFETY: kill(2) on our own child's pid.
+        unsafe { libc::kill(child.id() as i32, signal) };
+        // Bound: a block is milliseconds and the watchdog ticks at 50 ms.
+        let status = exit_within(&mut child, Duration::from_secs(10), &seen);
+        let _ = std::io::Read::read_to_string(&mut stderr, &mut seen);
+        let mut stdout = String::new();
+        if let Some(mut o) = child.stdout.take() {
+            let _ = std::io::Read::read_to_string(&mut o, &mut stdout);
+        }
+        assert_eq!(status, Some(code), "{name}: {seen}");
+        assert!(
+            seen.contains(&format!("{name}: the reference stopped")),
+            "{seen}"
+        );
+        assert!(
+            stdout.is_empty(),
+            "{name}: half a comparison printed:\n{stdout}"
+        );
+    }
+}
+
+/// `reference` with counts of days started without a word. Now its estimate comes first, and
+/// a length past an hour (without --yes) or a block past half its watchdog is refused with
+/// status 2, naming the flag, before any round. Which refusal depends on the host's speed.
+#[test]
+fn reference_estimates_its_length_and_refuses_days_without_yes() {
+    if !kvm_or_skip() {
+        return;
+    }
+    let started = Instant::now();
+    let out = run(&["reference", "--rounds", "1000000", "--iterations", "300000"]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("reference: about"), "{err}");
+    assert!(
+        err.contains("more than an hour; pass --yes")
+            || err.contains("--iterations 300000: a block of"),
+        "{err}"
+    );
+    assert!(text(&out.stdout).is_empty());
+    // Refused after the calibration, not after the rounds (the run would be hours).
+    assert!(started.elapsed() < Duration::from_secs(120), "{err}");
+}
+
+/// `host` died by SIGTERM's default action (143). The handler is installed first now: a
+/// signal during the flavour probe exits 130 with nothing printed, one after it changes
+/// nothing. It takes ~30 ms, so it is started until a signal lands inside it.
+#[test]
+fn a_signal_stops_host_with_130_and_prints_no_manifest() {
+    if !kvm_or_skip() {
+        return;
+    }
+    let caught = |pid: u32| {
+        std::fs::read_to_string(format!("/proc/{pid}/status")).is_ok_and(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("SigCgt:"))
+                .and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
+                .is_some_and(|m| m & (1 << (libc::SIGTERM - 1)) != 0)
+        })
+    };
+    let mut stopped = 0;
+    for _ in 0..20 {
+        let mut child = irqbench()
+            .args(["host", "--verbose"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !caught(child.id()) && child.try_wait().expect("wait").is_none() {
+            assert!(Instant::now() < deadline, "no SIGTERM handler after 10 s");
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        // SAFETY: kill(2) on our own child's pid (a zombie if it already exited).
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        let out = child.wait_with_output().expect("wait");
+        let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+        match out.status.code() {
+            Some(0) => assert!(stdout.contains("kvm flavour:"), "{stdout}"),
+            Some(130) => {
+                assert!(stdout.is_empty(), "{stdout}");
+                assert!(
+                    stderr.contains("SIGTERM: stopped before the manifest"),
+                    "{stderr}"
+                );
+                stopped += 1;
+            }
+            other => panic!("{other:?} ({:?}): {stderr}", out.status),
+        }
+        if stopped > 0 {
+            return;
+        }
+    }
+    panic!("no SIGTERM landed inside `host` in 20 tries");
+}
+
+/// `disasm` printed its lines at any length and the ELF's symbol names as they were: a
+/// symbol carrying ESC reached the terminal. Now the text wraps to COLUMNS and the name is
+/// shown escaped. The guest is the embedded one with a site label renamed (same length).
+#[test]
+fn disasm_wraps_to_the_terminal_and_escapes_symbol_names() {
+    let dir = tmp();
+    let mut elf = irqbench::machine::image::EMBEDDED_GUEST.to_vec();
+    let (from, to) = (
+        b"irqbench_op_pvop_skip_body\0".as_slice(),
+        b"irqbench_op_pvop_skip_\x1b[2J\0".as_slice(),
+    );
+    let mut renamed = 0;
+    for i in 0..elf.len() - from.len() {
+        if &elf[i..i + from.len()] == from {
+            elf[i..i + to.len()].copy_from_slice(to);
+            renamed += 1;
+        }
+    }
+    assert!(renamed > 0, "no site label to rename");
+    let guest = dir.path().join("hostile.elf");
+    std::fs::write(&guest, elf).expect("write");
+    let out = irqbench()
+        .args(["disasm", "pvop-skip", "--guest", path_str(&guest)])
+        .env("COLUMNS", "60")
+        .output()
+        .expect("spawn");
+    let shown = text(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        !shown.contains('\u{1b}'),
+        "ESC reached the terminal:\n{shown}"
+    );
+    assert!(
+        shown.contains("<irqbench_op_pvop_skip_\\u{1b}[2J>"),
+        "{shown}"
+    );
+    for line in shown.lines() {
+        assert!(
+            line.chars().count() <= 60,
+            "{} columns: {line}",
+            line.chars().count()
+        );
     }
 }

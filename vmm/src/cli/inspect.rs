@@ -27,11 +27,22 @@ fn shorten_cmdline(cmdline: &str) -> String {
 }
 
 pub(crate) fn cmd_host(json: bool, verbose: bool) -> Result<Status, CliError> {
+    // Installed first, as every command that boots a guest does: a stop signal ends the
+    // flavour probe's boot wait, and its status is 130/129 as theirs, not a kill's 143.
+    let signals = super::run::install_signals();
     let kvm = host::open_kvm()?;
     let mut m = host::manifest(&kvm)?;
     // The declared flavour is confirmed by a guest's behaviour (a few milliseconds).
     if let Ok(image) = GuestImage::embedded() {
         validate::probe_flavour(&kvm, &Arc::new(image), &mut m);
+    }
+    // A probe the signal cut short would print "flavour behaviour: unavailable" for the
+    // signal's sake, not the host's: nothing is printed.
+    if let Some((signal, status)) = signals.arrived() {
+        super::error::warn(format_args!(
+            "{signal}: stopped before the manifest was complete; nothing printed"
+        ));
+        return Ok(status);
     }
     if json {
         let text = serde_json::to_string_pretty(&m)
@@ -74,6 +85,13 @@ pub(crate) fn cmd_disasm(names: &[String], guest: Option<&Path>) -> Result<Statu
     for s in strategies {
         disasm_strategy(&mut out, &image, s);
     }
+    // Symbol names and the guest's path come from the ELF and the command line: shown, never
+    // sent. Long lines (a long symbol, a wide instruction) wrap to the terminal as every
+    // command's text does.
+    let out = irqbench::report::wrap(
+        &irqbench::text::escape(&out),
+        irqbench::report::text_width(),
+    );
     emit(&out)
 }
 
@@ -84,7 +102,11 @@ fn disasm_strategy(out: &mut String, image: &GuestImage, s: StrategyId) {
     functions.extend(s.calls().iter().map(|t| t.to_string()));
     for f in functions {
         let Some((addr, code)) = image.function_code(&f) else {
-            let _ = writeln!(out, "  <{f}>: not found in {}", image.source);
+            let _ = writeln!(
+                out,
+                "  <{f}>: not found in {}",
+                irqbench::text::escape_line(&image.source)
+            );
             continue;
         };
         let _ = writeln!(out, "  <{f}>:");
@@ -94,7 +116,7 @@ fn disasm_strategy(out: &mut String, image: &GuestImage, s: StrategyId) {
                 .symbols
                 .iter()
                 .find(|sym| sym.addr == insn.addr && sym.name != f && sym.name.starts_with(&f))
-                .map(|sym| format!("  <{}>", sym.name))
+                .map(|sym| format!("  <{}>", irqbench::text::escape_line(&sym.name)))
                 .unwrap_or_default();
             let _ = writeln!(
                 out,

@@ -103,7 +103,9 @@ written and marked \"partial\"); 141 stdout was a closed pipe.")]
     Run(run::RunArgs),
     /// Print the host manifest: CPU, kernel, KVM flavour, TSC, capabilities.
     #[command(
-        after_help = "Examples:\n  irqbench host\n  irqbench host --verbose   # the whole kernel command line"
+        after_help = "Examples:\n  irqbench host\n  irqbench host --verbose   # the whole kernel command line\n\n\
+Exit status: 0 printed; 1 no KVM, or the manifest could not be read; 130 stopped by SIGINT or\n\
+SIGTERM, 129 by SIGHUP (nothing printed); 141 stdout was a closed pipe."
     )]
     Host {
         /// As JSON instead of text (always the whole command line).
@@ -125,7 +127,10 @@ written and marked \"partial\"); 141 stdout was a closed pipe.")]
     /// Show the exact instructions of each strategy, decoded from the guest ELF.
     #[command(after_help = "Examples:
   irqbench disasm                 # every strategy
-  irqbench disasm pvop-skip       # one strategy, with the pv-ops it calls")]
+  irqbench disasm pvop-skip       # one strategy, with the pv-ops it calls
+
+Lines wrap to the terminal's width (COLUMNS, else the terminal, else 100); the ELF's symbol
+names are shown escaped (\\u{1b} for an ESC).")]
     Disasm {
         /// Strategy names (default: all).
         strategies: Vec<String>,

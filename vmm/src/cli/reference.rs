@@ -1,15 +1,16 @@
 //! `irqbench reference`: the command-line side of `irqbench::reference`.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+use irqbench::host;
 use irqbench::reference::compare::{self, Options};
-use irqbench::reference::ProbeOptions;
-use irqbench::{host, measure};
+use irqbench::reference::{estimate, ProbeOptions};
+use irqbench::reference::{EXIT_ITERATIONS, ITERATIONS, ROUNDS, TRIP_ROUNDS};
 
 use super::config::load_image;
-use super::error::{CliError, Status};
+use super::error::{warn, CliError, Status};
 use super::output::emit;
+use super::run::install_signals;
 
 pub const AFTER_HELP: &str = "Examples:
   irqbench reference                       # 1000 rounds, 350 iterations a block
@@ -28,60 +29,130 @@ estimators). Precision per second is 1 / (relative CI half-width² × seconds): 
 longer run does not change. Only the ratios printed here carry between runs; absolute
 numbers drift on an emulating host.
 
-Exit status: 0 measured; 1 KVM or a run failed; 2 bad arguments; 130 interrupted.";
+Length: the counts set it, not a time budget, so before it starts the reference times a few
+short blocks of each variant on this host and prints how long it will take (`reference:
+about ...` on stderr). Past an hour it runs only with --yes; a block estimated past half its
+10 s watchdog is refused, naming the flag and the count that fits.
+
+Exit status: 0 measured; 1 KVM or a run failed; 2 bad arguments (a count out of range, a
+block too long, over an hour without --yes); 130 stopped by SIGINT or SIGTERM, 129 by SIGHUP
+(nothing printed: a side cut short would not compare like with like); 141 stdout was a
+closed pipe.";
 
 #[derive(Debug, clap::Args)]
 pub struct ReferenceArgs {
-    /// Kept rounds of the reference probe.
-    #[arg(long, default_value_t = 1000)]
+    /// Kept rounds of the reference probe (6..=1000000).
+    #[arg(long, default_value_t = 1000, value_parser = rounds)]
     pub rounds: u32,
-    /// Loop iterations per block of the instruction variants.
-    #[arg(long, default_value_t = 350)]
+    /// Loop iterations per block of the instruction variants (1..=100000000).
+    #[arg(long, default_value_t = 350, value_parser = iterations)]
     pub iterations: u32,
-    /// `out`s per block of the probe's exit variant (0 leaves it out).
-    #[arg(long, default_value_t = 50)]
+    /// `out`s per block of the probe's exit variant (0..=1000000; 0 leaves it out).
+    #[arg(long, default_value_t = 50, value_parser = exit_iterations)]
     pub exit_iterations: u32,
-    /// Rounds of the raw-exit against PING comparison (0 leaves it out).
-    #[arg(long, default_value_t = 200)]
+    /// Rounds of the raw-exit against PING comparison (0..=100000; 0 leaves it out).
+    #[arg(long, default_value_t = 200, value_parser = trip_rounds)]
     pub trip_rounds: u32,
     /// Seed of the shuffles.
     #[arg(long, default_value_t = ProbeOptions::default().seed)]
     pub seed: u64,
+    /// Run a reference estimated at more than an hour (refused without it).
+    #[arg(long)]
+    pub yes: bool,
+}
+
+/// A count in `lo..=hi`, with the range named also for a number past u64 (clap's own parser
+/// then says only "number too large to fit in target type").
+fn count_in(s: &str, (lo, hi): (u32, u32)) -> Result<u32, String> {
+    match s.parse::<u64>() {
+        Ok(n) if (u64::from(lo)..=u64::from(hi)).contains(&n) => Ok(n as u32),
+        _ => Err(format!("`{s}` is not a count in {lo}..={hi}")),
+    }
+}
+
+fn rounds(s: &str) -> Result<u32, String> {
+    count_in(s, ROUNDS)
+}
+
+fn iterations(s: &str) -> Result<u32, String> {
+    count_in(s, ITERATIONS)
+}
+
+fn exit_iterations(s: &str) -> Result<u32, String> {
+    count_in(s, EXIT_ITERATIONS)
+}
+
+fn trip_rounds(s: &str) -> Result<u32, String> {
+    count_in(s, TRIP_ROUNDS)
 }
 
 pub fn cmd_reference(args: &ReferenceArgs) -> Result<Status, CliError> {
-    let stop = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        let _ = signal_hook::flag::register(sig, Arc::clone(&stop));
-    }
+    // Installed first: from here a stop signal ends the block under way (the watchdog kicks
+    // it within 50 ms) and every one after it, and is this command's to answer.
+    let signals = install_signals();
     let probe = ProbeOptions {
         rounds: args.rounds,
         iterations: args.iterations,
         exit_iterations: args.exit_iterations,
         seed: args.seed,
-        stop: Arc::clone(&stop),
+        stop: Arc::clone(&signals.stop),
         ..ProbeOptions::default()
     };
     probe
         .check()
         .map_err(|e| CliError::Usage(irqbench::error_chain(&e, ": ")))?;
-    if args.trip_rounds > 100_000 {
-        return Err(CliError::Usage(format!(
-            "--trip-rounds {}: valid is 0..=100000",
-            args.trip_rounds
-        )));
-    }
     let kvm = host::open_kvm()?;
     let image = Arc::new(load_image(None)?);
     let options = Options {
         probe,
         trip_rounds: args.trip_rounds,
     };
+    let planned = estimate::estimate(&kvm, &options);
+    if let Some(status) = stopped(&signals) {
+        return Ok(status);
+    }
+    let planned = planned.map_err(|e| CliError::Failed(irqbench::error_chain(&e, ": ")))?;
+    warn(format_args!("reference: {planned}"));
+    confirm(&planned, args.yes)?;
     let result = compare::compare(&kvm, &image, &options);
-    if stop.load(Ordering::SeqCst) {
-        measure::session::request_stop();
-        return Ok(Status::Interrupted);
+    if let Some(status) = stopped(&signals) {
+        return Ok(status);
     }
     let c = result.map_err(|e| CliError::Failed(irqbench::error_chain(&e, ": ")))?;
     emit(&compare::text(&c))
+}
+
+/// The status of a signal that arrived, said on stderr.
+fn stopped(signals: &super::run::Signals) -> Option<Status> {
+    let (signal, status) = signals.arrived()?;
+    warn(format_args!(
+        "{signal}: the reference stopped before its last block; nothing is printed (a side \
+         cut short would not compare like with like)"
+    ));
+    Some(status)
+}
+
+/// A block the watchdog would cut short is refused; past an hour, only with --yes.
+fn confirm(planned: &estimate::Estimate, yes: bool) -> Result<(), CliError> {
+    if let Some((block, fits)) = planned.block_too_long() {
+        let flag = match block.body {
+            irqbench::reference::guest::Body::PortOut => "--exit-iterations",
+            _ => "--iterations",
+        };
+        return Err(CliError::Usage(format!(
+            "{flag} {}: a block of {} would take about {:.1} s, past half the {} s a block may \
+             take; valid on this host: up to about {fits}",
+            block.iterations,
+            block.body.name(),
+            block.took.as_secs_f64(),
+            planned.block_timeout.as_secs()
+        )));
+    }
+    if planned.needs_confirmation() && !yes {
+        return Err(CliError::Usage(format!(
+            "the reference runs for {planned}, more than an hour; pass --yes to run it anyway, \
+             or lower --rounds, --iterations, --exit-iterations or --trip-rounds"
+        )));
+    }
+    Ok(())
 }

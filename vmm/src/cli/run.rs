@@ -301,7 +301,7 @@ pub fn cmd_run(args: &RunArgs) -> Result<Status, CliError> {
 
 /// Which signal stopped the run (0: none), for the exit status.
 pub(super) struct Signals {
-    stop: Arc<AtomicBool>,
+    pub(super) stop: Arc<AtomicBool>,
     which: Arc<AtomicUsize>,
 }
 

@@ -9,7 +9,7 @@ use super::schema;
 use super::schema::fmt_int;
 use super::values::{int_range_of, Checked, Ctx, RunValues};
 use super::{defaults, MAX_PHASES};
-use crate::config::plan::{GroupKey, InsnId, IrqSource, PhasePlan, StrategyId, Workload};
+use crate::config::plan::{GroupKey, InsnId, IrqBuild, IrqSource, PhasePlan, StrategyId, Workload};
 
 /// A floor of one operation's cost on any host, in ns: a loop iteration takes at least a
 /// cycle, and no host runs at 10 GHz.
@@ -447,8 +447,13 @@ impl Ctx<'_> {
     fn irq(&self, v: &Spanned<RawIrq>, key: &str, run: &RunValues) -> Checked<IrqSource> {
         let raw = v.get_ref();
         let sk = format!("{key}.source");
-        let id = self.choice_index(&raw.source, &sk, "irq source", &abi::irq::NAMES)?;
-        let source = &abi::irq::SOURCES[id];
+        // Each name paired with its constructor, so the one found is the one built.
+        let table: Vec<(&str, (&abi::irq::Info, IrqBuild))> = abi::irq::SOURCES
+            .iter()
+            .zip(IrqSource::BUILDERS)
+            .map(|(info, build)| (info.name, (info, build)))
+            .collect();
+        let (source, with) = self.choice(&raw.source, &sk, "irq source", &table)?;
         let source_name = source.name;
         let wanted = source.param.map(|p| p.key);
         let params = [("period_us", &raw.period_us), ("rate_hz", &raw.rate_hz)];
@@ -464,10 +469,6 @@ impl Ctx<'_> {
                 format!("`{name}` does not apply to source \"{source_name}\", which takes {takes}"),
             ));
         }
-        let with = |x| {
-            IrqSource::with_param(id, x)
-                .unwrap_or_else(|| panic!("IrqSource::with_param lacks source {source_name}"))
-        };
         let Some(param) = wanted else {
             return Ok(with(0.0));
         };

@@ -31,6 +31,9 @@ pub enum IrqSource {
     },
 }
 
+/// An [`IrqSource`] from its parameter (ignored by a source without one).
+pub type IrqBuild = fn(f64) -> IrqSource;
+
 /// How a host thread raises a source's events (`measure/irq_load.rs` does it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum HostRaise {
@@ -41,16 +44,19 @@ pub enum HostRaise {
 }
 
 impl IrqSource {
+    /// A constructor per entry of `abi::irq::SOURCES`, in id order (a test checks `abi_id` and
+    /// the parameter's key). The array is as long as the table by its type, so a config's
+    /// source name, found in the table, always has its constructor: no lookup can miss.
+    pub const BUILDERS: [IrqBuild; abi::irq::COUNT as usize] = [
+        |_| IrqSource::None,
+        |x| IrqSource::LapicTimer { period_us: x },
+        |x| IrqSource::Inject { rate_hz: x },
+        |x| IrqSource::PvEvent { rate_hz: x },
+    ];
+
     /// The source of id `id` with its parameter (if it takes one) set to `x`.
     pub fn with_param(id: usize, x: f64) -> Option<IrqSource> {
-        // One per table entry, in id order (a test checks `abi_id` and the parameter's key).
-        let all: [IrqSource; abi::irq::COUNT as usize] = [
-            IrqSource::None,
-            IrqSource::LapicTimer { period_us: x },
-            IrqSource::Inject { rate_hz: x },
-            IrqSource::PvEvent { rate_hz: x },
-        ];
-        all.get(id).copied()
+        IrqSource::BUILDERS.get(id).map(|build| build(x))
     }
 
     pub fn abi_id(&self) -> u32 {

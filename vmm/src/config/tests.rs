@@ -1570,3 +1570,22 @@ fn report_redact_names_facts_and_refuses_others_with_their_place() {
         &["valid keys: redact"],
     );
 }
+
+/// Every source of the ABI table loads from a config as itself, with its parameter: the name
+/// is found together with its constructor, so no name of the table can lack one.
+#[test]
+fn every_irq_source_of_the_table_loads_as_itself() {
+    for info in abi::irq::SOURCES {
+        let param = info
+            .param
+            .map(|p| format!(", {} = 100", p.key))
+            .unwrap_or_default();
+        let plan = ok(&format!(
+            "{H}strategies = [\"native-popf\"]\nirq = [{{ source = \"{}\"{param} }}]\n",
+            info.name
+        ));
+        let irq = plan.phases[0].irq;
+        assert_eq!(irq.name(), info.name);
+        assert_eq!(irq.param(), info.param.map(|_| 100.0), "{}", info.name);
+    }
+}

@@ -109,7 +109,10 @@ pub fn compare(
     options: &Options,
 ) -> Result<Comparison, CompareError> {
     let probe = run_probe(kvm, &options.probe)?;
+    options.probe.stopped()?;
     let irqbench = irqbench_pair(kvm, image, &options.probe.stop)?;
+    // run_plan ends a stopped run with a partial report, which is no figure to compare.
+    options.probe.stopped()?;
     let trip = match options.trip_rounds {
         0 => None,
         n => Some(round_trip(kvm, image, n, &options.probe)?),
@@ -123,13 +126,18 @@ pub fn compare(
     })
 }
 
+/// irqbench's plan for the pair, loaded.
+pub fn pair_plan() -> Result<Plan, CompareError> {
+    config::load_str(PLAN, "reference-pair (built in)", &Limits::default())
+        .map_err(CompareError::Plan)
+}
+
 fn irqbench_pair(
     kvm: &Kvm,
     image: &Arc<GuestImage>,
     stop: &Arc<AtomicBool>,
 ) -> Result<IrqbenchPair, CompareError> {
-    let plan = config::load_str(PLAN, "reference-pair (built in)", &Limits::default())
-        .map_err(CompareError::Plan)?;
+    let plan = pair_plan()?;
     let options = RunOptions {
         stop: Arc::clone(stop),
         trace_exits: false,
@@ -193,6 +201,7 @@ fn round_trip(
         for round in 0..=rounds {
             let (mut r, mut p) = (0.0, 0.0);
             for which in shuffled(2, options.seed ^ 0xD00B, round) {
+                options.stopped()?;
                 if which == 0 {
                     let t = probe.block(Body::PortOut, PINGS, options.block_timeout)?;
                     r = t.cycles as f64 / f64::from(PINGS);

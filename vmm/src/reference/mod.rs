@@ -10,10 +10,11 @@
 //! comparison ([`compare`]) is of like with like.
 
 pub mod compare;
+pub mod estimate;
 pub mod guest;
 pub mod probe;
 
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -46,7 +47,16 @@ pub enum ReferenceError {
     Timeout(Duration),
     #[error("reference probe: {0}")]
     Options(String),
+    #[error("reference: stopped by a signal")]
+    Stopped,
 }
+
+/// The valid ranges of [`ProbeOptions`]' counts (and of the round trip's rounds), which the
+/// command line's flags name.
+pub const ROUNDS: (u32, u32) = (6, 1_000_000);
+pub const ITERATIONS: (u32, u32) = (1, 100_000_000);
+pub const EXIT_ITERATIONS: (u32, u32) = (0, 1_000_000);
+pub const TRIP_ROUNDS: (u32, u32) = (0, 100_000);
 
 /// How long the probe runs.
 #[derive(Clone, Debug)]
@@ -79,20 +89,23 @@ impl Default for ProbeOptions {
 impl ProbeOptions {
     pub fn check(&self) -> Result<(), ReferenceError> {
         let bad = |what: String| Err(ReferenceError::Options(what));
-        if !(6..=1_000_000).contains(&self.rounds) {
-            return bad(format!("rounds = {}: valid is 6..=1000000", self.rounds));
+        for (what, value, (lo, hi)) in [
+            ("rounds", self.rounds, ROUNDS),
+            ("iterations", self.iterations, ITERATIONS),
+            ("exit iterations", self.exit_iterations, EXIT_ITERATIONS),
+        ] {
+            if !(lo..=hi).contains(&value) {
+                return bad(format!("{what} = {value}: valid is {lo}..={hi}"));
+            }
         }
-        if !(1..=100_000_000).contains(&self.iterations) {
-            return bad(format!(
-                "iterations = {}: valid is 1..=100000000",
-                self.iterations
-            ));
-        }
-        if self.exit_iterations > 1_000_000 {
-            return bad(format!(
-                "exit iterations = {}: valid is 0..=1000000",
-                self.exit_iterations
-            ));
+        Ok(())
+    }
+
+    /// [`ReferenceError::Stopped`] once a signal asked to stop: checked between blocks, so a
+    /// stop is seen at the next block even when every block is shorter than the watchdog's tick.
+    fn stopped(&self) -> Result<(), ReferenceError> {
+        if self.stop.load(Ordering::SeqCst) {
+            return Err(ReferenceError::Stopped);
         }
         Ok(())
     }
@@ -157,6 +170,7 @@ pub fn run_probe(kvm: &Kvm, options: &ProbeOptions) -> Result<ProbeResult, Refer
     for round in 0..=options.rounds {
         let mut cells = vec![None; bodies.len()];
         for v in shuffled(bodies.len(), options.seed, round) {
+            options.stopped()?;
             let n = options.iterations_of(bodies[v]);
             let t = probe.block(bodies[v], n, options.block_timeout)?;
             host += t.host_in_exits;
