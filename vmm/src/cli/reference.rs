@@ -32,7 +32,7 @@ numbers drift on an emulating host.
 Length: the counts set it, not a time budget, so before it starts the reference times a few
 short blocks of each variant on this host and prints how long it will take (`reference:
 about ...` on stderr). Past an hour it runs only with --yes; a block estimated past half its
-10 s watchdog is refused, naming the flag and the count that fits.
+10 s watchdog is refused, naming the flag and a count that fits with room for the estimate's error.
 
 Exit status: 0 measured; 1 KVM or a run failed; 2 bad arguments (a count out of range, a
 block too long, over an hour without --yes); 130 stopped by SIGINT or SIGTERM, 129 by SIGHUP
@@ -141,7 +141,8 @@ fn confirm(planned: &estimate::Estimate, yes: bool) -> Result<(), CliError> {
         };
         return Err(CliError::Usage(format!(
             "{flag} {}: a block of {} would take about {:.1} s, past half the {} s a block may \
-             take; valid on this host: up to about {fits}",
+             take; try at most about {fits} (half the count the estimate allows, which is only \
+             good to about ±50% on a busy host)",
             block.iterations,
             block.body.name(),
             block.took.as_secs_f64(),

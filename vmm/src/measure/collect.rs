@@ -63,6 +63,9 @@ pub struct Collected {
     pub sums: Vec<VariantSums>,
     pub vm_stats: StatsDelta,
     pub irqs_raised: u64,
+    /// The dispatches' wall time (each its longest vCPU's phase), over which `irqs_raised` were
+    /// raised: their rate is what the load really kept.
+    pub raise_span_ns: u64,
     /// The lock workload's shared counter always matched 2 × operations.
     pub mutual_exclusion_held: bool,
     pub lock_counter: u64,
@@ -188,6 +191,10 @@ impl Collected {
             self.vm_stats.add(vm);
         }
         self.irqs_raised += d.irqs_raised;
+        let span = d.samples.iter().map(|s| s.wall).max().unwrap_or_default();
+        self.raise_span_ns = self
+            .raise_span_ns
+            .saturating_add(u64::try_from(span.as_nanos()).unwrap_or(u64::MAX));
         if lock {
             self.lock_counter += d.lock_counter;
             if d.lock_counter != d.total_ops() * 2 {

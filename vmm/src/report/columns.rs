@@ -369,6 +369,10 @@ fn ticks_cell(r: &PhaseResult) -> String {
 /// `inject` rows: interrupts the guest took / those the load raised over the row's blocks.
 fn delivery_cell(r: &PhaseResult) -> String {
     match &r.irq_delivery {
+        // A few expected keep a decimal: `0/0.4` is not `0/0`, which would read as none due.
+        Some(d) if d.expected < 10.0 => {
+            format!("{}/{:.1}", fmt_count(d.delivered), d.expected.max(0.0))
+        }
         Some(d) => format!(
             "{}/{}",
             fmt_count(d.delivered),

@@ -990,9 +990,10 @@ fn inject_rows_show_delivered_over_expected_interrupts_and_others_no_column() {
     assert!(!table_row(&render_table_at(&report, 120), "strategy").contains("inject"));
     report.results[0].irq_delivery = Some(crate::results::IrqDelivery {
         rate_hz: 5000.0,
+        raised_hz: Some(4990.0),
         expected: 1976.4,
         delivered: 743,
-        delivered_fraction: 743.0 / 1976.4,
+        delivered_fraction: Some(743.0 / 1976.4),
     });
     let table = render_table_at(&report, 120);
     assert!(table_row(&table, "strategy").contains("inject"), "{table}");

@@ -341,14 +341,19 @@ pub struct TimerTicks {
 
 /// Injected interrupts of an `inject` row: delivered (counted by the guest's handler inside
 /// the row's blocks, all vCPUs: `interrupts`) against expected (the row's block time summed
-/// over vCPUs × `rate_hz`).
+/// over vCPUs × the rate the load kept: `rate_hz`, or `raised_hz` where that is lower).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct IrqDelivery {
     pub rate_hz: f64,
+    /// The rate the load thread really raised at, per vCPU, over the group's dispatches: below
+    /// `rate_hz` when the host could not keep the rate (ticks far behind are skipped). Absent in
+    /// files from before it and where no dispatch time was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub raised_hz: Option<f64>,
     pub expected: f64,
     pub delivered: u64,
-    /// delivered / expected.
-    pub delivered_fraction: f64,
+    /// delivered / expected; `null` when nothing was expected (no figure without data).
+    pub delivered_fraction: Option<f64>,
 }
 
 /// What a row measures: it decides the table a row goes in and its unit.
@@ -782,9 +787,10 @@ mod tests {
         let r = PhaseResult {
             irq_delivery: Some(IrqDelivery {
                 rate_hz: 5000.0,
+                raised_hz: Some(4990.0),
                 expected: 1976.4,
                 delivered: 743,
-                delivered_fraction: 743.0 / 1976.4,
+                delivered_fraction: Some(743.0 / 1976.4),
             }),
             ..Default::default()
         };
