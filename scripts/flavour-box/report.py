@@ -47,7 +47,7 @@ KNOWN_EMULATOR = {
         "measure::tests::inject_load_counts_window_exits_and_never_blames_the_critical_section":
             "on the box's one CPU the inject thread mostly runs while the vCPU thread is out of "
             "the guest at a block's doorbell, and the interrupt it raises is then taken right "
-            "after that doorbell, before the next block's counters are read: in 6 of 26 box runs "
+            "after that doorbell, before the next block's counters are read: in 8 of 32 box runs "
             "none of 355-4015 raised landed inside a timed block (the guest took them in "
             "guest_main); the window exits were still attributed outside every body; " + TCG_1CPU,
     },
