@@ -191,10 +191,9 @@ impl Collected {
             self.vm_stats.add(vm);
         }
         self.irqs_raised += d.irqs_raised;
-        let span = d.samples.iter().map(|s| s.wall).max().unwrap_or_default();
         self.raise_span_ns = self
             .raise_span_ns
-            .saturating_add(u64::try_from(span.as_nanos()).unwrap_or(u64::MAX));
+            .saturating_add(u64::try_from(d.wall().as_nanos()).unwrap_or(u64::MAX));
         if lock {
             self.lock_counter += d.lock_counter;
             if d.lock_counter != d.total_ops() * 2 {

@@ -71,6 +71,11 @@ pub(super) fn build(
     let mut results = Vec::new();
     let mut warnings = Vec::new();
     let mut violations = Vec::new();
+    // One load per group (its rows share their irq source): its raised rate is the group's.
+    let raised_hz = run
+        .rows
+        .first()
+        .and_then(|row| raised_rate(collected, &row.irq));
     for (i, row) in run.rows.iter().enumerate() {
         let v = i + 1;
         let mut r = row_result(row, &table, v, tsc_hz, run.precision);
@@ -109,8 +114,7 @@ pub(super) fn build(
                 .collect();
         }
         r.wall_ms = wall.as_secs_f64() * 1000.0;
-        let kept = raised_rate(collected, &row.irq);
-        warnings.extend(load_delivery(&mut r, &row.irq, sums, tsc_hz, kept));
+        warnings.extend(load_delivery(&mut r, &row.irq, sums, tsc_hz, raised_hz));
         if !r.cycles_per_op.has_data() {
             let (seen, disturbed) = table.blocks_disturbed(v);
             r.no_data = Some(format!("no data ({disturbed} of {seen} blocks disturbed)"));
@@ -344,8 +348,7 @@ fn irq_delivery(
     let IrqSource::Inject { rate_hz } = *irq else {
         return None;
     };
-    let kept = raised_hz.map_or(rate_hz, |r| r.min(rate_hz));
-    let expected = cycles as f64 / tsc_hz * kept;
+    let expected = cycles as f64 / tsc_hz * kept_rate(rate_hz, raised_hz);
     Some(IrqDelivery {
         rate_hz,
         raised_hz,
@@ -353,6 +356,11 @@ fn irq_delivery(
         delivered: interrupts,
         delivered_fraction: (expected > 0.0).then(|| interrupts as f64 / expected),
     })
+}
+
+/// The rate expected of a load: the configured one, or the raised one where lower.
+fn kept_rate(rate_hz: f64, raised_hz: Option<f64>) -> f64 {
+    raised_hz.map_or(rate_hz, |r| r.min(rate_hz))
 }
 
 /// Whether the load thread raised below [`RAISED_WARN_BELOW`] of its configured rate.
@@ -370,7 +378,7 @@ fn delivery_warning(name: &str, d: &IrqDelivery) -> Option<String> {
     {
         return None;
     }
-    let kept = d.raised_hz.map_or(d.rate_hz, |r| r.min(d.rate_hz));
+    let kept = kept_rate(d.rate_hz, d.raised_hz);
     let behind = if fell_behind(d) {
         format!(
             "; the load itself raised only ~{kept:.0} Hz of its {} Hz (the host could not keep \

@@ -145,6 +145,14 @@ impl Dispatch {
     pub fn max_cycles(&self) -> u64 {
         self.records.iter().map(|r| r.tsc_cycles).max().unwrap_or(0)
     }
+    /// Longest vCPU's phase in host wall time: how long the dispatch (and its load) ran.
+    pub fn wall(&self) -> Duration {
+        self.samples
+            .iter()
+            .map(|s| s.wall)
+            .max()
+            .unwrap_or_default()
+    }
     pub fn total_ops(&self) -> u64 {
         self.records.iter().map(|r| r.ops).sum()
     }

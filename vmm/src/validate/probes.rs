@@ -72,7 +72,7 @@ fn sized(s: &mut Session, p: &PhasePlan, target: Duration) -> Result<u64, String
         ..p.clone()
     };
     let d = run_once(s, &quiet, CALIBRATION_ITERATIONS)?;
-    let wall = d.samples.iter().map(|x| x.wall).max().unwrap_or_default();
+    let wall = d.wall();
     let per = wall.as_secs_f64() / CALIBRATION_ITERATIONS as f64;
     let n = target.as_secs_f64() / per.max(1e-10);
     Ok((n as u64).clamp(4, 1 << 31))
@@ -511,7 +511,7 @@ fn inject_phase(s: &mut Session, rate_hz: f64, target: Duration) -> Result<Injec
     let p = row(workload, s.vcpus, IrqSource::Inject { rate_hz });
     let d = load_rounds(s, &p, target)?;
     // The rate the load thread kept (it skips ticks when the host is busy), per vCPU.
-    let wall = d.samples.iter().map(|x| x.wall).max().unwrap_or_default();
+    let wall = d.wall();
     let per_ns =
         d.irqs_raised as f64 / f64::from(s.vcpus.max(1)) / (wall.as_nanos() as f64).max(1.0);
     let share = phase_sums(&d)?
