@@ -43,14 +43,20 @@ global_asm!(
 
 /// An operation entry point from `ops.S` (custom convention, see there).
 type OpFn = unsafe extern "C" fn();
+/// A strategy's measured loop (ops.S, "The measured loops"): (iterations, body_ops,
+/// nesting_per_65536) → IF violations.
+type LoopFn = unsafe extern "C" fn(u64, u32, u32) -> u64;
 
 extern "C" {
     static irqbench_ops: [OpFn; abi::strategy::COUNT as usize];
     static irqbench_lockops: [OpFn; abi::strategy::COUNT as usize];
     static irqbench_insns: [OpFn; abi::insn::COUNT as usize];
+    static irqbench_loops_f: [LoopFn; abi::strategy::COUNT as usize];
+    static irqbench_loops_fb: [LoopFn; abi::strategy::COUNT as usize];
+    static irqbench_loops_n: [LoopFn; abi::strategy::COUNT as usize];
+    static irqbench_loops_nb: [LoopFn; abi::strategy::COUNT as usize];
     static mut irqbench_hypercall_transport: u32;
     static mut irqbench_hypercall_insn: u32;
-    fn irqbench_strategy_loop(op: OpFn, iterations: u64, nesting: u32, body: u32, vif: u32) -> u64;
     fn irqbench_lock_loop(op: OpFn, iterations: u64, body: u32);
     fn irqbench_op_once(op: OpFn, body: u32);
     fn irqbench_insn_loop(f: OpFn, iterations: u64);
@@ -385,14 +391,9 @@ fn barrier_wait(target: u64) {
 
 /// One block: `iterations` operations of variant `id`. Returns (operations, IF violations).
 fn run_block(slot: *mut VcpuSlot, r: &Rounds, id: u32) -> (u64, u64) {
-    // SAFETY: the three tables are immutable statics in ops.S.
-    let (ops_table, lock_table, insn_table) = unsafe {
-        (
-            &*addr_of!(irqbench_ops),
-            &*addr_of!(irqbench_lockops),
-            &*addr_of!(irqbench_insns),
-        )
-    };
+    // SAFETY: the two tables are immutable statics in ops.S.
+    let (lock_table, insn_table) =
+        unsafe { (&*addr_of!(irqbench_lockops), &*addr_of!(irqbench_insns)) };
     let n = r.iterations;
     // `get` rather than indexing: a bounds-check panic would pull core::fmt (SSE) into the image.
     match r.kind {
@@ -412,14 +413,22 @@ fn run_block(slot: *mut VcpuSlot, r: &Rounds, id: u32) -> (u64, u64) {
         }
         _ if id == abi::VARIANT_MIXED => (run_mixed(slot, r), 0),
         _ => {
-            let vif = u32::from(abi::strategy::is_vif(id));
+            // SAFETY: the four tables are immutable statics in ops.S.
+            let loops = unsafe {
+                match (r.nesting != 0, r.body != 0) {
+                    (false, false) => &*addr_of!(irqbench_loops_f),
+                    (false, true) => &*addr_of!(irqbench_loops_fb),
+                    (true, false) => &*addr_of!(irqbench_loops_n),
+                    (true, true) => &*addr_of!(irqbench_loops_nb),
+                }
+            };
             let mut violations = 0;
-            if let Some(op) = ops_table.get(id as usize) {
-                // SAFETY: an op from the table; the loop preserves the callee-saved registers
-                // and leaves IF as it found it (set).
-                violations = unsafe { irqbench_strategy_loop(*op, n, r.nesting, r.body, vif) };
+            if let Some(run) = loops.get(id as usize) {
+                // SAFETY: a loop from the table; it preserves the callee-saved registers and
+                // leaves IF as it found it (set).
+                violations = unsafe { run(n, r.body, r.nesting) };
             }
-            if vif != 0 {
+            if abi::strategy::is_vif(id) {
                 wr!(slot, 0, vif_mask);
             }
             (n, violations)

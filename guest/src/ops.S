@@ -6,8 +6,9 @@
  *               without a register;
  *   %ebp      = critical-section work (body_ops) while an op runs;
  *   an op clobbers %rax %rcx %rdx %rdi %rsi and keeps every other register.
- * Every op is `save; disable; body; restore; ret` with a global label at each site, so the VMM
- * can attribute an exit RIP to (strategy, site) through the ELF symbol table.
+ * Every op is `save; disable; body; restore; tail` (tail = ret, or the loop counter's dec where
+ * a measured loop inlines it) with a global label at each site, so the VMM can attribute an
+ * exit RIP to (strategy, site) through the ELF symbol table.
  *
  * Constants come from irqbench_abi as named global_asm! operands.
  */
@@ -265,7 +266,7 @@ irqbench_pv_end:
  * A strategy is an OP_<NAME> macro here plus its entry in irqbench_abi::strategy::STRATEGIES
  * (the build checks that the two agree, and generates the instantiation and the tables).
  */
-    .macro OP_EMPTY p, body
+    .macro OP_EMPTY p, body, tail=ret
     .global \p\()_empty
 \p\()_empty:
     .global \p\()_empty_body
@@ -273,12 +274,12 @@ irqbench_pv_end:
     \body
     .global \p\()_empty_restore
 \p\()_empty_restore:
-    ret
+    \tail
     .global \p\()_empty_end
 \p\()_empty_end:
     .endm
 
-    .macro OP_NATIVE_POPF p, body
+    .macro OP_NATIVE_POPF p, body, tail=ret
     .global \p\()_native_popf
 \p\()_native_popf:
     pushfq                      /* save: flags = rflags */
@@ -293,12 +294,12 @@ irqbench_pv_end:
 \p\()_native_popf_restore:
     pushq %rax                  /* restore: rflags = flags, IF included */
     popfq
-    ret
+    \tail
     .global \p\()_native_popf_end
 \p\()_native_popf_end:
     .endm
 
-    .macro OP_NATIVE_CLI_STI p, body
+    .macro OP_NATIVE_CLI_STI p, body, tail=ret
     .global \p\()_native_cli_sti
 \p\()_native_cli_sti:           /* no save: spin_lock_irq assumes IRQs were on */
     .global \p\()_native_cli_sti_disable
@@ -310,12 +311,12 @@ irqbench_pv_end:
     .global \p\()_native_cli_sti_restore
 \p\()_native_cli_sti_restore:
     sti                         /* unconditional: wrong when called with IRQs off */
-    ret
+    \tail
     .global \p\()_native_cli_sti_end
 \p\()_native_cli_sti_end:
     .endm
 
-    .macro OP_NATIVE_SKIP p, body
+    .macro OP_NATIVE_SKIP p, body, tail=ret
     .global \p\()_native_skip
 \p\()_native_skip:
     pushfq
@@ -331,12 +332,12 @@ irqbench_pv_end:
     testl $0x200, %eax          /* X86_EFLAGS_IF in the saved flags? */
     jz 1f
     sti                         /* only then enable */
-1:  ret
+1:  \tail
     .global \p\()_native_skip_end
 \p\()_native_skip_end:
     .endm
 
-    .macro OP_PVOP_POPF p, body
+    .macro OP_PVOP_POPF p, body, tail=ret
     .global \p\()_pvop_popf
 \p\()_pvop_popf:
     call *irqbench_pv_irq_ops+0(%rip)   /* save_fl */
@@ -350,12 +351,12 @@ irqbench_pv_end:
 \p\()_pvop_popf_restore:
     movq %rax, %rdi
     call *irqbench_pv_irq_ops+8(%rip)   /* restore_fl(flags): popf */
-    ret
+    \tail
     .global \p\()_pvop_popf_end
 \p\()_pvop_popf_end:
     .endm
 
-    .macro OP_PVOP_SKIP p, body
+    .macro OP_PVOP_SKIP p, body, tail=ret
     .global \p\()_pvop_skip
 \p\()_pvop_skip:
     call *irqbench_pv_irq_ops+0(%rip)   /* save_fl */
@@ -370,12 +371,12 @@ irqbench_pv_end:
     testl $0x200, %eax                  /* the 2017 patch: if (flags & X86_EFLAGS_IF) */
     jz 1f
     call *irqbench_pv_irq_ops+24(%rip)  /* irq_enable */
-1:  ret
+1:  \tail
     .global \p\()_pvop_skip_end
 \p\()_pvop_skip_end:
     .endm
 
-    .macro OP_VIF_RESTORE p, body
+    .macro OP_VIF_RESTORE p, body, tail=ret
     .global \p\()_vif_restore
 \p\()_vif_restore:
     movzbl %gs:{VIF_MASK}, %eax         /* save: flags = mask (1 = IF clear) */
@@ -393,12 +394,12 @@ irqbench_pv_end:
     cmpb $0, %gs:{VIF_PENDING}
     je 1f
     call irqbench_hypercall             /* unmasked with an event pending */
-1:  ret
+1:  \tail
     .global \p\()_vif_restore_end
 \p\()_vif_restore_end:
     .endm
 
-    .macro OP_VIF_SKIP p, body
+    .macro OP_VIF_SKIP p, body, tail=ret
     .global \p\()_vif_skip
 \p\()_vif_skip:
     movzbl %gs:{VIF_MASK}, %eax
@@ -416,7 +417,7 @@ irqbench_pv_end:
     cmpb $0, %gs:{VIF_PENDING}
     je 1f
     call irqbench_hypercall
-1:  ret
+1:  \tail
     .global \p\()_vif_skip_end
 \p\()_vif_skip_end:
     .endm
@@ -438,88 +439,161 @@ irqbench_lockops:
     .text
 
 /* ---------------------------------------------------------------------------------------------
- * u64 irqbench_strategy_loop(op, iterations, nesting_per_65536, body_ops, vif)
- * Runs `op` `iterations` times (a multiple of 4 when nesting is 0); returns IF violations: nested
- * operations after which interrupts were enabled although the enclosing section disabled them.
+ * The measured loops: each strategy's operation inlined into a loop of its own, as the kernel
+ * inlines arch_local_irq_save/restore into its callers. A block's time is the loop's, and the
+ * empty strategy's loop is subtracted as the baseline, so what the loop adds beside the
+ * operation is noise in every net figure: on an emulating host (PVM) each instruction costs
+ * about a microsecond and the block's noise grows with its length. A call through a register
+ * and a `ret` per operation, and the body's zero test when body_ops is 0, made the baseline 7x
+ * the smallest net; inlined, the loop adds the counter's `dec` after each operation and a `jnz`
+ * per turn. The `dec` is also what runs in an `sti`'s shadow before the next operation's first
+ * instruction, so an interrupt can be taken between two operations as in kernel code (with
+ * `cli` right after `sti`, none ever could).
+ *
+ * Four kinds per strategy, each a table indexed by strategy id (guest/build.rs generates the
+ * instantiation, ALL_LOOPS, and the tables, LOOP_TABLE):
+ *   f / fb   flat (no nesting), the operation four times per turn (iterations a multiple of 4);
+ *            fb with the critical-section BODY, f with none (body_ops = 0);
+ *   n / nb   nested: Bresenham over nesting_per_65536 picks, per operation, a plain copy or one
+ *            inside an enclosing section disabled and enabled as the strategy's family does
+ *            (cli/sti, or the virtual-IF mask), and counts IF violations after the inner
+ *            restore.
+ * u64 irqbench_strategy_loop_<kind>_<name>(iterations, body_ops, nesting_per_65536) returns the
+ * IF violations. Copies are labelled irqbench_op<kind><k>_<name>[_site] (k = copy), so an exit
+ * RIP still resolves to (strategy, site).
  */
-    .global irqbench_strategy_loop
-irqbench_strategy_loop:
+    .macro NOBODY
+    .endm
+    .macro NOTAIL
+    .endm
+    .macro DEC_COUNT
+    decq %r12                   /* one operation done; in an sti's shadow */
+    .endm
+
+    .macro FLAT_LOOP stem, op, kind, body
+    .global irqbench_strategy_loop_\kind\()_\stem
+irqbench_strategy_loop_\kind\()_\stem:
+    pushq %rbp
+    pushq %r12
+    movq %rdi, %r12             /* iterations: a multiple of 4 */
+    movl %esi, %ebp             /* body_ops */
+    testq %r12, %r12
+    jz 9f
+8:
+    \op irqbench_op\kind\()0, \body, DEC_COUNT
+    \op irqbench_op\kind\()1, \body, DEC_COUNT
+    \op irqbench_op\kind\()2, \body, DEC_COUNT
+    \op irqbench_op\kind\()3, \body, DEC_COUNT
+    .global irqbench_strategy_loop_\kind\()_\stem\()_next
+irqbench_strategy_loop_\kind\()_\stem\()_next:
+    jnz 8b                      /* flags of the last copy's dec */
+9:  xorl %eax, %eax             /* no nesting, no violations */
+    popq %r12
+    popq %rbp
+    ret
+    .global irqbench_strategy_loop_\kind\()_\stem\()_end
+irqbench_strategy_loop_\kind\()_\stem\()_end:
+    .endm
+
+/* The enclosing section of a nested operation, per family. */
+    .macro OUTER_DISABLE_cli
+    cli
+    .endm
+    .macro OUTER_DISABLE_vif
+    movb $1, %gs:{VIF_MASK}
+    .endm
+    .macro OUTER_CHECK_cli          /* must still be disabled after the inner restore */
+    pushfq
+    popq %rax
+    testl $0x200, %eax
+    jz 5f
+    incq %rbx                   /* the inner restore enabled interrupts too early */
+5:
+    .endm
+    .macro OUTER_CHECK_vif
+    cmpb $0, %gs:{VIF_MASK}
+    jne 5f
+    incq %rbx
+5:
+    .endm
+    .macro OUTER_ENABLE_cli
+    sti
+    .endm
+    .macro OUTER_ENABLE_vif
+    movb $0, %gs:{VIF_MASK}
+    cmpb $0, %gs:{VIF_PENDING}
+    je 6f
+    call irqbench_hypercall_outer
+6:
+    .endm
+
+    .macro NEST_LOOP stem, op, kind, body, family
+    .global irqbench_strategy_loop_\kind\()_\stem
+irqbench_strategy_loop_\kind\()_\stem:
     pushq %rbx
     pushq %rbp
     pushq %r12
     pushq %r13
     pushq %r14
-    pushq %r15
-    pushq $0                    /* (%rsp): IF violations */
-    movq %rdi, %rbx
-    movq %rsi, %r12
+    movq %rdi, %r12             /* iterations */
+    movl %esi, %ebp             /* body_ops */
+    /* Bresenham over nesting_per_65536, scaled to 2^32 so that the add's carry is the wrap
+     * (one instruction fewer per operation than a compare): the same sequence of nested
+     * operations. Nesting 1 (65536) does not scale; adding 2^32-1 to an accumulator that
+     * starts there carries while it is >= 1, i.e. for the first 2^32-1 operations. */
     movl %edx, %r13d
-    movl %ecx, %ebp
-    movl %r8d, %r15d
+    shll $16, %r13d
     xorl %r14d, %r14d
-    testl %r13d, %r13d
-    jnz .Lnested
-    .global irqbench_strategy_loop_flat
-irqbench_strategy_loop_flat:
-.Lflat:                         /* no nesting: unrolled by four */
+    cmpl $65536, %edx
+    jb 4f
+    movl $-1, %r13d
+    movl $-1, %r14d
+4:  xorl %ebx, %ebx             /* IF violations */
     testq %r12, %r12
-    jz .Ldone
-    call *%rbx
-    call *%rbx
-    call *%rbx
-    call *%rbx
-    subq $4, %r12
-    jmp .Lflat
-    .global irqbench_strategy_loop_nested
-irqbench_strategy_loop_nested:
-.Lnested:                       /* Bresenham: every time the accumulator wraps, nest */
-    testq %r12, %r12
-    jz .Ldone
-    addl %r13d, %r14d
-    cmpl $65536, %r14d
-    jb .Lplain
-    subl $65536, %r14d
-    testl %r15d, %r15d          /* outer section: disable as the strategy's family does */
-    jnz 1f
-    cli
-    jmp 2f
-1:  movb $1, %gs:{VIF_MASK}
-2:  call *%rbx
-    testl %r15d, %r15d          /* must still be disabled after the inner restore */
-    jnz 3f
-    pushfq
-    popq %rax
-    testl $0x200, %eax
-    jnz 4f
-    jmp 5f
-3:  cmpb $0, %gs:{VIF_MASK}
-    jne 5f
-4:  incq (%rsp)                 /* the inner restore enabled interrupts too early */
-5:  testl %r15d, %r15d          /* outer restore: enable */
-    jnz 6f
-    sti
-    jmp 7f
-6:  movb $0, %gs:{VIF_MASK}
-    cmpb $0, %gs:{VIF_PENDING}
-    je 7f
-    call irqbench_hypercall_outer
-7:  decq %r12
-    jmp .Lnested
-.Lplain:
-    call *%rbx
+    jz 9f
+8:  addl %r13d, %r14d
+    jc 7f                       /* wrapped: this operation is nested */
+    \op irqbench_op\kind\()0, \body, DEC_COUNT
+    .global irqbench_strategy_loop_\kind\()_\stem\()_next
+irqbench_strategy_loop_\kind\()_\stem\()_next:
+    jnz 8b
+    jmp 9f
+7:  OUTER_DISABLE_\family
+    \op irqbench_op\kind\()1, \body, NOTAIL
+    .global irqbench_strategy_loop_\kind\()_\stem\()_outer
+irqbench_strategy_loop_\kind\()_\stem\()_outer:
+    OUTER_CHECK_\family
+    OUTER_ENABLE_\family
     decq %r12
-    jmp .Lnested
-.Ldone:
-    popq %rax
-    popq %r15
+    jnz 8b
+9:  movq %rbx, %rax
     popq %r14
     popq %r13
     popq %r12
     popq %rbp
     popq %rbx
     ret
-    .global irqbench_strategy_loop_end
-irqbench_strategy_loop_end:
+    .global irqbench_strategy_loop_\kind\()_\stem\()_end
+irqbench_strategy_loop_\kind\()_\stem\()_end:
+    .endm
+
+    ALL_LOOPS
+
+    .section .data
+    .balign 8
+    .global irqbench_loops_f
+irqbench_loops_f:
+    LOOP_TABLE f
+    .global irqbench_loops_fb
+irqbench_loops_fb:
+    LOOP_TABLE fb
+    .global irqbench_loops_n
+irqbench_loops_n:
+    LOOP_TABLE n
+    .global irqbench_loops_nb
+irqbench_loops_nb:
+    LOOP_TABLE nb
+    .text
 
 /* void irqbench_lock_loop(lockop, iterations, body_ops): the ready-list scan pattern. */
     .global irqbench_lock_loop

@@ -86,6 +86,29 @@ impl StrategyId {
     pub fn calls(self) -> &'static [&'static str] {
         self.info().map_or(&[], |i| i.calls)
     }
+
+    /// The loop a strategy row's blocks run with no nesting and no body (the guest's
+    /// `irqbench_strategy_loop_f_<name>`): the operation inlined four times per turn.
+    pub fn flat_loop_symbol(self) -> String {
+        format!("irqbench_strategy_loop_f_{}", self.name().replace('-', "_"))
+    }
+}
+
+/// The `<name><site>` part of a strategy operation's symbol: the operation itself
+/// (`irqbench_op_`), its lock-phase twin (`irqbench_lockop_`) or one of its inlined copies in
+/// the measured loops (`irqbench_op<kind><copy>_`, e.g. `irqbench_opf2_native_popf_restore`).
+/// `None` for any other symbol.
+pub fn strategy_symbol_rest(name: &str) -> Option<&str> {
+    if let Some(rest) = name
+        .strip_prefix("irqbench_op_")
+        .or_else(|| name.strip_prefix("irqbench_lockop_"))
+    {
+        return Some(rest);
+    }
+    let (tag, rest) = name.strip_prefix("irqbench_op")?.split_once('_')?;
+    let (kind, copy) = tag.split_at(tag.find(|c: char| c.is_ascii_digit())?);
+    let copy_ok = !copy.is_empty() && copy.bytes().all(|b| b.is_ascii_digit());
+    (matches!(kind, "f" | "fb" | "n" | "nb") && copy_ok).then_some(rest)
 }
 
 /// An instruction (or exit) of the instruction-cost suite: an index into `abi::insn::INSNS`.
@@ -263,6 +286,34 @@ impl<'de> Deserialize<'de> for Subject {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The operation, its lock twin and its inlined copies name a strategy site; the loops,
+    /// the mixed workload's helper and look-alikes do not.
+    #[test]
+    fn strategy_symbols_of_every_kind_give_their_site() {
+        for (name, rest) in [
+            (
+                "irqbench_op_native_popf_restore",
+                Some("native_popf_restore"),
+            ),
+            ("irqbench_lockop_vif_skip", Some("vif_skip")),
+            (
+                "irqbench_opf0_native_cli_sti_end",
+                Some("native_cli_sti_end"),
+            ),
+            ("irqbench_opfb3_pvop_skip_body", Some("pvop_skip_body")),
+            ("irqbench_opn1_empty", Some("empty")),
+            ("irqbench_opnb12_vif_restore", Some("vif_restore")),
+            ("irqbench_opx0_native_popf", None),
+            ("irqbench_opf_native_popf", None),
+            ("irqbench_op0_native_popf", None),
+            ("irqbench_opf0x_native_popf", None),
+            ("irqbench_strategy_loop_f_native_popf", None),
+            ("irqbench_opf0", None),
+        ] {
+            assert_eq!(strategy_symbol_rest(name), rest, "{name}");
+        }
+    }
 
     /// Every probe has each of its facts: a name, a description, what it executes and how
     /// many instructions one unit is (only the `empty` baseline executes none).

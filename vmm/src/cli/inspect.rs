@@ -98,8 +98,11 @@ pub(crate) fn cmd_disasm(names: &[String], guest: Option<&Path>) -> Result<Statu
 fn disasm_strategy(out: &mut String, image: &GuestImage, s: StrategyId) {
     use std::fmt::Write as _;
     let _ = writeln!(out, "{} — {}", s.name(), s.describe());
+    // The operation, what it calls, then the loop a row's blocks run it in (no nesting, no
+    // body): the instructions a block's time is made of.
     let mut functions = vec![s.symbol()];
     functions.extend(s.calls().iter().map(|t| t.to_string()));
+    functions.push(s.flat_loop_symbol());
     for f in functions {
         let Some((addr, code)) = image.function_code(&f) else {
             let _ = writeln!(
@@ -111,11 +114,19 @@ fn disasm_strategy(out: &mut String, image: &GuestImage, s: StrategyId) {
         };
         let _ = writeln!(out, "  <{f}>:");
         for insn in decode::decode_all(code, addr) {
-            // Site labels of this function only (the previous one's `_end` shares an address).
+            // Site labels of this function only (the previous one's `_end` shares an address),
+            // and in a loop its inlined copies' sites (the most specific of those sharing one).
+            let own = |name: &str| {
+                name != f
+                    && (name.starts_with(&f)
+                        || irqbench::identity::strategy_symbol_rest(name).is_some()
+                            && !name.ends_with("_end"))
+            };
             let label = image
                 .symbols
                 .iter()
-                .find(|sym| sym.addr == insn.addr && sym.name != f && sym.name.starts_with(&f))
+                .filter(|sym| sym.addr == insn.addr && own(&sym.name))
+                .max_by(|a, b| a.name.cmp(&b.name))
                 .map(|sym| format!("  <{}>", irqbench::text::escape_line(&sym.name)))
                 .unwrap_or_default();
             let _ = writeln!(

@@ -444,6 +444,18 @@ mod tests {
             for f in s.calls() {
                 assert!(image.function_code(f).is_some(), "{}: no {f}", s.name());
             }
+            // The measured loops, each with its inlined copies of the operation.
+            for (kind, copies) in [("f", 4), ("fb", 4), ("n", 2), ("nb", 2)] {
+                let sym = format!("irqbench_strategy_loop_{kind}_{stem}");
+                let addr = image.symbols.address(&sym);
+                assert!(addr.is_some(), "missing {sym}");
+                let table = format!("irqbench_loops_{kind}");
+                assert_eq!(table_entry(&image, &table, s.0), addr, "{table}[{}]", s.0);
+                for copy in 0..copies {
+                    let label = format!("irqbench_op{kind}{copy}_{stem}_restore");
+                    assert!(image.symbols.address(&label).is_some(), "missing {label}");
+                }
+            }
         }
         let (ops, lockops) = ("irqbench_ops", "irqbench_lockops");
         let span = image
@@ -482,10 +494,8 @@ mod tests {
             .collect();
         let probes: Vec<String> = InsnId::all().map(InsnId::symbol).collect();
         for sym in image.symbols.iter().map(|s| s.name.as_str()) {
-            let op = sym.strip_prefix("irqbench_lockop_").or_else(|| {
-                // irqbench_op_once is the mixed workload's helper.
-                sym.strip_prefix("irqbench_op_").filter(|r| *r != "once")
-            });
+            // irqbench_op_once is the mixed workload's helper.
+            let op = crate::identity::strategy_symbol_rest(sym).filter(|r| *r != "once");
             if let Some(rest) = op {
                 assert!(
                     op_sites.iter().any(|s| s == rest),

@@ -21,9 +21,7 @@ pub fn attribute_sites(image: &GuestImage, sites: &ExitRips, phase: &PhasePlan) 
     // Where labels of two strategies share an address, the row's own strategy wins.
     let stem = phase.workload.label().replace('-', "_");
     let prefer = |name: &str| {
-        name.strip_prefix("irqbench_op_")
-            .or_else(|| name.strip_prefix("irqbench_lockop_"))
-            .is_some_and(|rest| rest.starts_with(&stem))
+        crate::identity::strategy_symbol_rest(name).is_some_and(|rest| rest.starts_with(&stem))
     };
     let row_op = row_op(image, phase);
     let mut grouped = Grouped::new();
@@ -105,21 +103,19 @@ fn site(
 /// strategy and the pv-op's role.
 pub fn classify_symbol(name: &str, phase: &PhasePlan) -> (String, String) {
     let phase_strategy = phase.workload.label();
-    for prefix in ["irqbench_op_", "irqbench_lockop_"] {
-        if let Some(rest) = name.strip_prefix(prefix) {
-            for s in crate::config::plan::StrategyId::all() {
-                let stem = s.name().replace('-', "_");
-                if let Some(site) = rest.strip_prefix(&stem) {
-                    let site = match site {
-                        "" => "save",
-                        "_disable" => "disable",
-                        "_body" => "body",
-                        "_restore" => "restore",
-                        "_end" => "end",
-                        _ => continue,
-                    };
-                    return (s.name().into(), site.into());
-                }
+    if let Some(rest) = crate::identity::strategy_symbol_rest(name) {
+        for s in crate::config::plan::StrategyId::all() {
+            let stem = s.name().replace('-', "_");
+            if let Some(site) = rest.strip_prefix(&stem) {
+                let site = match site {
+                    "" => "save",
+                    "_disable" => "disable",
+                    "_body" => "body",
+                    "_restore" => "restore",
+                    "_end" => "end",
+                    _ => continue,
+                };
+                return (s.name().into(), site.into());
             }
         }
     }
@@ -152,23 +148,20 @@ mod tests {
             .remove(0)
     }
 
-    /// A window exit in the loop, right after `call *%rbx` returned from `sti; ret`, is the
-    /// native-cli-sti restore's; a signal exit at the same RIP, or the same RIP in a row whose
-    /// op has no `sti`, stays the loop's.
+    /// In a measured loop the operation is inlined and followed by the counter's `dec`: a
+    /// window exit after `sti; dec`, at the next copy's `cli`, is the native-cli-sti restore's;
+    /// a signal exit at the same RIP is where the vCPU stood, the next copy's disable. popf
+    /// opens the window at once: its exit, before the `dec`, stays the restore's.
     #[test]
     fn a_window_exit_under_the_sti_shadow_is_credited_to_the_sti() {
         let image = GuestImage::embedded().expect("embedded guest");
-        let (addr, code) = image
-            .function_code("irqbench_strategy_loop_flat")
-            .expect("loop");
-        let after_call = crate::machine::decode::decode_all(code, addr)
-            .iter()
-            .find(|i| i.mnemonic == Mnemonic::Call)
-            .map(|i| i.addr + i.bytes.len() as u64)
-            .expect("call *%rbx");
+        let next_copy = image
+            .symbols
+            .address("irqbench_opf1_native_cli_sti")
+            .expect("the second copy");
         let sites: ExitRips = [
-            ((after_call, ExitReason::IrqWindowOpen), 5),
-            ((after_call, ExitReason::Signal), 2),
+            ((next_copy, ExitReason::IrqWindowOpen), 5),
+            ((next_copy, ExitReason::Signal), 2),
         ]
         .into_iter()
         .collect();
@@ -179,22 +172,45 @@ mod tests {
             .expect("window row");
         assert_eq!(window.strategy, "native-cli-sti");
         assert_eq!(window.site, "restore (after sti shadow)");
-        assert_eq!(window.symbol, "irqbench_op_native_cli_sti_restore");
-        assert_eq!((window.count, window.rip), (5, after_call));
+        assert_eq!(window.symbol, "irqbench_opf0_native_cli_sti_restore");
+        assert_eq!((window.count, window.rip), (5, next_copy));
         let sti = window.sti_rip.expect("the sti");
         assert_eq!(
             image.symbols.lookup(sti).map(|(s, _)| s.name.as_str()),
-            Some("irqbench_op_native_cli_sti_restore")
+            Some("irqbench_opf0_native_cli_sti_restore")
         );
         let signal = out
             .iter()
             .find(|s| s.reason == "signal")
             .expect("signal row");
-        assert_eq!((signal.site.as_str(), signal.sti_rip), ("loop", None));
+        assert_eq!(
+            (
+                signal.strategy.as_str(),
+                signal.site.as_str(),
+                signal.sti_rip
+            ),
+            ("native-cli-sti", "disable", None)
+        );
+        let (addr, code) = image
+            .function_code(&StrategyId::NATIVE_POPF.flat_loop_symbol())
+            .expect("native-popf's loop");
+        let after_popf = crate::machine::decode::decode_all(code, addr)
+            .iter()
+            .find(|i| i.mnemonic == Mnemonic::Popfq)
+            .map(|i| i.addr + i.bytes.len() as u64)
+            .expect("popf");
+        let sites: ExitRips = [((after_popf, ExitReason::IrqWindowOpen), 3)]
+            .into_iter()
+            .collect();
         let popf = attribute_sites(&image, &sites, &row("native-popf"));
-        assert!(
-            popf.iter().all(|s| s.site == "loop" && s.sti_rip.is_none()),
-            "{popf:?}"
+        assert_eq!(popf.len(), 1, "{popf:?}");
+        assert_eq!(
+            (
+                popf[0].strategy.as_str(),
+                popf[0].site.as_str(),
+                popf[0].sti_rip
+            ),
+            ("native-popf", "restore", None)
         );
     }
 }

@@ -836,6 +836,41 @@ mod tests {
         }
     }
 
+    /// The nested loop nests floor(ops × nesting_per_65536 / 65536) of a block's operations
+    /// (Bresenham from zero), nesting 1 every one of them: native-cli-sti's inner `sti` makes
+    /// each nested operation one IF violation, so the count is the nested operations'.
+    #[test]
+    fn nesting_fractions_nest_exactly_their_share() {
+        let Some(kvm) = host::test_kvm() else {
+            return;
+        };
+        let cases = [
+            (0.25, 64, 16),
+            (0.3, 64, 19), // 19661/65536 of 64 is 19.2
+            (1.0, 64, 64),
+            (1.0 / 65536.0, 65, 0),
+        ];
+        // Both nested loops: with the critical-section body and without.
+        for ((nesting, ops, want), body_ops) in cases.into_iter().flat_map(|c| [(c, 0), (c, 2)]) {
+            let mut p = phase(
+                Workload::Strategy {
+                    strategy: StrategyId::NATIVE_CLI_STI,
+                },
+                1,
+                ops,
+            );
+            p.nesting = nesting;
+            p.body_ops = body_ops;
+            let (session, d) = run_raw(&kvm, &image(), &p, IrqchipMode::Userspace, TIMEOUT)
+                .unwrap_or_else(|e| panic!("nesting {nesting}: {e}"));
+            let record = &d.records[0];
+            let case = format!("nesting {nesting}, body {body_ops}");
+            assert_eq!(record.counts.if_violations, want, "{case}");
+            assert_eq!(record.ops, ops, "{case}");
+            session.shutdown();
+        }
+    }
+
     #[test]
     fn lapic_timer_ticks_grow_with_phase_length() {
         let Some(kvm) = host::test_kvm() else {

@@ -5,8 +5,9 @@
 //! window honours that: VMX and SVM report the vCPU ready for injection only when IF=1 and no
 //! STI/MOV-SS blocking is in force (arch/x86/kvm/vmx/vmx.c `vmx_interrupt_blocked`,
 //! svm/svm.c `svm_interrupt_blocked`). So the window exit of a `sti` lands one instruction
-//! late — after `sti; ret`, in the caller — at a RIP that names some other code. This module
-//! finds, by decoding the guest image backwards from the exit RIP, the `sti` an exit belongs to.
+//! late — after `sti; dec` in a measured loop, at the next copy's first instruction, or after
+//! `sti; ret`, in the caller — at a RIP that names some other code. This module finds, by
+//! decoding the guest image backwards from the exit RIP, the `sti` an exit belongs to.
 
 use iced_x86::{Code, Decoder, DecoderOptions, FlowControl, Instruction, Mnemonic, OpKind};
 
@@ -168,23 +169,24 @@ mod tests {
         assert_eq!(sti_before(&image, popf.next_ip(), None), None);
     }
 
-    /// `sti; ret`: the window opens at the return address, in the loop that called the op.
+    /// `sti; ret`: the window opens at the return address, in the loop that called the op
+    /// through a register (the lock loop calls its lock op so).
     #[test]
     fn after_sti_ret_the_exit_in_the_caller_belongs_to_the_callees_sti() {
         let image = image();
-        let cli_sti = image.symbols.address("irqbench_op_native_cli_sti");
+        let cli_sti = image.symbols.address("irqbench_lockop_native_cli_sti");
         let sti = first(
-            &insns_of(&image, "irqbench_op_native_cli_sti"),
+            &insns_of(&image, "irqbench_lockop_native_cli_sti"),
             Mnemonic::Sti,
         );
-        let flat = insns_of(&image, "irqbench_strategy_loop_flat");
-        let call = first(&flat, Mnemonic::Call);
+        let lock_loop = insns_of(&image, "irqbench_lock_loop");
+        let call = first(&lock_loop, Mnemonic::Call);
         assert_eq!(
             sti_before(&image, call.next_ip(), cli_sti),
             Some((sti.ip(), Shadow::AfterRet))
         );
         // The same RIP in a native-popf row: its op has no sti.
-        let popf = image.symbols.address("irqbench_op_native_popf");
+        let popf = image.symbols.address("irqbench_lockop_native_popf");
         assert_eq!(sti_before(&image, call.next_ip(), popf), None);
         // Through the pv-ops table: pvop-skip's restore calls irq_enable (`sti; ret`).
         let enable = first(&insns_of(&image, "irqbench_pv_irq_enable"), Mnemonic::Sti);
@@ -199,19 +201,32 @@ mod tests {
         );
     }
 
-    /// The nested loop's outer enable is `sti; jmp 7f`: the exit lands at the jump's target.
+    /// The nested loop's outer enable is `sti; dec; jnz`: the exit lands at the `jnz`, one
+    /// instruction after the `sti`.
     #[test]
-    fn after_sti_jmp_the_exit_at_the_target_belongs_to_the_sti() {
+    fn after_sti_and_one_more_the_exit_belongs_to_the_sti() {
         let image = image();
-        let nested = insns_of(&image, "irqbench_strategy_loop_nested");
-        let (sti, jmp) = nested
-            .windows(2)
-            .find(|w| w[0].mnemonic() == Mnemonic::Sti && w[1].mnemonic() == Mnemonic::Jmp)
-            .map(|w| (w[0], w[1]))
-            .expect("sti; jmp");
+        let nested = insns_of(&image, "irqbench_strategy_loop_n_native_popf");
+        let (sti, jnz) = nested
+            .windows(3)
+            .find(|w| w[0].mnemonic() == Mnemonic::Sti && w[2].mnemonic() == Mnemonic::Jne)
+            .map(|w| (w[0], w[2]))
+            .expect("sti; dec; jnz");
         assert_eq!(
-            sti_before(&image, jmp.near_branch_target(), None),
+            sti_before(&image, jnz.ip(), None),
             Some((sti.ip(), Shadow::AfterNext))
         );
+    }
+
+    /// `sti; jmp target`: the exit lands at the jump's target.
+    #[test]
+    fn after_sti_jmp_the_exit_at_the_target_belongs_to_the_sti() {
+        // sti; jmp +2; nop; nop  (at 0x1000: the target is 0x1005)
+        let code = [0xFB, 0xEB, 0x02, 0x90, 0x90, 0x90];
+        let insns: Vec<Instruction> = Decoder::with_ip(64, &code, 0x1000, DecoderOptions::NONE)
+            .iter()
+            .collect();
+        assert_eq!(jump_from_shadow(&insns, 0x1005), Some(0x1000));
+        assert_eq!(jump_from_shadow(&insns, 0x1004), None);
     }
 }
