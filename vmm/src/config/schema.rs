@@ -125,7 +125,7 @@ pub(super) const KEYS: &[Key] = &[
           meaning: "guest RAM in MiB; the guest layout needs at least 16" },
     Key { table: "run", key: "precision", ty: "a number", range: Range::Num { lo: 0.0, hi: 0.5, lo_open: true },
           default: KeyDefault::Num(plan_defaults::PRECISION),
-          meaning: "the target half-width of each row's 95% confidence interval, relative to its value (for a net below 2% of the baseline loop's cycles, relative to that 2%); rounds stop once every row of a group reaches it" },
+          meaning: "the target half-width of each row's 95% confidence interval, relative to its value (for a net below 2% of the baseline loop's cycles, relative to that 2%), and of each of the group's comparisons' ratio CI relative to the ratio; rounds stop once every row and comparison of a group reaches it" },
     Key { table: "run", key: "max_seconds", ty: "a number", range: Range::Num { lo: 0.1, hi: 3600.0, lo_open: false },
           default: KeyDefault::Num(plan_defaults::MAX_SECONDS),
           meaning: "the time budget of one group (warm-up, calibration and rounds), in seconds; rounds stop when it runs out, precision reached or not, within about one round" },

@@ -282,7 +282,8 @@ impl GroupRun<'_> {
         outcome.warnings.push(why);
     }
 
-    /// Whether every row is precise, and the worst relative half-width (for progress).
+    /// Whether every row and every comparison is precise, and the worst relative half-width
+    /// (for progress).
     fn precision(&self, table: &estimators::RoundTable, rounds: u32) -> (bool, f64) {
         let mut all = rounds >= self.plan.min_rounds;
         let mut worst = 0.0f64;
@@ -297,13 +298,104 @@ impl GroupRun<'_> {
             worst = worst.max(crate::statistics::half_width(net.median, net.ci95) / scale);
             all &= estimators::precise(&net, base, self.plan.precision);
         }
-        (all, worst)
+        let (compared, worst_ratio) = comparisons_precise(
+            &self.rows,
+            table,
+            self.tsc_khz as f64 * 1000.0,
+            self.plan.precision,
+        );
+        (all && compared, worst.max(worst_ratio))
     }
+}
+
+/// Whether every comparison the group reports, which reviewers quote, has its ratio's CI within
+/// `precision` of the ratio, and the worst relative half-width. A pair whose first row's net
+/// spans 0 gets no ratio (`rows::comparisons`) and is left to that row's own precision; one with
+/// fewer than 6 undisturbed paired rounds is not precise yet.
+fn comparisons_precise(
+    rows: &[&PhasePlan],
+    table: &estimators::RoundTable,
+    tsc_hz: f64,
+    precision: f64,
+) -> (bool, f64) {
+    let (metric, _) = rows::compared_metric(rows);
+    let (mut all, mut worst) = (true, 0.0f64);
+    for (a, b) in rows::compared_pairs(rows) {
+        let a_net = Summary::from_samples(&table.net_cycles(a + 1));
+        if metric == estimators::Metric::NetCycles && a_net.ci95[0] <= 0.0 && a_net.ci95[1] >= 0.0 {
+            continue;
+        }
+        let ratios = table.paired_ratios(a + 1, b + 1, metric, tsc_hz);
+        if ratios.len() < 6 {
+            all = false;
+            continue;
+        }
+        let ratio = Summary::from_samples(&ratios);
+        if ratio.median <= 0.0 {
+            continue; // b's net is at or below 0: a ratio to quote it by means nothing
+        }
+        let half = crate::statistics::half_width(ratio.median, ratio.ci95) / ratio.median;
+        worst = worst.max(half);
+        all &= half <= precision;
+    }
+    (all, worst)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::plan::StrategyId;
+    use estimators::{Cell, RoundTable};
+
+    fn strategy_row(strategy: StrategyId) -> PhasePlan {
+        Plan::single(Workload::Strategy { strategy }, 1, 100)
+            .phases
+            .remove(0)
+    }
+
+    /// One block of `net` cycles an operation over a loop of 100, 100 operations.
+    fn block(net: f64) -> Option<Cell> {
+        Some(Cell {
+            cycles_mean: (100.0 + net) * 100.0,
+            cycles_max: (100.0 + net) * 100.0,
+            ops: 100,
+            vcpus: 1,
+            ..Default::default()
+        })
+    }
+
+    /// Rows whose nets scatter ±0.4% are precise at 0.5%; their ratio is precise too when the
+    /// two move together round by round, and not when they move apart (±0.8%).
+    #[test]
+    fn a_group_is_precise_only_when_its_comparisons_are() {
+        let a = strategy_row(StrategyId::NATIVE_POPF);
+        let b = strategy_row(StrategyId::NATIVE_CLI_STI);
+        let rows = [&a, &b];
+        for (together, want) in [(true, true), (false, false)] {
+            let mut t = RoundTable::new(3);
+            for r in 0..200 {
+                let e = if r % 2 == 0 { 0.004 } else { -0.004 };
+                let eb = if together { e } else { -e };
+                t.rounds.push(vec![
+                    block(0.0),
+                    block(500.0 * (1.0 + e)),
+                    block(300.0 * (1.0 + eb)),
+                ]);
+            }
+            for v in 1..3 {
+                let net = Summary::from_samples(&t.net_cycles(v));
+                assert!(estimators::precise(&net, 100.0, 0.005), "row {v}: {net:?}");
+            }
+            let (precise, worst) = comparisons_precise(&rows, &t, 1e9, 0.005);
+            assert_eq!(precise, want, "together {together}: worst ±{worst}");
+        }
+        // Too few paired rounds to judge: not precise.
+        let mut t = RoundTable::new(3);
+        for _ in 0..5 {
+            t.rounds.push(vec![block(0.0), block(500.0), block(300.0)]);
+        }
+        assert!(!comparisons_precise(&rows, &t, 1e9, 0.005).0);
+    }
 
     #[test]
     fn the_round_cap_bounds_blocks_and_cells_for_any_group() {

@@ -442,6 +442,36 @@ fn fill_counts(r: &mut PhaseResult, sums: &VariantSums, rounds: u32, tsc_hz: f64
     }
 }
 
+/// What a group's comparisons compare: ops/s for lock rows, net cycles/op otherwise.
+pub(super) fn compared_metric(rows: &[&PhasePlan]) -> (Metric, ComparedMetric) {
+    if matches!(rows[0].workload, Workload::Lock { .. }) {
+        (Metric::OpsPerSec, ComparedMetric::OpsPerSec)
+    } else {
+        (Metric::NetCycles, ComparedMetric::CyclesPerOp)
+    }
+}
+
+/// The group's compared pairs by row index (a, b: b against a): the ones its rows chose, or
+/// none chosen (an instruction group) every ordered pair in plan order.
+pub(super) fn compared_pairs(rows: &[&PhasePlan]) -> Vec<(usize, usize)> {
+    let strategy_of = |r: &PhasePlan| match r.workload {
+        Workload::Strategy { strategy } | Workload::Lock { strategy } => Some(strategy),
+        _ => None,
+    };
+    let index = |s: StrategyId| rows.iter().position(|r| strategy_of(r) == Some(s));
+    if rows[0].compare.is_empty() {
+        (0..rows.len())
+            .flat_map(|a| (a + 1..rows.len()).map(move |b| (a, b)))
+            .collect()
+    } else {
+        rows[0]
+            .compare
+            .iter()
+            .filter_map(|(a, b)| Some((index(*a)?, index(*b)?)))
+            .collect()
+    }
+}
+
 /// Every ordered pair (a before b in plan order) of the group: b against a, per round.
 fn comparisons(
     run: GroupFacts<'_>,
@@ -450,30 +480,9 @@ fn comparisons(
     tsc_hz: f64,
 ) -> Vec<PairedComparison> {
     let lock = matches!(run.rows[0].workload, Workload::Lock { .. });
-    let (metric, compared) = if lock {
-        (Metric::OpsPerSec, ComparedMetric::OpsPerSec)
-    } else {
-        (Metric::NetCycles, ComparedMetric::CyclesPerOp)
-    };
-    // The group's chosen pairs by row index; none chosen (an instruction group): every pair.
-    let strategy_of = |r: &PhasePlan| match r.workload {
-        Workload::Strategy { strategy } | Workload::Lock { strategy } => Some(strategy),
-        _ => None,
-    };
-    let index = |s: StrategyId| run.rows.iter().position(|r| strategy_of(r) == Some(s));
-    let pairs: Vec<(usize, usize)> = if run.rows[0].compare.is_empty() {
-        (0..results.len())
-            .flat_map(|a| (a + 1..results.len()).map(move |b| (a, b)))
-            .collect()
-    } else {
-        run.rows[0]
-            .compare
-            .iter()
-            .filter_map(|(a, b)| Some((index(*a)?, index(*b)?)))
-            .collect()
-    };
+    let (metric, compared) = compared_metric(run.rows);
     let mut out = Vec::new();
-    for (a, b) in pairs {
+    for (a, b) in compared_pairs(run.rows) {
         // A ratio to a net whose CI spans zero has no meaning: the comparison stays, without.
         let ci = results[a].cycles_per_op.ci95;
         let a_near_zero = !lock && ci[0] <= 0.0 && ci[1] >= 0.0;
