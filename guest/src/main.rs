@@ -359,9 +359,7 @@ fn run_rounds(slot: *mut VcpuSlot, r: &Rounds) -> (u64, u64) {
             };
             ring(doorbell::BLOCK, index);
             let before = counters(slot);
-            let t0 = tsc();
-            let (ops, violations) = run_block(slot, r, id);
-            let t1 = tsc();
+            let (t0, t1, ops, violations) = run_block(slot, r, id);
             let after = counters(slot);
             let (head, counts) = measured(r.seq, (t0, t1, ops), &before, &after, violations);
             write_measured!(slot, block, head, counts);
@@ -389,51 +387,86 @@ fn barrier_wait(target: u64) {
     }
 }
 
-/// One block: `iterations` operations of variant `id`. Returns (operations, IF violations).
-fn run_block(slot: *mut VcpuSlot, r: &Rounds, id: u32) -> (u64, u64) {
-    // SAFETY: the two tables are immutable statics in ops.S.
-    let (lock_table, insn_table) =
-        unsafe { (&*addr_of!(irqbench_lockops), &*addr_of!(irqbench_insns)) };
-    let n = r.iterations;
-    // `get` rather than indexing: a bounds-check panic would pull core::fmt (SSE) into the image.
-    match r.kind {
-        workload::INSN => {
-            if let Some(op) = insn_table.get(id as usize) {
-                // SAFETY: an op from the table; the loop re-enables interrupts before returning.
-                unsafe { irqbench_insn_loop(*op, n) };
-            }
-            (n * u64::from(abi::insn::unroll(id)), 0)
-        }
-        workload::LOCK => {
-            if let Some(op) = lock_table.get(id as usize) {
-                // SAFETY: an op from the table; it keeps the callee-saved registers.
-                unsafe { irqbench_lock_loop(*op, n, r.body) };
-            }
-            (n, 0)
-        }
-        _ if id == abi::VARIANT_MIXED => (run_mixed(slot, r), 0),
-        _ => {
-            // SAFETY: the four tables are immutable statics in ops.S.
-            let loops = unsafe {
+/// What one block runs, resolved from the tables before its timed window opens: on an
+/// emulating host every instruction between the two TSC reads is part of every block's time
+/// (the `empty` baseline's included) and of its noise.
+#[derive(Clone, Copy)]
+enum Block {
+    /// A strategy's measured loop (ops.S, "The measured loops").
+    Loop(LoopFn),
+    Insn(OpFn),
+    Lock(OpFn),
+    Mixed,
+    /// An id outside its table (the descriptor was checked; kept for `get`).
+    Nothing,
+}
+
+impl Block {
+    fn of(r: &Rounds, id: u32) -> Block {
+        // SAFETY: the tables are immutable statics in ops.S.
+        let (loops, lock_table, insn_table) = unsafe {
+            (
                 match (r.nesting != 0, r.body != 0) {
                     (false, false) => &*addr_of!(irqbench_loops_f),
                     (false, true) => &*addr_of!(irqbench_loops_fb),
                     (true, false) => &*addr_of!(irqbench_loops_n),
                     (true, true) => &*addr_of!(irqbench_loops_nb),
-                }
-            };
-            let mut violations = 0;
-            if let Some(run) = loops.get(id as usize) {
-                // SAFETY: a loop from the table; it preserves the callee-saved registers and
-                // leaves IF as it found it (set).
-                violations = unsafe { run(n, r.body, r.nesting) };
-            }
-            if abi::strategy::is_vif(id) {
-                wr!(slot, 0, vif_mask);
-            }
-            (n, violations)
-        }
+                },
+                &*addr_of!(irqbench_lockops),
+                &*addr_of!(irqbench_insns),
+            )
+        };
+        // `get` rather than indexing: a bounds-check panic would pull core::fmt (SSE) into the
+        // image.
+        let found = match r.kind {
+            workload::INSN => insn_table.get(id as usize).map(|op| Block::Insn(*op)),
+            workload::LOCK => lock_table.get(id as usize).map(|op| Block::Lock(*op)),
+            _ if id == abi::VARIANT_MIXED => Some(Block::Mixed),
+            _ => loops.get(id as usize).map(|run| Block::Loop(*run)),
+        };
+        found.unwrap_or(Block::Nothing)
     }
+}
+
+/// One block: `iterations` operations of variant `id`, timed. Returns (t0, t1, operations, IF
+/// violations).
+fn run_block(slot: *mut VcpuSlot, r: &Rounds, id: u32) -> (u64, u64, u64, u64) {
+    let n = r.iterations;
+    let block = Block::of(r, id);
+    let (t0, t1, ops, violations) = match block {
+        Block::Loop(run) => {
+            let t0 = tsc();
+            // SAFETY: a loop from the table; it preserves the callee-saved registers and leaves
+            // IF as it found it (set).
+            let violations = unsafe { run(n, r.body, r.nesting) };
+            (t0, tsc(), n, violations)
+        }
+        Block::Insn(op) => {
+            let t0 = tsc();
+            // SAFETY: an op from the table; the loop re-enables interrupts before returning.
+            unsafe { irqbench_insn_loop(op, n) };
+            (t0, tsc(), n * u64::from(abi::insn::unroll(id)), 0)
+        }
+        Block::Lock(op) => {
+            let t0 = tsc();
+            // SAFETY: an op from the table; it keeps the callee-saved registers.
+            unsafe { irqbench_lock_loop(op, n, r.body) };
+            (t0, tsc(), n, 0)
+        }
+        Block::Mixed => {
+            let t0 = tsc();
+            let ops = run_mixed(slot, r);
+            (t0, tsc(), ops, 0)
+        }
+        Block::Nothing => {
+            let t0 = tsc();
+            (t0, tsc(), 0, 0)
+        }
+    };
+    if matches!(block, Block::Loop(_)) && abi::strategy::is_vif(id) {
+        wr!(slot, 0, vif_mask);
+    }
+    (t0, t1, ops, violations)
 }
 
 /// Strategies interleaved by weight with a deterministic stream; counts per strategy go to the
