@@ -13,7 +13,7 @@ use irqbench::machine::image::GuestImage;
 use irqbench::measure::session::RunOptions;
 use irqbench::report::{self, ExportFormat, OutputDir};
 use irqbench::results::redact::{redact, Redaction};
-use irqbench::results::RunReport;
+use irqbench::results::{HostManifest, RunReport};
 use irqbench::{host, measure, validate};
 
 use super::config::{load_image, load_plan, PlanArgs};
@@ -500,12 +500,34 @@ fn measure_plan(p: &Prepared, signals: &Signals, req: &Request) -> Result<RunRep
     let mut progress = |i: usize, n: usize, group: &str, step: &measure::session::Step| {
         bar.step(i, n, group, step);
     };
+    // The quick validation reads a vCPU's TSC across a fixed span, whatever runs meanwhile:
+    // from here, over the manifest, the validation's guests and the first group's boot and
+    // warm-up (the gate below waits out what is left of it before any round is measured).
+    let probe = validate::probes::TscProbe::start(&p.kvm);
     let result = measure::start_report(&p.kvm, plan)
         .map_err(|e| run_error(plan, e))
         .and_then(|mut report| {
-            validate::before_run(&p.kvm, &p.image, &mut report.host, force)?;
-            measure::run_prepared(&p.kvm, plan, &p.image, report, &options, &mut progress)
-                .map_err(|e| run_error(plan, e))
+            let mut pending =
+                validate::begin_run(&p.kvm, &p.image, &mut report.host, force, probe)?;
+            let mut refused = None;
+            let mut gate = |host: &mut HostManifest| {
+                let Some(pending) = pending.take() else {
+                    return true;
+                };
+                let finished = validate::finish_run(pending, host, force);
+                finished.map_err(|r| refused = Some(r)).is_ok()
+            };
+            let report = measure::run_prepared(
+                &p.kvm,
+                plan,
+                &p.image,
+                report,
+                &options,
+                &mut progress,
+                &mut gate,
+            )
+            .map_err(|e| run_error(plan, e))?;
+            refused.map_or(Ok(report), |r| Err(r.into()))
         });
     bar.finish();
     result.map_err(|e| match signals.arrived() {
