@@ -24,9 +24,11 @@ exit of a run that prints one result. That is what the issue names ("whole proce
 result of irqbench exists only once its group's rounds are over: the CSV, JSON and table are
 all written after the last group (for this one-row plan the first row is the last), so no
 result reaches stdout much before the process ends. (b) is printed beside it to show that:
-the time from `exec` to the CSV's first data line arriving on a pipe (`--csv -`). The group's
-own time (warm-up, calibration and rounds: the CSV's `wall_ms`) is printed too, so what the
-tool spends outside the measurement is (a) minus it.
+the time from `exec` to the CSV's first data line arriving on a pipe (`--csv -`). The time of
+the measured rounds (the CSV's `wall_ms`: from the first round to the last, no warm-up or
+calibration) is printed too, and per run what the process spends outside them (its exit minus
+`wall_ms`): on a shared host the rounds' time moves most, and this part shows the rest without
+that noise.
 
 Times are CLOCK_MONOTONIC around subprocess.Popen (so they include the fork and exec, ~1 ms);
 the 1-, 5- and 15-minute load averages are printed with the figures, since a busy host moves
@@ -82,7 +84,7 @@ def whole(binary: Path) -> float:
 
 def streamed(binary: Path) -> tuple[float, float, float]:
     """(b): ms from before exec to the first CSV data line on the pipe, to exit, and the
-    group's wall_ms from that line."""
+    rounds' wall_ms from that line."""
     t0 = time.monotonic_ns()
     p = subprocess.Popen(
         [str(binary), *ARGS, "--csv", "-"],
@@ -117,21 +119,25 @@ def main() -> int:
     if a.runs < 1:
         ap.error("--runs must be at least 1")
     binary = a.binary or build()
+    if not os.access(binary, os.X_OK) or binary.is_dir():
+        ap.error(f"--binary {binary}: not an executable file")
     load_before = os.getloadavg()
-    whole_ms, row_ms, exit_ms, group_ms = [], [], [], []
+    whole_ms, row_ms, exit_ms, rounds_ms = [], [], [], []
     whole(binary)  # one unmeasured run: the binary's pages into the page cache
     for _ in range(a.runs):
         whole_ms.append(whole(binary))
         r, e, g = streamed(binary)
         row_ms.append(r)
         exit_ms.append(e)
-        group_ms.append(g)
+        rounds_ms.append(g)
     load_after = os.getloadavg()
     print(f"irqbench {' '.join(ARGS)}  ({a.runs} runs each)")
     print(line("(a) start to exit (whole process)", whole_ms))
     print(line("(b) start to first CSV row (--csv -)", row_ms))
     print(line("    start to exit of those runs", exit_ms))
-    print(line("    the group itself (CSV wall_ms)", group_ms))
+    print(line("    the measured rounds (CSV wall_ms)", rounds_ms))
+    outside = [e - g for e, g in zip(exit_ms, rounds_ms)]
+    print(line("    outside the rounds (exit - wall_ms)", outside))
     print(
         "load average before %.2f %.2f %.2f, after %.2f %.2f %.2f (%d CPUs)"
         % (*load_before, *load_after, os.cpu_count() or 0)
@@ -140,4 +146,9 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except BrokenPipeError:
+        # stdout was closed (`| head`): nothing more to say, and no traceback.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(141)
