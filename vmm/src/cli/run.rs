@@ -13,7 +13,7 @@ use irqbench::machine::image::GuestImage;
 use irqbench::measure::session::RunOptions;
 use irqbench::report::{self, ExportFormat, OutputDir};
 use irqbench::results::redact::{redact, Redaction};
-use irqbench::results::RunReport;
+use irqbench::results::{HostManifest, RunReport};
 use irqbench::{host, measure, validate};
 
 use super::config::{load_image, load_plan, PlanArgs};
@@ -232,7 +232,7 @@ pub struct Finished {
 /// The pipeline. `Err` only when nothing was measured; a failed phase, output or save is
 /// reported on stderr and counted in [`Finished::status`].
 pub fn pipeline(req: &Request) -> Result<Finished, CliError> {
-    let p = prepare(req)?;
+    let mut p = prepare(req)?;
     // After KVM, config and guest: a run that cannot start leaves no new database behind.
     let (saver, mut status) = Saver::prepare(req.save)?;
     let out_dir = req
@@ -240,7 +240,7 @@ pub fn pipeline(req: &Request) -> Result<Finished, CliError> {
         .map(|base| OutputDir::create(base, &p.plan.name))
         .transpose()?;
     let signals = install_signals();
-    let mut report = measure_plan(&p, &signals, req)?;
+    let mut report = measure_plan(&mut p, &signals, req)?;
     if signals.stop.load(Ordering::SeqCst) && !report.partial {
         report.partial = true;
         report.partial_reason = Some("stopped by signal after the measuring".into());
@@ -445,6 +445,11 @@ struct Prepared {
     image: Arc<GuestImage>,
     /// `--redact` and the config's `report.redact`, each fact once.
     redact: Vec<Redaction>,
+    /// The quick validation reads a vCPU's TSC across a fixed span, whatever runs meanwhile:
+    /// from as soon as KVM is open, over the config, the history database, the manifest, the
+    /// validation's guests and the first group's boot and warm-up (the gate waits out what is
+    /// left of it before any round is measured).
+    tsc_probe: Option<Result<validate::probes::TscProbe, String>>,
 }
 
 fn prepare(req: &Request) -> Result<Prepared, CliError> {
@@ -452,6 +457,7 @@ fn prepare(req: &Request) -> Result<Prepared, CliError> {
     // Config and guest errors come first, so both can be checked on a machine without KVM;
     // the vCPU limit is KVM's when it can be asked.
     let kvm = host::open_kvm();
+    let tsc_probe = kvm.as_ref().ok().map(validate::probes::TscProbe::start);
     let limits = match &kvm {
         Ok(k) => Limits {
             max_vcpus: (k.get_max_vcpus() as u32).min(irqbench_abi::MAX_VCPUS),
@@ -471,12 +477,18 @@ fn prepare(req: &Request) -> Result<Prepared, CliError> {
         config_text,
         image,
         redact,
+        tsc_probe,
     })
 }
 
 /// Validates the host, then runs the plan with progress on stderr. A stage that fails after
 /// a signal arrived ends with the signal's status: the user asked to stop.
-fn measure_plan(p: &Prepared, signals: &Signals, req: &Request) -> Result<RunReport, CliError> {
+fn measure_plan(p: &mut Prepared, signals: &Signals, req: &Request) -> Result<RunReport, CliError> {
+    let probe = p
+        .tsc_probe
+        .take()
+        .unwrap_or_else(|| validate::probes::TscProbe::start(&p.kvm));
+    let p = &*p;
     let (quiet, force) = (req.quiet, req.force);
     let options = RunOptions {
         stop: signals.stop.clone(),
@@ -503,9 +515,27 @@ fn measure_plan(p: &Prepared, signals: &Signals, req: &Request) -> Result<RunRep
     let result = measure::start_report(&p.kvm, plan)
         .map_err(|e| run_error(plan, e))
         .and_then(|mut report| {
-            validate::before_run(&p.kvm, &p.image, &mut report.host, force)?;
-            measure::run_prepared(&p.kvm, plan, &p.image, report, &options, &mut progress)
-                .map_err(|e| run_error(plan, e))
+            let mut pending =
+                validate::begin_run(&p.kvm, &p.image, &mut report.host, force, probe)?;
+            let mut refused = None;
+            let mut gate = |host: &mut HostManifest| {
+                let Some(pending) = pending.take() else {
+                    return true;
+                };
+                let finished = validate::finish_run(pending, host, force);
+                finished.map_err(|r| refused = Some(r)).is_ok()
+            };
+            let report = measure::run_prepared(
+                &p.kvm,
+                plan,
+                &p.image,
+                report,
+                &options,
+                &mut progress,
+                &mut gate,
+            )
+            .map_err(|e| run_error(plan, e))?;
+            refused.map_or(Ok(report), |r| Err(r.into()))
         });
     bar.finish();
     result.map_err(|e| match signals.arrived() {

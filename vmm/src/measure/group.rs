@@ -41,6 +41,9 @@ pub struct GroupRun<'a> {
     pub rows: Vec<&'a PhasePlan>,
     pub tsc_khz: u64,
     pub options: &'a RunOptions,
+    /// Asked once the VM is warm, before anything is measured: `false` stops the group there
+    /// ([`PhaseError::Refused`]). Its time is not the group's: the budget clock skips it.
+    pub before_rounds: &'a mut dyn FnMut() -> bool,
 }
 
 impl GroupRun<'_> {
@@ -135,16 +138,25 @@ impl GroupRun<'_> {
     /// Runs the group; see the module doc.
     pub fn run(&mut self, step: &mut dyn FnMut(&Step)) -> Result<GroupOutcome, PhaseError> {
         if self.rows[0].workload.kind() == ResultKind::Diagnostic {
+            if !(self.before_rounds)() {
+                return Err(PhaseError::Refused);
+            }
             return self.run_diagnostic();
         }
         let variants = self.variants();
         // The budget counts from here: warm-up and calibration are the group's time too.
-        let started = Instant::now();
+        let mut started = Instant::now();
         // Warm-up first: a fresh VM's first blocks pay for page-table and code first touches,
         // which would make the calibration pick blocks far too short.
         step(&Step::WarmUp);
         let warm = descriptor::rounds(&self.rows, &variants, CALIBRATION_OPS, 0, WARMUP_ROUNDS);
         self.dispatch(warm, Duration::from_secs(1))?;
+        // After the warm-up, so that the calibration and the rounds still follow it at once.
+        let asked = Instant::now();
+        if !(self.before_rounds)() {
+            return Err(PhaseError::Refused);
+        }
+        started += asked.elapsed();
         step(&Step::Calibrate);
         let (n, round_cycles) = self.calibrate(&variants)?;
         let estimate = Duration::try_from_secs_f64(round_cycles / (self.tsc_khz as f64 * 1000.0))

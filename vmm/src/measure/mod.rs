@@ -272,12 +272,18 @@ pub fn run_plan(
     progress: &mut ProgressFn<'_>,
 ) -> Result<RunReport, RunError> {
     let report = start_report(kvm, plan)?;
-    run_prepared(kvm, plan, image, report, options, progress)
+    run_prepared(kvm, plan, image, report, options, progress, &mut |_| true)
 }
 
+/// What a run asks once, before the first round is measured (after the first group's guest
+/// booted and warmed up), or at the end when no group got that far: the CLI's last host
+/// checks, which may then take the manifest's time with the guest already up. `false` ends the
+/// run there, nothing measured.
+pub type Gate<'a> = dyn FnMut(&mut HostManifest) -> bool + 'a;
+
 /// Measures the plan into `report` (from [`start_report`], its manifest perhaps completed by the
-/// host validation). Never panics on guest input; a failing phase becomes a [`PhaseFailure`]
-/// and the run goes on with a fresh VM.
+/// host validation, the rest of which `gate` may do). Never panics on guest input; a failing
+/// phase becomes a [`PhaseFailure`] and the run goes on with a fresh VM.
 pub fn run_prepared(
     kvm: &Kvm,
     plan: &Plan,
@@ -285,6 +291,7 @@ pub fn run_prepared(
     mut report: RunReport,
     options: &RunOptions,
     progress: &mut ProgressFn<'_>,
+    gate: &mut Gate<'_>,
 ) -> Result<RunReport, RunError> {
     let started = Instant::now();
     // The validation may have found PVM behind an ambiguous declaration: never issue a
@@ -299,6 +306,7 @@ pub fn run_prepared(
     let tsc_khz = report.host.tsc_khz.max(1);
     let mut session: Option<Session> = None;
     let mut violations = Vec::new();
+    let mut gated = false;
     let groups = groups(&plan.phases);
     let total = groups.len();
     for (i, rows) in groups.into_iter().enumerate() {
@@ -350,15 +358,18 @@ pub fn run_prepared(
         }
         let Some(s) = session.as_mut() else { continue };
         progress(i, total, &first.group.to_string(), &Step::Start);
+        let group = first.group.to_string();
+        let tracer = trace_exits::start(&mut report, options.trace_exits);
+        let host = &mut report.host;
+        let mut before_rounds = || std::mem::replace(&mut gated, true) || gate(host);
         let mut run = GroupRun {
             session: s,
             plan,
             rows: rows.clone(),
             tsc_khz,
             options,
+            before_rounds: &mut before_rounds,
         };
-        let group = first.group.to_string();
-        let tracer = trace_exits::start(&mut report, options.trace_exits);
         let ran = run_reported(&mut run, &mut |step| progress(i, total, &group, step));
         trace_exits::finish(&mut report, tracer, &group);
         match ran {
@@ -372,12 +383,28 @@ pub fn run_prepared(
                 report.partial_reason = Some(format!("stopped by signal during {}", first.group));
                 break;
             }
+            Err(PhaseError::Refused) => break,
             Err(e) => fail_rows(&mut report, &rows, &e),
         }
     }
     if let Some(s) = session.take() {
         s.shutdown();
     }
+    if !gated {
+        // Nothing is left to measure: only the answer is recorded.
+        let _ = gate(&mut report.host);
+    }
+    close_run(&mut report, options, &violations, started);
+    Ok(report)
+}
+
+/// What a run's report gets once its groups are over.
+fn close_run(
+    report: &mut RunReport,
+    options: &RunOptions,
+    violations: &[(String, counts::InvariantViolation)],
+    started: Instant,
+) {
     // A signal after the last group's rounds (its figures, the shutdown) still stops the run.
     if options.stop.load(Ordering::SeqCst) && !report.partial {
         report.partial = true;
@@ -385,10 +412,9 @@ pub fn run_prepared(
     }
     report
         .warnings
-        .extend(counts::violation_warnings(&violations));
-    trace_exits::close(&mut report);
+        .extend(counts::violation_warnings(violations));
+    trace_exits::close(report);
     report.wall_seconds = started.elapsed().as_secs_f64();
-    Ok(report)
 }
 
 #[cfg(test)]
@@ -551,6 +577,79 @@ mod tests {
         if round_ms < 1.5 {
             assert!(r.rounds >= 500, "{} rounds of {round_ms:.2} ms", r.rounds);
         }
+    }
+
+    /// The gate is asked once, after the first group's warm-up and before its calibration;
+    /// its time is not the group's (a gate longer than 10 × max_seconds, the cap, still leaves
+    /// the group its min_rounds); a gate that says no ends the run with nothing measured.
+    #[test]
+    fn the_gate_is_asked_once_before_calibration_and_its_no_measures_nothing() {
+        let row = |nesting| {
+            adaptive(
+                Workload::Strategy {
+                    strategy: strategy("native-popf"),
+                },
+                IrqSource::None,
+                nesting,
+            )
+        };
+        let mut plan = small_plan(vec![row(0.0), row(0.5)]);
+        plan.max_seconds = 0.1;
+        plan.min_rounds = 5;
+        let Some(kvm) = host::test_kvm() else { return };
+        let steps = std::cell::RefCell::new(Vec::new());
+        let mut progress = |_: usize, _: usize, _: &str, step: &Step| {
+            steps.borrow_mut().push(format!("{step:?}"));
+        };
+        let mut asked = 0;
+        let mut gate = |_: &mut HostManifest| {
+            asked += 1;
+            steps.borrow_mut().push("gate".into());
+            std::thread::sleep(std::time::Duration::from_millis(1100));
+            true
+        };
+        let report = start_report(&kvm, &plan).expect("report");
+        let options = RunOptions::default();
+        let report = run_prepared(
+            &kvm,
+            &plan,
+            &image(),
+            report,
+            &options,
+            &mut progress,
+            &mut gate,
+        )
+        .expect("run");
+        assert_eq!(asked, 1);
+        assert_eq!(report.results.len(), 2, "{:?}", report.failures);
+        for r in &report.results {
+            assert!(r.rounds >= 5 && !r.min_rounds_missed, "{r:?}");
+        }
+        let steps = steps.into_inner();
+        let at = steps.iter().position(|s| s == "gate").expect("asked");
+        assert!(steps[at - 1].starts_with("WarmUp"), "{steps:?}");
+        assert!(steps[at + 1].starts_with("Calibrate"), "{steps:?}");
+        let report = start_report(&kvm, &plan).expect("report");
+        let mut asked = 0;
+        let mut no = |_: &mut HostManifest| {
+            asked += 1;
+            false
+        };
+        let report = run_prepared(
+            &kvm,
+            &plan,
+            &image(),
+            report,
+            &options,
+            &mut |_, _, _, _| {},
+            &mut no,
+        )
+        .expect("run");
+        assert_eq!(asked, 1);
+        assert!(
+            report.results.is_empty() && report.failures.is_empty(),
+            "{report:?}"
+        );
     }
 
     /// A fixed block size whose calibrated round is longer than the whole budget fails the

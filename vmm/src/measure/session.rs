@@ -61,6 +61,9 @@ pub enum PhaseError {
     /// The group cannot fit its budget (one round is longer than `max_seconds`).
     #[error("{0}")]
     TooLong(String),
+    /// The run's gate (the host validation's last checks) said no before the rounds.
+    #[error("stopped before its rounds: the host validation refused the run")]
+    Refused,
 }
 
 /// Knobs of one run that are not part of the plan.

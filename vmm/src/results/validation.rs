@@ -35,6 +35,8 @@ pub struct Validation {
     /// The declared flavour the expectations were taken from.
     pub flavour: KvmFlavour,
     pub verdict: Verdict,
+    /// Wall time from its first check to its verdict (in a run, the first group's boot and
+    /// warm-up run inside it, while the TSC reading's span passes).
     pub seconds: f64,
     pub checks: Vec<Check>,
     /// The guest could not be booted, so the checks that needed it were not made (the guest

@@ -54,7 +54,39 @@ pub fn before_run(
     manifest: &mut HostManifest,
     force: bool,
 ) -> Result<(), Refusal> {
-    let v = run(kvm, image, manifest, Scope::Quick);
+    let probe = probes::TscProbe::start(kvm);
+    match begin_run(kvm, image, manifest, force, probe)? {
+        Some(pending) => finish_run(pending, manifest, force),
+        None => Ok(()),
+    }
+}
+
+/// [`before_run`] in two steps, for a run that boots and warms up its first guest while the
+/// quick TSC reading's span passes: the checks that boot a guest. A refusal they already give
+/// is returned at once, the validation finished and recorded (`Ok(None)`: finished, and the
+/// run may go on); otherwise what is left open, for [`finish_run`] before any round is measured.
+pub fn begin_run(
+    kvm: &Kvm,
+    image: &Arc<GuestImage>,
+    manifest: &mut HostManifest,
+    force: bool,
+    probe: Result<probes::TscProbe, String>,
+) -> Result<Option<Pending>, Refusal> {
+    let pending = begin(kvm, image, manifest, Scope::Quick, Some(probe));
+    if !pending.refuses(force) {
+        return Ok(Some(pending));
+    }
+    finish_run(pending, manifest, force).map(|()| None)
+}
+
+/// Judges what [`begin_run`] left open and records the validation in the manifest as
+/// `host.validation`; a FAIL refuses the run unless `force`.
+pub fn finish_run(
+    pending: Pending,
+    manifest: &mut HostManifest,
+    force: bool,
+) -> Result<(), Refusal> {
+    let v = pending.finish(manifest);
     let refused = refusal(&v, force);
     manifest.validation = Some(v);
     refused.map_or(Ok(()), Err)
@@ -190,9 +222,38 @@ impl Suite<'_> {
 
 /// Runs the checks of `scope` on this host and records the flavour's behaviour in `m`.
 pub fn run(kvm: &Kvm, image: &Arc<GuestImage>, m: &mut HostManifest, scope: Scope) -> Validation {
+    let probe = (scope == Scope::Quick).then(|| probes::TscProbe::start(kvm));
+    begin(kvm, image, m, scope, probe).finish(m)
+}
+
+/// A validation whose guests have run and been shut down, with what is judged last still
+/// open: the quick suite's `tsc.rate` (its KVM reading spans [`QUICK`]'s `tsc_long` from
+/// [`probes::TscProbe::start`], whatever else runs meanwhile), `tsc.invariant` and the noise
+/// checks (over the whole validation, from its first /proc/stat sample to the last).
+#[allow(missing_debug_implementations)] // holds a vCPU fd, which is not Debug-worthy
+pub struct Pending {
+    started: Instant,
+    scope: Scope,
+    e: Expectations,
+    emulated: Option<String>,
+    checks: Vec<Check>,
+    boot_failed: Option<String>,
+    stat_start: Result<noise::StatSample, String>,
+    /// The quick suite's TSC probe, and whether KVM reported the rate it is compared with.
+    tsc: Option<(Result<probes::TscProbe, String>, bool)>,
+}
+
+/// The checks that boot a guest, in the order [`run`] does them; `probe` is the quick suite's
+/// TSC reading, started by the caller (as early as it likes: the span only has to pass).
+fn begin(
+    kvm: &Kvm,
+    image: &Arc<GuestImage>,
+    m: &mut HostManifest,
+    scope: Scope,
+    probe: Option<Result<probes::TscProbe, String>>,
+) -> Pending {
     let started = Instant::now();
-    let root = Path::new("/");
-    let stat_start = noise::sample_in(root);
+    let stat_start = noise::sample_in(Path::new("/"));
     let e = Expectations::new(
         m.kvm_flavour,
         m.module_params
@@ -210,29 +271,69 @@ pub fn run(kvm: &Kvm, image: &Arc<GuestImage>, m: &mut HostManifest, scope: Scop
         Scope::Quick => QUICK,
         Scope::Full => FULL,
     };
-    userspace_checks(kvm, image, m, &mut suite, scope, sizes);
+    let tsc = userspace_checks(kvm, image, m, &mut suite, scope, sizes, probe);
     if scope == Scope::Full {
         lapic_checks(kvm, image, m, &mut suite);
     }
-    suite.push(
-        "tsc.invariant",
-        judge::tsc_invariant(&e, noise::host_tsc_invariant()),
-    );
-    if scope == Scope::Full {
-        let left = STEAL_WINDOW.saturating_sub(started.elapsed());
-        std::thread::sleep(left);
-    }
-    noise_checks(root, m, &mut suite, scope, stat_start);
-    let guest_boot_failed = suite.boot_failed.take();
-    checks.sort_by_key(|c| GROUPS.iter().position(|g| c.id.starts_with(g)));
-    let verdict = checks.iter().map(|c| c.verdict).max().unwrap_or_default();
-    Validation {
+    let (e, emulated, boot_failed) = (suite.e, suite.emulated, suite.boot_failed);
+    Pending {
+        started,
         scope,
-        flavour: m.kvm_flavour,
-        verdict,
-        seconds: started.elapsed().as_secs_f64(),
+        e,
+        emulated,
         checks,
-        guest_boot_failed,
+        boot_failed,
+        stat_start,
+        tsc,
+    }
+}
+
+impl Pending {
+    /// Judges what is still open (waiting out the TSC span, or the full suite's steal window,
+    /// if they have not passed yet) and gives the whole validation.
+    pub fn finish(self, m: &HostManifest) -> Validation {
+        let root = Path::new("/");
+        let (started, scope) = (self.started, self.scope);
+        let mut checks = self.checks;
+        let mut suite = Suite {
+            e: self.e,
+            checks: &mut checks,
+            boot_failed: self.boot_failed,
+            emulated: self.emulated,
+        };
+        if let Some((probe, reported)) = self.tsc {
+            let rate = probe.and_then(|p| p.finish(m.tsc_khz, reported, QUICK.tsc_long));
+            suite.judge("tsc.rate", &rate, judge::tsc_rate);
+        }
+        suite.push(
+            "tsc.invariant",
+            judge::tsc_invariant(&suite.e, noise::host_tsc_invariant()),
+        );
+        if scope == Scope::Full {
+            let left = STEAL_WINDOW.saturating_sub(started.elapsed());
+            std::thread::sleep(left);
+        }
+        noise_checks(root, m, &mut suite, scope, self.stat_start);
+        let guest_boot_failed = suite.boot_failed.take();
+        checks.sort_by_key(|c| GROUPS.iter().position(|g| c.id.starts_with(g)));
+        let verdict = checks.iter().map(|c| c.verdict).max().unwrap_or_default();
+        Validation {
+            scope,
+            flavour: m.kvm_flavour,
+            verdict,
+            seconds: started.elapsed().as_secs_f64(),
+            checks,
+            guest_boot_failed,
+        }
+    }
+
+    /// Whether the checks judged so far already refuse the run (the guest did not boot, or a
+    /// FAIL that is not forced, a TSC probe that could not start included): nothing still
+    /// open can lift that.
+    fn refuses(&self, force: bool) -> bool {
+        let failed = self.checks.iter().any(|c| c.verdict == Verdict::Fail)
+            || matches!(self.tsc, Some((Err(_), _)));
+        self.boot_failed.is_some() || (failed && !force)
     }
 }
 
@@ -270,7 +371,8 @@ pub fn probe_flavour(kvm: &Kvm, image: &Arc<GuestImage>, m: &mut HostManifest) {
     }
 }
 
-/// The checks on one userspace-irqchip guest (`sizes.vcpus` vCPUs, at most the host's CPUs).
+/// The checks on one userspace-irqchip guest (`sizes.vcpus` vCPUs, at most the host's CPUs);
+/// the quick suite's TSC probe is handed back, its span still running, for [`Pending::finish`].
 fn userspace_checks(
     kvm: &Kvm,
     image: &Arc<GuestImage>,
@@ -278,9 +380,8 @@ fn userspace_checks(
     suite: &mut Suite<'_>,
     scope: Scope,
     sizes: Sizes,
-) {
-    // The quick check reads a vCPU's TSC through KVM across the other quick checks.
-    let probe = probes::TscProbe::start(kvm);
+    probe: Option<Result<probes::TscProbe, String>>,
+) -> Option<(Result<probes::TscProbe, String>, bool)> {
     let vcpus = sizes.vcpus.min(m.host_cpus.max(1));
     let mut s = match probes::boot(kvm, image, vcpus, IrqchipMode::Userspace) {
         Ok(s) => s,
@@ -290,7 +391,7 @@ fn userspace_checks(
             for id in ["flavour", "accounting.doorbells", "tsc.rate", "exits.cpuid"] {
                 suite.judge::<()>(id, &Err(why.clone()), |_, _| Judged::default());
             }
-            return;
+            return None;
         }
     };
     suite.judge(
@@ -303,22 +404,24 @@ fn userspace_checks(
         .capabilities
         .get("KVM_CAP_GET_TSC_KHZ")
         .is_some_and(|&c| c > 0);
-    let rate = match (scope, probe) {
-        (Scope::Full, _) => probes::tsc_rate(
-            &mut s,
-            m.tsc_khz,
-            reported,
-            sizes.tsc_long,
-            sizes.tsc_repeats,
-        ),
-        (Scope::Quick, Ok(p)) => p.finish(m.tsc_khz, reported, sizes.tsc_long),
-        (Scope::Quick, Err(why)) => Err(why),
+    let pending = match (scope, probe) {
+        (Scope::Quick, Some(p)) => Some((p, reported)),
+        (Scope::Quick, None) => Some((Err("no TSC probe was started".into()), reported)),
+        (Scope::Full, _) => {
+            let rate = probes::tsc_rate(
+                &mut s,
+                m.tsc_khz,
+                reported,
+                sizes.tsc_long,
+                sizes.tsc_repeats,
+            );
+            suite.judge("tsc.rate", &rate, judge::tsc_rate);
+            load_checks(&mut s, suite);
+            None
+        }
     };
-    suite.judge("tsc.rate", &rate, judge::tsc_rate);
-    if scope == Scope::Full {
-        load_checks(&mut s, suite);
-    }
     s.shutdown();
+    pending
 }
 
 /// Instruction probes: the flavour's behaviour, exits of CPUID and the flag instructions,

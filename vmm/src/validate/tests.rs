@@ -649,6 +649,66 @@ fn the_quick_suite_records_the_flavour_and_fits_in_a_run() {
     assert_ne!(v.verdict, Verdict::Fail, "{}", render(&v));
 }
 
+/// `run`'s two steps give the same checks, in the same order, as the one-step quick suite; the
+/// open part keeps the TSC probe's span however long the work between the steps takes.
+#[test]
+fn the_quick_suite_in_two_steps_records_the_same_checks() {
+    let Some(kvm) = crate::host::test_kvm() else {
+        return;
+    };
+    let mut one = crate::host::manifest(&kvm).expect("manifest");
+    before_run(&kvm, &image(), &mut one, false).expect("the one-step quick suite passes");
+    let mut two = crate::host::manifest(&kvm).expect("manifest");
+    let probe = probes::TscProbe::start(&kvm);
+    let pending = begin_run(&kvm, &image(), &mut two, false, probe)
+        .expect("not refused")
+        .expect("the TSC reading is still open");
+    assert!(two.validation.is_none(), "recorded before it was finished");
+    finish_run(pending, &mut two, false).expect("the two-step quick suite passes");
+    let ids = |m: &HostManifest| -> Vec<String> {
+        let v = m.validation.as_ref().expect("recorded");
+        v.checks.iter().map(|c| c.id.clone()).collect()
+    };
+    assert_eq!(ids(&one), ids(&two));
+    let v = two.validation.as_ref().expect("recorded");
+    assert!(
+        v.seconds >= QUICK.tsc_long.as_secs_f64(),
+        "finished before the TSC span passed: {} s",
+        v.seconds
+    );
+}
+
+/// A probe that could not start is a FAIL known at once: the run is refused by the first
+/// step, the validation finished and recorded, and forcing it lets the run go on.
+#[test]
+fn a_tsc_probe_that_did_not_start_refuses_the_run_at_once() {
+    let Some(kvm) = crate::host::test_kvm() else {
+        return;
+    };
+    let mut m = crate::host::manifest(&kvm).expect("manifest");
+    let refused = begin_run(&kvm, &image(), &mut m, false, Err("no probe VM".into()));
+    assert!(
+        matches!(refused, Err(Refusal::HostFailed(_))),
+        "not refused"
+    );
+    let v = m.validation.as_ref().expect("recorded with the refusal");
+    let tsc = v
+        .checks
+        .iter()
+        .find(|c| c.id == "tsc.rate")
+        .expect("tsc.rate");
+    assert_eq!(tsc.verdict, Verdict::Fail, "{tsc:?}");
+    let mut forced = crate::host::manifest(&kvm).expect("manifest");
+    let pending = begin_run(&kvm, &image(), &mut forced, true, Err("no probe VM".into()))
+        .expect("forced: not refused")
+        .expect("still open");
+    finish_run(pending, &mut forced, true).expect("forced");
+    assert_eq!(
+        forced.validation.as_ref().map(|v| v.verdict),
+        Some(Verdict::Fail)
+    );
+}
+
 #[test]
 fn the_full_suite_passes_on_this_host() {
     let Some(kvm) = crate::host::test_kvm() else {
