@@ -20,8 +20,11 @@ pub fn attribute_sites(image: &GuestImage, sites: &ExitRips, phase: &PhasePlan) 
     // One row per (symbol, reason): the count over all its RIPs, shown at its busiest RIP.
     // Where labels of two strategies share an address, the row's own strategy wins.
     let stem = phase.workload.label().replace('-', "_");
+    // Not an `_end` label: in a measured loop the last copy's `_end` is the loop's own `jnz`
+    // (its `_next` label), which is the loop's, not the strategy's.
     let prefer = |name: &str| {
-        crate::identity::strategy_symbol_rest(name).is_some_and(|rest| rest.starts_with(&stem))
+        crate::identity::strategy_symbol_rest(name)
+            .is_some_and(|rest| rest.starts_with(&stem) && !rest.ends_with("_end"))
     };
     let row_op = row_op(image, phase);
     let mut grouped = Grouped::new();
@@ -191,6 +194,14 @@ mod tests {
             ),
             ("native-cli-sti", "disable", None)
         );
+        // A signal at the loop's `jnz`, which the last copy's `_end` label shares: the loop's.
+        let next = image
+            .symbols
+            .address("irqbench_strategy_loop_f_native_cli_sti_next")
+            .expect("the loop's jnz");
+        let sites: ExitRips = [((next, ExitReason::Signal), 1)].into_iter().collect();
+        let at_jnz = attribute_sites(&image, &sites, &row("native-cli-sti"));
+        assert_eq!(at_jnz[0].site, "loop", "{at_jnz:?}");
         let (addr, code) = image
             .function_code(&StrategyId::NATIVE_POPF.flat_loop_symbol())
             .expect("native-popf's loop");
