@@ -405,6 +405,8 @@ fn announce_stop(bar: Option<indicatif::ProgressBar>) {
             let Some(sig) = signals.forever().next() else {
                 return;
             };
+            // The run's wait for its vCPUs looks at the stop flag now, not at its backstop.
+            measure::session::wake_waiters();
             let name = match sig {
                 SIGINT => "SIGINT",
                 SIGTERM => "SIGTERM",

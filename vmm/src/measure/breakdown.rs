@@ -221,7 +221,7 @@ mod tests {
         assert!(check_row(&t, 1, &sums, HypercallTransport::VapicPoll).is_empty());
         let mut plan = Plan::single(Workload::Doorbells, 1, 12).phases.remove(0);
         plan.irq = IrqSource::Inject { rate_hz: 5000.0 };
-        let mut collected = Collected::new(2, 1, true);
+        let mut collected = Collected::new(2, 1);
         collected.sums[0].counts.interrupts = 400;
         collected.sums[1].counts.interrupts = 201;
         collected.irqs_raised = 600;

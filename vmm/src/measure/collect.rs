@@ -79,23 +79,10 @@ pub struct Collected {
     /// Per (round, variant): its blocks' userspace exits by [`ExitReason::index`], summed
     /// over vCPUs.
     pub cell_reasons: BTreeMap<(u32, usize), [u64; ExitReason::COUNT]>,
-    /// Whether the thread-clock rules may flag blocks (see [`host_rules_apply`]).
-    pub host_rules: bool,
-}
-
-/// The thread-clock rules (off-CPU time, involuntary switches) say "someone else took the
-/// CPU". When the group's own threads — its vCPUs and the interrupt-load thread — outnumber
-/// the CPUs the process may run on, they take it from each other in every block: that
-/// scheduling is part of what the row measures (like exits the strategy causes), not a
-/// disturbance, and only the outlier rule applies. (Applying the thread clocks there too, with
-/// flagged blocks cleared by [`disturbance::cleared`], was measured and lost every 2-vCPU
-/// `inject` comparison in one of three runs: docs/ARCHITECTURE.md, "Disturbance".)
-pub fn host_rules_apply(vcpus: u32, load_thread: bool, host_cpus: usize) -> bool {
-    vcpus as usize + usize::from(load_thread) <= host_cpus
 }
 
 impl Collected {
-    pub fn new(variants: usize, vcpus: u32, host_rules: bool) -> Collected {
+    pub fn new(variants: usize, vcpus: u32) -> Collected {
         let sums = (0..variants)
             .map(|_| VariantSums {
                 per_vcpu_ops: vec![0; vcpus as usize],
@@ -108,7 +95,6 @@ impl Collected {
             vcpus,
             sums,
             mutual_exclusion_held: true,
-            host_rules,
             ..Default::default()
         }
     }
@@ -146,8 +132,11 @@ impl Collected {
                     userspace_exits: b.userspace_exits,
                     hypercalls_seen: b.hypercalls_seen,
                     guest: v.counts,
-                    host_disturbed: self.host_rules
-                        && disturbance::host_flags(b.off_cpu_ns, b.involuntary_switches, b.wall_ns),
+                    host_disturbed: disturbance::host_flags(
+                        b.off_cpu_ns,
+                        b.involuntary_switches,
+                        b.wall_ns,
+                    ),
                     off_cpu_ns: b.off_cpu_ns,
                     wall_ns: b.wall_ns,
                 });
@@ -235,22 +224,15 @@ impl Collected {
         }
     }
 
-    /// The rounds as a table of cells, with host-flagged blocks and block-time outliers marked
-    /// disturbed. Where the thread-clock rules apply, outliers are judged per vCPU block; where
-    /// the group's threads share CPUs, each vCPU's blocks are heavy-tailed by construction, so
-    /// outliers are judged on the round's mean over vCPUs instead.
+    /// The rounds as a table of cells, each marked disturbed by [`disturbance::disturbed`]: its
+    /// time averaged over the vCPUs, flagged when the thread clocks flagged any of its blocks.
     pub fn table(&self) -> RoundTable {
-        let (per_block, cleared) = if self.host_rules {
-            self.block_outliers()
-        } else {
-            (vec![false; self.obs.len()], vec![false; self.obs.len()])
-        };
         let mut table = RoundTable::new(self.variants);
         table.stat_names = self.stat_names.clone();
         table.rounds = vec![vec![None; self.variants]; self.rounds as usize];
         // Sum per (round, variant) over vCPUs, then average.
         let mut acc: BTreeMap<(u32, usize), (Cell, u32)> = BTreeMap::new();
-        for ((o, out), clear) in self.obs.iter().zip(&per_block).zip(&cleared) {
+        for o in &self.obs {
             let (cell, n) = acc.entry((o.round, o.variant)).or_default();
             cell.cycles_mean += o.cycles as f64;
             cell.cycles_max = cell.cycles_max.max(o.cycles as f64);
@@ -258,8 +240,7 @@ impl Collected {
             cell.userspace_exits += o.userspace_exits;
             cell.hypercalls_seen += o.hypercalls_seen;
             cell.guest += o.guest;
-            cell.disturbed |= (o.host_disturbed && !clear) || *out;
-            cell.corrected += u32::from(*clear);
+            cell.corrected += u32::from(o.host_disturbed);
             *n += 1;
         }
         for ((round, v), (mut cell, n)) in acc {
@@ -275,54 +256,30 @@ impl Collected {
                 row[v] = Some(cell);
             }
         }
-        if !self.host_rules {
-            mark_cell_outliers(&mut table);
-        }
+        mark_disturbed(&mut table);
         table
-    }
-
-    /// Outlier flags of every vCPU block, judged within its variant, and which thread-clock
-    /// flags [`disturbance::cleared`] lifted.
-    fn block_outliers(&self) -> (Vec<bool>, Vec<bool>) {
-        let mut outlier = vec![false; self.obs.len()];
-        let mut lifted = vec![false; self.obs.len()];
-        for v in 0..self.variants {
-            let idx: Vec<usize> = (0..self.obs.len())
-                .filter(|&i| self.obs[i].variant == v)
-                .collect();
-            let cycles: Vec<f64> = idx.iter().map(|&i| self.obs[i].cycles as f64).collect();
-            let mut flagged: Vec<bool> = idx.iter().map(|&i| self.obs[i].host_disturbed).collect();
-            for (k, c) in disturbance::cleared(&cycles, &flagged)
-                .into_iter()
-                .enumerate()
-            {
-                lifted[idx[k]] = c;
-                flagged[k] &= !c;
-            }
-            for (k, o) in disturbance::outliers(&cycles, &flagged)
-                .into_iter()
-                .enumerate()
-            {
-                outlier[idx[k]] = o;
-            }
-        }
-        (outlier, lifted)
     }
 }
 
-/// Marks the cells whose mean block time is an outlier within its variant.
-fn mark_cell_outliers(table: &mut RoundTable) {
+/// Marks each variant's disturbed cells; a kept cell's flagged blocks stay counted as
+/// corrected, a disturbed cell counts none.
+fn mark_disturbed(table: &mut RoundTable) {
     for v in 0..table.variants {
-        let cycles: Vec<f64> = table
+        let cells: Vec<&mut Cell> = table
             .rounds
-            .iter()
-            .filter_map(|r| r[v].as_ref().map(|c| c.cycles_mean))
+            .iter_mut()
+            .filter_map(|r| r.get_mut(v).and_then(Option::as_mut))
             .collect();
-        let flagged = vec![false; cycles.len()];
-        let outliers = disturbance::outliers(&cycles, &flagged);
-        let cells = table.rounds.iter_mut().filter_map(|r| r[v].as_mut());
-        for (cell, out) in cells.zip(outliers) {
-            cell.disturbed |= out;
+        let cycles: Vec<f64> = cells.iter().map(|c| c.cycles_mean).collect();
+        let flagged: Vec<bool> = cells.iter().map(|c| c.corrected > 0).collect();
+        for (cell, d) in cells
+            .into_iter()
+            .zip(disturbance::disturbed(&cycles, &flagged))
+        {
+            cell.disturbed |= d;
+            if cell.disturbed {
+                cell.corrected = 0;
+            }
         }
     }
 }
@@ -331,15 +288,51 @@ fn mark_cell_outliers(table: &mut RoundTable) {
 mod tests {
     use super::*;
 
+    /// `vcpus` vCPUs, 2 variants, 100 rounds: blocks of ~1000 cycles; in every 10th round vCPU
+    /// 0's thread was off its CPU outside the timed window (flagged, fast), in every 25th inside
+    /// it (flagged, ten times slower).
+    fn collected(vcpus: u32) -> Collected {
+        let mut c = Collected::new(2, vcpus);
+        c.rounds = 100;
+        for round in 0..100u32 {
+            for variant in 0..2 {
+                for vcpu in 0..vcpus {
+                    let inside = vcpu == 0 && round % 25 == 3;
+                    let outside = vcpu == 0 && round % 10 == 5;
+                    let cycles = if inside {
+                        10_000
+                    } else {
+                        1000 + u64::from(round % 7)
+                    };
+                    c.obs.push(Obs {
+                        round,
+                        variant,
+                        vcpu,
+                        cycles,
+                        ops: 8,
+                        userspace_exits: 0,
+                        hypercalls_seen: 0,
+                        guest: GuestCounts::default(),
+                        host_disturbed: inside || outside,
+                        off_cpu_ns: if inside || outside { 4_000_000 } else { 0 },
+                        wall_ns: 500_000,
+                    });
+                }
+            }
+        }
+        c
+    }
+
     #[test]
-    fn thread_clock_rules_apply_only_while_the_groups_threads_fit_the_cpus() {
-        assert!(host_rules_apply(1, false, 2));
-        assert!(host_rules_apply(1, true, 2));
-        assert!(host_rules_apply(2, false, 2));
-        assert!(
-            !host_rules_apply(2, true, 2),
-            "2 vCPUs + the inject thread on 2 CPUs"
-        );
-        assert!(!host_rules_apply(4, false, 2));
+    fn the_same_rule_keeps_blocks_preempted_outside_the_window_at_every_vcpu_count() {
+        for vcpus in 1..=4 {
+            let table = collected(vcpus).table();
+            let (seen, disturbed) = table.blocks_disturbed(1);
+            assert_eq!((seen, disturbed), (100, 4), "{vcpus} vCPUs");
+            // Ten flagged rounds kept, each with one flagged block in the row and one in the
+            // baseline; the four preempted inside the window are left out, not counted.
+            assert_eq!(table.blocks_corrected(1), 20, "{vcpus} vCPUs");
+            assert_eq!(table.net_cycles(1).len(), seen - disturbed, "{vcpus} vCPUs");
+        }
     }
 }

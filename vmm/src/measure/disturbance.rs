@@ -11,6 +11,11 @@
 //!   block longer than its variant's median by more than [`OUTLIER_MADS`] scaled MADs and
 //!   [`OUTLIER_FRACTION`] of the median.
 //!
+//! The thread clocks span doorbell to doorbell, wider than the guest's timed window, so what
+//! they flag is judged by the block's TSC time before it is left out ([`disturbed`]). One rule at
+//! every vCPU count: it is applied to each round's block of a variant with its time averaged
+//! over the vCPUs (one vCPU: the block itself).
+//!
 //! Exits the strategy itself causes (PVM's emulation batches, a probe's port I/O) keep the
 //! thread on its CPU and leave every block alike, so none of these rules removes them.
 
@@ -40,69 +45,41 @@ pub fn host_flags(off_cpu_ns: u64, involuntary_switches: u64, wall_ns: u64) -> b
     off_cpu_ns > OFF_CPU_FLOOR_NS || fraction > OFF_CPU_FRACTION || involuntary_switches > 0
 }
 
-/// A block the thread clocks flagged is cleared (kept, counted as corrected) when its TSC time
-/// lies within this many scaled MADs of its variant's unflagged blocks' median: the thread was
-/// off its CPU between the block's doorbells but outside the guest's timed window (at the
-/// doorbell exit, or waiting for the other vCPUs to start the block).
+/// A cell (one round's block of a variant, its time averaged over the vCPUs) that the thread
+/// clocks flagged is kept, counted as corrected, when its TSC time lies within this many scaled
+/// MADs of its variant's median: the thread was off its CPU between the block's doorbells but
+/// outside the guest's timed window (at the doorbell exit, or waiting for the other vCPUs to
+/// start the block). A preemption inside the window adds a scheduler slice (milliseconds, on
+/// blocks of 500 µs) and lands far outside.
 pub const CLEAR_MADS: f64 = 3.0;
 
-/// Which of `cycles` (one variant's blocks) that the thread clocks `flagged` are to be cleared:
-/// each within [`CLEAR_MADS`] of the unflagged blocks' median, and the cleared ones together with
-/// a median inside the unflagged blocks' 95% CI (else none is: blocks the host slowed a little
-/// would pull the figure). Where most blocks are flagged — an `inject` thread or sibling vCPUs
-/// switched the vCPU out in most of them, so the unflagged ones are a biased few — all of the
-/// variant's blocks are the reference first (a block preempted inside its timed window is
-/// several times slower than their median, one preempted outside is not), and the unflagged
-/// ones when that clears none; otherwise the other way round.
-pub fn cleared(cycles: &[f64], flagged: &[bool]) -> Vec<bool> {
-    let quiet: Vec<f64> = cycles
+/// Which of `cycles` (one variant's cells) are disturbed, `flagged` being the cells in which the
+/// thread clocks flagged some vCPU's block. The same rule at every vCPU count, with or without
+/// an interrupt-load thread: a cell is disturbed when it is a block-time outlier among all the
+/// variant's cells ([`outliers`]), or when it was flagged and its time lies more than
+/// [`CLEAR_MADS`] scaled MADs from the median of the variant's other cells (the outliers left
+/// out, flagged or not: where the group's own threads outnumber the CPUs most cells are
+/// flagged, and the unflagged few are no reference). Faster counts too: a lock row whose
+/// sibling vCPU was off its CPU ran with less contention.
+pub fn disturbed(cycles: &[f64], flagged: &[bool]) -> Vec<bool> {
+    let outlier = outliers(cycles, &vec![false; cycles.len()]);
+    let reference: Vec<f64> = cycles
         .iter()
-        .zip(flagged)
-        .filter(|(_, f)| !**f)
+        .zip(&outlier)
+        .filter(|(_, o)| !**o)
         .map(|(c, _)| *c)
         .collect();
-    // Judged first against whichever reference holds most of the blocks, then the other.
-    let mostly_quiet = 2 * quiet.len() >= cycles.len();
-    let (first, second): (&[f64], &[f64]) = if mostly_quiet {
-        (&quiet, cycles)
-    } else {
-        (cycles, &quiet)
+    let Some(median) = crate::statistics::median(&reference) else {
+        return outlier;
     };
-    let by_first = cleared_against(cycles, flagged, first);
-    if by_first.iter().any(|c| *c) {
-        return by_first;
-    }
-    cleared_against(cycles, flagged, second)
-}
-
-/// [`cleared`] with `reference` as the undisturbed blocks.
-fn cleared_against(cycles: &[f64], flagged: &[bool], reference: &[f64]) -> Vec<bool> {
-    let none = vec![false; cycles.len()];
-    let sorted = crate::statistics::sorted_finite(reference);
-    let (Some(median), Some(ci)) = (
-        crate::statistics::median(&sorted),
-        crate::statistics::median_ci95(&sorted),
-    ) else {
-        return none;
-    };
-    let deviations: Vec<f64> = sorted.iter().map(|c| (c - median).abs()).collect();
+    let deviations: Vec<f64> = reference.iter().map(|c| (c - median).abs()).collect();
     let mad = crate::statistics::median(&deviations).unwrap_or(0.0) * 1.4826;
-    let limit = median + CLEAR_MADS * mad;
-    let candidate: Vec<bool> = cycles
+    cycles
         .iter()
         .zip(flagged)
-        .map(|(c, f)| *f && *c <= limit)
-        .collect();
-    let kept: Vec<f64> = cycles
-        .iter()
-        .zip(&candidate)
-        .filter(|(_, k)| **k)
-        .map(|(c, _)| *c)
-        .collect();
-    match crate::statistics::median(&kept) {
-        Some(m) if ci[0] <= m && m <= ci[1] => candidate,
-        _ => none,
-    }
+        .zip(&outlier)
+        .map(|((c, f), o)| *o || (*f && (c - median).abs() > CLEAR_MADS * mad))
+        .collect()
 }
 
 /// Flags the outliers among `cycles` (one variant's blocks), ignoring those already flagged.
@@ -136,8 +113,8 @@ mod tests {
     }
 
     #[test]
-    fn flagged_blocks_whose_timed_window_was_undisturbed_are_cleared() {
-        // 200 blocks around 1000; 40 flagged: 30 as fast as the rest (the thread waited outside
+    fn flagged_cells_whose_timed_window_was_undisturbed_are_kept() {
+        // 200 cells around 1000; 40 flagged: 30 as fast as the rest (the thread waited outside
         // the timed window), 10 ten times slower (preempted inside it).
         let cycles: Vec<f64> = (0..200)
             .map(|i| {
@@ -149,21 +126,31 @@ mod tests {
             })
             .collect();
         let flagged: Vec<bool> = (0..200).map(|i| i % 5 == 0).collect();
-        let c = cleared(&cycles, &flagged);
-        assert_eq!(c.iter().filter(|c| **c).count(), 30);
-        assert!(c.iter().zip(&cycles).all(|(c, x)| !*c || *x < 2000.0));
-        assert!(c.iter().zip(&flagged).all(|(c, f)| !*c || *f));
-        // Flagged blocks all a little slower (3 MADs but beyond the CI): none is cleared.
+        let d = disturbed(&cycles, &flagged);
+        assert_eq!(d.iter().filter(|d| **d).count(), 10);
+        assert!(d.iter().zip(&cycles).all(|(d, x)| *d == (*x > 2000.0)));
+        // Every cell flagged (an inject thread or sibling vCPUs switched the vCPU out in each):
+        // the same ten stay out, the rest are kept.
+        assert_eq!(disturbed(&cycles, &[true; 200]), d);
+        // Flagged cells a little slower than 3 MADs (the window was slowed): left out, the
+        // unflagged ones kept however slow, up to the outlier rule.
         let slow: Vec<f64> = (0..200)
-            .map(|i| 1000.0 + (i % 9) as f64 + if i % 5 == 0 { 6.0 } else { 0.0 })
+            .map(|i| 1000.0 + (i % 9) as f64 + if i % 5 == 0 { 20.0 } else { 0.0 })
             .collect();
-        assert!(cleared(&slow, &flagged).iter().all(|c| !*c));
-        assert!(cleared(&[1.0; 5], &[true; 5]).iter().all(|c| !*c));
-        // Every block flagged (an inject thread switched the vCPU out in each): judged against
-        // all blocks, the fast ones are lifted and the ten slow ones stay out.
-        let all = cleared(&cycles, &[true; 200]);
-        assert_eq!(all.iter().filter(|c| **c).count(), 190);
-        assert!(all.iter().zip(&cycles).all(|(c, x)| *c == (*x < 2000.0)));
+        let d = disturbed(&slow, &flagged);
+        assert!(d.iter().zip(&flagged).all(|(d, f)| d == f));
+        // Flagged and faster (a lock row whose sibling vCPU was off its CPU): left out too.
+        let fast: Vec<f64> = slow
+            .iter()
+            .map(|c| if *c > 1010.0 { 950.0 } else { *c })
+            .collect();
+        assert!(disturbed(&fast, &flagged)
+            .iter()
+            .zip(&flagged)
+            .all(|(d, f)| d == f));
+        assert!(disturbed(&[], &[]).is_empty());
+        assert_eq!(disturbed(&[1.0; 5], &[true; 5]), [false; 5]);
+        assert_eq!(disturbed(&[f64::NAN], &[true]), [false]);
     }
 
     #[test]

@@ -36,7 +36,7 @@ pub struct Cell {
     pub reasons: [u64; crate::vcpu::ExitReason::COUNT],
     /// Any vCPU's block was disturbed.
     pub disturbed: bool,
-    /// vCPU blocks the thread clocks flagged but [`super::disturbance::cleared`] kept.
+    /// vCPU blocks the thread clocks flagged in a cell [`super::disturbance::disturbed`] kept.
     pub corrected: u32,
 }
 

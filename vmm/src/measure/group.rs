@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use irqbench_abi::{self as abi, PhaseDescriptor};
 
-use super::collect::{host_rules_apply, Collected};
+use super::collect::Collected;
 use super::descriptor::{self, workload_ids};
 use super::estimators;
 use super::pacing::{End, Pacer};
@@ -203,10 +203,7 @@ impl GroupRun<'_> {
     ) -> Result<(Collected, bool, Option<End>), PhaseError> {
         let lock = matches!(self.rows[0].workload, Workload::Lock { .. });
         let first = self.rows[0];
-        let load_thread = first.irq.host_raised().is_some();
-        let host_cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let host_rules = host_rules_apply(first.vcpus, load_thread, host_cpus);
-        let mut collected = Collected::new(variants.len(), first.vcpus, host_rules);
+        let mut collected = Collected::new(variants.len(), first.vcpus);
         let round_cap = max_rounds(variants.len(), first.vcpus);
         let mut first_round = 0u32;
         // Computing the figures reads every block so far: check precision after each of the

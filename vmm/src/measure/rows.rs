@@ -54,8 +54,6 @@ pub struct GroupOutcome {
     pub violations: Vec<(String, InvariantViolation)>,
     /// The user stopped the run during this group; the figures are from the rounds before.
     pub interrupted: bool,
-    /// The group's threads outnumbered the host CPUs: only the outlier rule flagged blocks.
-    pub host_rules_off: bool,
 }
 
 pub(super) fn build(
@@ -153,7 +151,6 @@ pub(super) fn build(
         warnings,
         violations,
         interrupted,
-        host_rules_off: !collected.host_rules,
     }
 }
 

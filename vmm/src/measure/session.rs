@@ -2,7 +2,7 @@
 //! validated records, stop (watchdog, Ctrl-C) and shut down without leaking a thread or an fd.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -39,6 +39,39 @@ pub fn request_stop() {
 
 fn stop_requested() -> bool {
     STOP_REQUESTED.load(Ordering::SeqCst)
+}
+
+/// The longest a dispatch's wait goes without looking at the stop flags when no
+/// [`wake_waiters`] comes (a stop flag set by something other than the signal listener): longer
+/// than a dispatch (~100 ms), so the main thread does not wake while the vCPUs run blocks.
+const STOP_BACKSTOP: Duration = Duration::from_millis(500);
+
+/// The event channels of the live sessions, by session id: [`wake_waiters`] wakes their waits.
+static WAITERS: Mutex<Vec<(u64, Sender<VcpuEvent>)>> = Mutex::new(Vec::new());
+static NEXT_WAITER: AtomicU64 = AtomicU64::new(0);
+
+/// Wakes every session's wait for its vCPUs, which then looks at the stop flags: called by the
+/// signal listener after a SIGINT, SIGTERM or SIGHUP (not from the handler: it locks).
+pub fn wake_waiters() {
+    if let Ok(waiters) = WAITERS.lock() {
+        for (_, tx) in waiters.iter() {
+            let _ = tx.send(VcpuEvent::Wake);
+        }
+    }
+}
+
+fn register_waiter(tx: Sender<VcpuEvent>) -> u64 {
+    let id = NEXT_WAITER.fetch_add(1, Ordering::Relaxed);
+    if let Ok(mut waiters) = WAITERS.lock() {
+        waiters.push((id, tx));
+    }
+    id
+}
+
+fn unregister_waiter(id: u64) {
+    if let Ok(mut waiters) = WAITERS.lock() {
+        waiters.retain(|(i, _)| *i != id);
+    }
 }
 /// How long vCPU threads get to stop after being told to.
 const STOP_TIMEOUT: Duration = Duration::from_secs(5);
@@ -187,6 +220,8 @@ pub struct Session {
     pub image: Arc<GuestImage>,
     /// Where the interrupt load's schedule stood after the last dispatch.
     load_resume: Option<Resume>,
+    /// This session's entry in [`WAITERS`].
+    waiter: u64,
     _machine_vm: kvm_ioctls::VmFd,
 }
 
@@ -242,6 +277,7 @@ impl Session {
                 .unwrap_or(HypercallInsn::Vmcall),
             image: image.clone(),
             load_resume: None,
+            waiter: register_waiter(event_tx.clone()),
             _machine_vm: vm,
         };
         for (index, fd) in vcpus.into_iter().enumerate() {
@@ -304,7 +340,7 @@ impl Session {
                         outcome_text(&outcome)
                     )));
                 }
-                Ok(VcpuEvent::PhaseDone(_)) => {}
+                Ok(VcpuEvent::PhaseDone(_) | VcpuEvent::Wake) => {}
                 Err(RecvTimeoutError::Timeout) if Instant::now() < deadline => {}
                 Err(_) => {
                     let where_ = self.stop_all();
@@ -342,10 +378,7 @@ impl Session {
                 });
                 break;
             }
-            match self
-                .events
-                .recv_timeout(left.min(Duration::from_millis(100)))
-            {
+            match self.events.recv_timeout(left.min(STOP_BACKSTOP)) {
                 Ok(VcpuEvent::PhaseDone(sample)) => {
                     let i = sample.index as usize;
                     if let Some(slot) = samples.get_mut(i) {
@@ -360,8 +393,8 @@ impl Session {
                     });
                     break;
                 }
-                Ok(VcpuEvent::Booted { .. }) => {}
-                Err(RecvTimeoutError::Timeout) => {}
+                Ok(VcpuEvent::Booted { .. } | VcpuEvent::Wake) | Err(RecvTimeoutError::Timeout) => {
+                }
                 Err(RecvTimeoutError::Disconnected) => {
                     self.dead = true;
                     failure = Some(PhaseError::Guest("every vCPU thread has exited".into()));
@@ -512,6 +545,7 @@ impl Session {
     }
 
     fn close(&mut self) {
+        unregister_waiter(self.waiter);
         // With the in-kernel irqchip the guest's final `cli; hlt` stays inside KVM and never
         // returns to us: `stop_all` tells it to shut down and kicks every vCPU out at once
         // instead of waiting for an exit that cannot come.

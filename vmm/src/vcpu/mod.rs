@@ -54,12 +54,14 @@ pub enum VcpuOutcome {
     ProtocolViolation(protocol::ProtocolViolation),
 }
 
-/// What goes from a vCPU thread to the runner.
+/// What goes from a vCPU thread to the runner; `Wake` comes from the runner's signal listener
+/// instead (`measure::session::wake_waiters`): a stop was asked for, so a wait ends now.
 #[derive(Debug)]
 pub enum VcpuEvent {
     Booted { index: u32 },
     PhaseDone(Box<PhaseSample>),
     Exited { index: u32, outcome: VcpuOutcome },
+    Wake,
 }
 
 /// Shared between a vCPU thread and the runner's helper threads.
