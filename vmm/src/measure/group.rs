@@ -409,6 +409,26 @@ mod tests {
         assert!(!comparisons_precise(&rows, &t, 1e9, 0.005).0);
     }
 
+    /// A second row whose net spans 0 (a row like `empty`, precise by the baseline floor) has a
+    /// ratio whose CI spans 0: whether the group may stop must not hang on that ratio's sign.
+    #[test]
+    fn a_ratio_to_a_net_spanning_zero_does_not_hold_the_group() {
+        let a = strategy_row(StrategyId::NATIVE_POPF);
+        let b = strategy_row(StrategyId::NATIVE_CLI_STI);
+        let rows = [&a, &b];
+        for sign in [1.0, -1.0] {
+            let mut t = RoundTable::new(3);
+            for r in 0..200 {
+                let e = if r % 2 == 0 { 1.0 } else { -0.6 };
+                t.rounds.push(vec![block(0.0), block(500.0), block(sign * e)]);
+            }
+            let net = Summary::from_samples(&t.net_cycles(2));
+            assert!(net.ci95[0] < 0.0 && net.ci95[1] > 0.0, "{net:?}");
+            let (precise, worst) = comparisons_precise(&rows, &t, 1e9, 0.005);
+            assert!(precise, "sign {sign}: held by a ratio of ±{worst}");
+        }
+    }
+
     #[test]
     fn the_round_cap_bounds_blocks_and_cells_for_any_group() {
         for variants in [2usize, 8, 16] {
