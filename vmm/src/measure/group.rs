@@ -322,8 +322,10 @@ impl GroupRun<'_> {
 
 /// Whether every comparison the group reports, which reviewers quote, has its ratio's CI within
 /// `precision` of the ratio, and the worst relative half-width. A pair whose first row's net
-/// spans 0 gets no ratio (`rows::comparisons`) and is left to that row's own precision; one with
-/// fewer than 6 undisturbed paired rounds is not precise yet.
+/// spans 0 gets no ratio (`rows::comparisons`) and is left to that row's own precision, and so
+/// is one whose second row's net spans 0: its ratio's CI spans 0 too, and whether it held the
+/// group would hang on its median's sign. One with fewer than 6 undisturbed paired rounds is not
+/// precise yet.
 fn comparisons_precise(
     rows: &[&PhasePlan],
     table: &estimators::RoundTable,
@@ -333,8 +335,11 @@ fn comparisons_precise(
     let (metric, _) = rows::compared_metric(rows);
     let (mut all, mut worst) = (true, 0.0f64);
     for (a, b) in rows::compared_pairs(rows) {
-        let a_net = Summary::from_samples(&table.net_cycles(a + 1));
-        if metric == estimators::Metric::NetCycles && a_net.ci95[0] <= 0.0 && a_net.ci95[1] >= 0.0 {
+        let spans_zero = |v: usize| {
+            let net = Summary::from_samples(&table.net_cycles(v + 1));
+            net.ci95[0] <= 0.0 && net.ci95[1] >= 0.0
+        };
+        if metric == estimators::Metric::NetCycles && (spans_zero(a) || spans_zero(b)) {
             continue;
         }
         let ratios = table.paired_ratios(a + 1, b + 1, metric, tsc_hz);
