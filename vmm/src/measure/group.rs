@@ -188,6 +188,13 @@ impl GroupRun<'_> {
         // A signal while the figures were computed: they are complete, the run is not.
         outcome.interrupted |= self.options.stop.load(Ordering::SeqCst);
         self.mark_short(&mut outcome, &pacer, collected.rounds, end);
+        if matches!(end, Some(End::Budget)) && outcome.results.iter().all(|r| r.precision_reached) {
+            let tsc_hz = self.tsc_khz as f64 * 1000.0;
+            let table = collected.table();
+            outcome
+                .warnings
+                .extend(comparisons_warning(&self.rows, &table, tsc_hz, self.plan));
+        }
         Ok(outcome)
     }
 
@@ -358,6 +365,27 @@ fn comparisons_precise(
     (all, worst)
 }
 
+/// Why a group whose rows all reached their precision still ran out its budget: some
+/// comparison did not (its rows' `~` marks cannot say so).
+fn comparisons_warning(
+    rows: &[&PhasePlan],
+    table: &estimators::RoundTable,
+    tsc_hz: f64,
+    plan: &Plan,
+) -> Option<String> {
+    let (precise, worst) = comparisons_precise(rows, table, tsc_hz, plan.precision);
+    (!precise).then(|| {
+        format!(
+            "{}: run.max_seconds = {} ran out before every comparison's ratio CI was within \
+             run.precision = {} (worst ±{:.2}%), though its rows' were",
+            rows[0].group,
+            plan.max_seconds,
+            plan.precision,
+            worst * 100.0
+        )
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -405,6 +433,15 @@ mod tests {
             }
             let (precise, worst) = comparisons_precise(&rows, &t, 1e9, 0.005);
             assert_eq!(precise, want, "together {together}: worst ±{worst}");
+            let plan = Plan {
+                precision: 0.005,
+                ..Plan::single(Workload::Doorbells, 1, 1)
+            };
+            let why = comparisons_warning(&rows, &t, 1e9, &plan);
+            assert_eq!(why.is_none(), want, "{why:?}");
+            if let Some(why) = why {
+                assert!(why.contains("run.precision = 0.005 (worst ±"), "{why}");
+            }
         }
         // Too few paired rounds to judge: not precise.
         let mut t = RoundTable::new(3);
@@ -425,7 +462,8 @@ mod tests {
             let mut t = RoundTable::new(3);
             for r in 0..200 {
                 let e = if r % 2 == 0 { 1.0 } else { -0.6 };
-                t.rounds.push(vec![block(0.0), block(500.0), block(sign * e)]);
+                t.rounds
+                    .push(vec![block(0.0), block(500.0), block(sign * e)]);
             }
             let net = Summary::from_samples(&t.net_cycles(2));
             assert!(net.ci95[0] < 0.0 && net.ci95[1] > 0.0, "{net:?}");
