@@ -27,6 +27,7 @@ Needs only Python 3 and what `cargo` builds; the busy loops are killed on exit, 
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -71,9 +72,14 @@ class Load:
         self.procs = []
 
     def __enter__(self):
-        for _ in range(self.n):
-            self.procs.append(subprocess.Popen(["sh", "-c", "while :; do :; done"]))
-        time.sleep(0.5)  # let the scheduler spread them
+        try:
+            for _ in range(self.n):
+                self.procs.append(subprocess.Popen(["sh", "-c", "while :; do :; done"]))
+            time.sleep(0.5)  # let the scheduler spread them
+        except BaseException:
+            # `with` calls __exit__ only once __enter__ returned: a signal here is ours to stop.
+            self.__exit__()
+            raise
         return self
 
     def __exit__(self, *exc):
@@ -235,5 +241,13 @@ def main():
     return 1 if failed else 0
 
 
+def exit_on_signal(signum, _frame):
+    # SIGTERM and SIGHUP end Python without unwinding: raise instead, so that `with Load`
+    # kills the busy loops (and subprocess.run the irqbench it waits for).
+    sys.exit(128 + signum)
+
+
 if __name__ == "__main__":
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, exit_on_signal)
     sys.exit(main())
