@@ -57,7 +57,9 @@ def run(binary, config, out, note, extra=()):
                 text=True,
             )
         if proc.returncode != 0:
-            sys.exit(f"check-stability: `irqbench run {config}` failed:\n{proc.stderr}")
+            print(f"check-stability: `irqbench run {config}` failed:\n{proc.stderr}",
+                  file=sys.stderr)
+            sys.exit(2)  # a run failed, not a check (that is 1)
     with open(out) as f:
         report = json.load(f)
     report["_wall"] = time.monotonic() - t
@@ -218,6 +220,10 @@ def main():
         # or target/.
         target = Path(os.environ.get("CARGO_TARGET_DIR") or "target")
         binary = str((ROOT / target if not target.is_absolute() else target) / "release" / "irqbench")
+    if not os.access(binary, os.X_OK) or os.path.isdir(binary):
+        ap.error(f"--binary {binary}: not an executable file")
+    if args.load < 0:
+        ap.error(f"--load {args.load}: busy loops cannot be fewer than 0")
     out = Path(args.keep or tempfile.mkdtemp(prefix="irqbench-stability-"))
     out.mkdir(parents=True, exist_ok=True)
     print(f"check-stability: results in {out}", file=sys.stderr)
