@@ -375,13 +375,16 @@ fn comparisons_warning(
 ) -> Option<String> {
     let (precise, worst) = comparisons_precise(rows, table, tsc_hz, plan.precision);
     (!precise).then(|| {
+        // Not precise with every half-width within: a pair lacked the rounds to judge.
+        let worst = if worst > plan.precision {
+            format!("worst ±{:.2}%", worst * 100.0)
+        } else {
+            "a comparison has fewer than 6 undisturbed paired rounds".into()
+        };
         format!(
             "{}: run.max_seconds = {} ran out before every comparison's ratio CI was within \
-             run.precision = {} (worst ±{:.2}%), though its rows' were",
-            rows[0].group,
-            plan.max_seconds,
-            plan.precision,
-            worst * 100.0
+             run.precision = {} ({worst}), though its rows' were",
+            rows[0].group, plan.max_seconds, plan.precision
         )
     })
 }
@@ -449,6 +452,15 @@ mod tests {
             t.rounds.push(vec![block(0.0), block(500.0), block(300.0)]);
         }
         assert!(!comparisons_precise(&rows, &t, 1e9, 0.005).0);
+        let plan = Plan {
+            precision: 0.005,
+            ..Plan::single(Workload::Doorbells, 1, 1)
+        };
+        let why = comparisons_warning(&rows, &t, 1e9, &plan).expect("a warning");
+        assert!(
+            why.contains("fewer than 6 undisturbed paired rounds"),
+            "{why}"
+        );
     }
 
     /// A second row whose net spans 0 (a row like `empty`, precise by the baseline floor) has a
