@@ -220,6 +220,8 @@ def main():
         # or target/.
         target = Path(os.environ.get("CARGO_TARGET_DIR") or "target")
         binary = str((ROOT / target if not target.is_absolute() else target) / "release" / "irqbench")
+    # Absolute: exec looks a bare name up in PATH, not where this check looks.
+    binary = os.path.abspath(binary)
     if not os.access(binary, os.X_OK) or os.path.isdir(binary):
         ap.error(f"--binary {binary}: not an executable file")
     if args.load < 0:

@@ -118,7 +118,8 @@ def main() -> int:
     a = ap.parse_args()
     if a.runs < 1:
         ap.error("--runs must be at least 1")
-    binary = a.binary or build()
+    # Absolute: exec looks a bare name up in PATH, not where the check below looked.
+    binary = (a.binary or build()).absolute()
     if not os.access(binary, os.X_OK) or binary.is_dir():
         ap.error(f"--binary {binary}: not an executable file")
     load_before = os.getloadavg()
