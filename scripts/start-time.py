@@ -96,7 +96,12 @@ def streamed(binary: Path) -> tuple[float, float, float]:
     header = p.stdout.readline()
     row = p.stdout.readline()
     t_row = time.monotonic_ns()
-    rest, err = p.communicate(timeout=60)
+    try:
+        rest, err = p.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        p.kill()  # not left running behind us
+        p.wait()
+        sys.exit("irqbench did not exit within 60 s of its first CSV row")
     t_exit = time.monotonic_ns()
     if p.returncode != 0 or not row:
         sys.exit(f"irqbench exited {p.returncode}:\n{err}")
