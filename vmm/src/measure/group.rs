@@ -264,10 +264,7 @@ impl GroupRun<'_> {
             return Ok(());
         }
         let instead = match self.rows[0].block_ops {
-            Some(_) => format!(
-                "set block_ops to at most {} (or raise run.max_seconds)",
-                ((n as f64 * budget / round.as_secs_f64()) as u64).max(1)
-            ),
+            Some(_) => block_ops_advice(n, budget, round.as_secs_f64()),
             None => {
                 "lower run.block_us, put fewer rows in the bench, or raise run.max_seconds".into()
             }
@@ -363,6 +360,16 @@ fn comparisons_precise(
         all &= half <= precision;
     }
     (all, worst)
+}
+
+/// What block_ops would fit a round of `n` operations a block in `budget` seconds: a multiple
+/// of 4, as blocks are run ([`descriptor::rounds`] rounds up), or none when even 4 do not fit.
+fn block_ops_advice(n: u64, budget: f64, round_secs: f64) -> String {
+    let fits = (n as f64 * budget / round_secs) as u64 / 4 * 4;
+    if fits < 4 {
+        return "even the fewest block_ops, 4, would not fit: raise run.max_seconds".into();
+    }
+    format!("set block_ops to at most {fits} (or raise run.max_seconds)")
 }
 
 /// Why a group whose rows all reached their precision still ran out its budget: some
@@ -482,6 +489,21 @@ mod tests {
             let (precise, worst) = comparisons_precise(&rows, &t, 1e9, 0.005);
             assert!(precise, "sign {sign}: held by a ratio of ±{worst}");
         }
+    }
+
+    /// The advice is a count that runs as given (blocks are multiples of 4) and fits.
+    #[test]
+    fn block_ops_advice_is_a_multiple_of_4_that_fits() {
+        // 400 operations in 13.2 s: 0.1 s fits 3, which would run as 4 (0.132 s).
+        let none = block_ops_advice(400, 0.1, 13.2);
+        assert!(
+            none.contains("raise run.max_seconds") && !none.contains("at most"),
+            "{none}"
+        );
+        assert_eq!(
+            block_ops_advice(400, 1.0, 13.2),
+            "set block_ops to at most 28 (or raise run.max_seconds)"
+        );
     }
 
     #[test]
