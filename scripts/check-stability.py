@@ -27,6 +27,7 @@ Needs only Python 3 and what `cargo` builds; the busy loops are killed on exit, 
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -56,7 +57,9 @@ def run(binary, config, out, note, extra=()):
                 text=True,
             )
         if proc.returncode != 0:
-            sys.exit(f"check-stability: `irqbench run {config}` failed:\n{proc.stderr}")
+            print(f"check-stability: `irqbench run {config}` failed:\n{proc.stderr}",
+                  file=sys.stderr)
+            sys.exit(2)  # a run failed, not a check (that is 1)
     with open(out) as f:
         report = json.load(f)
     report["_wall"] = time.monotonic() - t
@@ -71,9 +74,14 @@ class Load:
         self.procs = []
 
     def __enter__(self):
-        for _ in range(self.n):
-            self.procs.append(subprocess.Popen(["sh", "-c", "while :; do :; done"]))
-        time.sleep(0.5)  # let the scheduler spread them
+        try:
+            for _ in range(self.n):
+                self.procs.append(subprocess.Popen(["sh", "-c", "while :; do :; done"]))
+            time.sleep(0.5)  # let the scheduler spread them
+        except BaseException:
+            # `with` calls __exit__ only once __enter__ returned: a signal here is ours to stop.
+            self.__exit__()
+            raise
         return self
 
     def __exit__(self, *exc):
@@ -212,6 +220,12 @@ def main():
         # or target/.
         target = Path(os.environ.get("CARGO_TARGET_DIR") or "target")
         binary = str((ROOT / target if not target.is_absolute() else target) / "release" / "irqbench")
+    # Absolute: exec looks a bare name up in PATH, not where this check looks.
+    binary = os.path.abspath(binary)
+    if not os.access(binary, os.X_OK) or os.path.isdir(binary):
+        ap.error(f"--binary {binary}: not an executable file")
+    if args.load < 0:
+        ap.error(f"--load {args.load}: busy loops cannot be fewer than 0")
     out = Path(args.keep or tempfile.mkdtemp(prefix="irqbench-stability-"))
     out.mkdir(parents=True, exist_ok=True)
     print(f"check-stability: results in {out}", file=sys.stderr)
@@ -235,5 +249,13 @@ def main():
     return 1 if failed else 0
 
 
+def exit_on_signal(signum, _frame):
+    # SIGTERM and SIGHUP end Python without unwinding: raise instead, so that `with Load`
+    # kills the busy loops (and subprocess.run the irqbench it waits for).
+    sys.exit(128 + signum)
+
+
 if __name__ == "__main__":
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, exit_on_signal)
     sys.exit(main())

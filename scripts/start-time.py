@@ -96,7 +96,12 @@ def streamed(binary: Path) -> tuple[float, float, float]:
     header = p.stdout.readline()
     row = p.stdout.readline()
     t_row = time.monotonic_ns()
-    rest, err = p.communicate(timeout=60)
+    try:
+        rest, err = p.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        p.kill()  # not left running behind us
+        p.wait()
+        sys.exit("irqbench did not exit within 60 s of its first CSV row")
     t_exit = time.monotonic_ns()
     if p.returncode != 0 or not row:
         sys.exit(f"irqbench exited {p.returncode}:\n{err}")
@@ -118,7 +123,8 @@ def main() -> int:
     a = ap.parse_args()
     if a.runs < 1:
         ap.error("--runs must be at least 1")
-    binary = a.binary or build()
+    # Absolute: exec looks a bare name up in PATH, not where the check below looked.
+    binary = (a.binary or build()).absolute()
     if not os.access(binary, os.X_OK) or binary.is_dir():
         ap.error(f"--binary {binary}: not an executable file")
     load_before = os.getloadavg()

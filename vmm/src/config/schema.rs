@@ -172,7 +172,7 @@ pub(super) const KEYS: &[Key] = &[
           meaning: "vCPUs; at most the host's KVM limit" },
     Key { table: "bench", key: "block_ops", ty: "an integer", range: Range::Int(1, 1_000_000_000),
           default: KeyDefault::Absent("calibrated to run.block_us"),
-          meaning: "a fixed count of operations per block, per vCPU" },
+          meaning: "a fixed count of operations per block, per vCPU, rounded up to a multiple of 4 (the flat loop runs four a turn; results' `block_ops` is the count run)" },
     Key { table: "bench", key: "seed", ty: "an integer", range: Range::Int(0, i64::MAX), default: KeyDefault::Int(defaults::SEED as i64),
           meaning: "the rows' seed" },
     Key { table: "bench", key: "compare", ty: "a list of strategy pairs like", range: Range::Text("[[\"pvop-popf\", \"pvop-skip\"]]"),

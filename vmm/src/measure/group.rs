@@ -188,6 +188,13 @@ impl GroupRun<'_> {
         // A signal while the figures were computed: they are complete, the run is not.
         outcome.interrupted |= self.options.stop.load(Ordering::SeqCst);
         self.mark_short(&mut outcome, &pacer, collected.rounds, end);
+        if matches!(end, Some(End::Budget)) && outcome.results.iter().all(|r| r.precision_reached) {
+            let tsc_hz = self.tsc_khz as f64 * 1000.0;
+            let table = collected.table();
+            outcome
+                .warnings
+                .extend(comparisons_warning(&self.rows, &table, tsc_hz, self.plan));
+        }
         Ok(outcome)
     }
 
@@ -254,10 +261,7 @@ impl GroupRun<'_> {
             return Ok(());
         }
         let instead = match self.rows[0].block_ops {
-            Some(_) => format!(
-                "set block_ops to at most {} (or raise run.max_seconds)",
-                ((n as f64 * budget / round.as_secs_f64()) as u64).max(1)
-            ),
+            Some(_) => block_ops_advice(n, budget, round.as_secs_f64()),
             None => {
                 "lower run.block_us, put fewer rows in the bench, or raise run.max_seconds".into()
             }
@@ -319,8 +323,10 @@ impl GroupRun<'_> {
 
 /// Whether every comparison the group reports, which reviewers quote, has its ratio's CI within
 /// `precision` of the ratio, and the worst relative half-width. A pair whose first row's net
-/// spans 0 gets no ratio (`rows::comparisons`) and is left to that row's own precision; one with
-/// fewer than 6 undisturbed paired rounds is not precise yet.
+/// spans 0 gets no ratio (`rows::comparisons`) and is left to that row's own precision, and so
+/// is one whose second row's net spans 0: its ratio's CI spans 0 too, and whether it held the
+/// group would hang on its median's sign. One with fewer than 6 undisturbed paired rounds is not
+/// precise yet.
 fn comparisons_precise(
     rows: &[&PhasePlan],
     table: &estimators::RoundTable,
@@ -330,8 +336,11 @@ fn comparisons_precise(
     let (metric, _) = rows::compared_metric(rows);
     let (mut all, mut worst) = (true, 0.0f64);
     for (a, b) in rows::compared_pairs(rows) {
-        let a_net = Summary::from_samples(&table.net_cycles(a + 1));
-        if metric == estimators::Metric::NetCycles && a_net.ci95[0] <= 0.0 && a_net.ci95[1] >= 0.0 {
+        let spans_zero = |v: usize| {
+            let net = Summary::from_samples(&table.net_cycles(v + 1));
+            net.ci95[0] <= 0.0 && net.ci95[1] >= 0.0
+        };
+        if metric == estimators::Metric::NetCycles && (spans_zero(a) || spans_zero(b)) {
             continue;
         }
         let ratios = table.paired_ratios(a + 1, b + 1, metric, tsc_hz);
@@ -348,6 +357,40 @@ fn comparisons_precise(
         all &= half <= precision;
     }
     (all, worst)
+}
+
+/// What block_ops would fit a round of `n` operations a block in `budget` seconds: a multiple
+/// of 4, as blocks are run ([`descriptor::rounds`] rounds up), or none when even 4 do not fit.
+fn block_ops_advice(n: u64, budget: f64, round_secs: f64) -> String {
+    let fits = (n as f64 * budget / round_secs) as u64 / 4 * 4;
+    if fits < 4 {
+        return "even the fewest block_ops, 4, would not fit: raise run.max_seconds".into();
+    }
+    format!("set block_ops to at most {fits} (or raise run.max_seconds)")
+}
+
+/// Why a group whose rows all reached their precision still ran out its budget: some
+/// comparison did not (its rows' `~` marks cannot say so).
+fn comparisons_warning(
+    rows: &[&PhasePlan],
+    table: &estimators::RoundTable,
+    tsc_hz: f64,
+    plan: &Plan,
+) -> Option<String> {
+    let (precise, worst) = comparisons_precise(rows, table, tsc_hz, plan.precision);
+    (!precise).then(|| {
+        // Not precise with every half-width within: a pair lacked the rounds to judge.
+        let worst = if worst > plan.precision {
+            format!("worst ±{:.2}%", worst * 100.0)
+        } else {
+            "a comparison has fewer than 6 undisturbed paired rounds".into()
+        };
+        format!(
+            "{}: run.max_seconds = {} ran out before every comparison's ratio CI was within \
+             run.precision = {} ({worst}), though its rows' were",
+            rows[0].group, plan.max_seconds, plan.precision
+        )
+    })
 }
 
 #[cfg(test)]
@@ -397,6 +440,15 @@ mod tests {
             }
             let (precise, worst) = comparisons_precise(&rows, &t, 1e9, 0.005);
             assert_eq!(precise, want, "together {together}: worst ±{worst}");
+            let plan = Plan {
+                precision: 0.005,
+                ..Plan::single(Workload::Doorbells, 1, 1)
+            };
+            let why = comparisons_warning(&rows, &t, 1e9, &plan);
+            assert_eq!(why.is_none(), want, "{why:?}");
+            if let Some(why) = why {
+                assert!(why.contains("run.precision = 0.005 (worst ±"), "{why}");
+            }
         }
         // Too few paired rounds to judge: not precise.
         let mut t = RoundTable::new(3);
@@ -404,6 +456,51 @@ mod tests {
             t.rounds.push(vec![block(0.0), block(500.0), block(300.0)]);
         }
         assert!(!comparisons_precise(&rows, &t, 1e9, 0.005).0);
+        let plan = Plan {
+            precision: 0.005,
+            ..Plan::single(Workload::Doorbells, 1, 1)
+        };
+        let why = comparisons_warning(&rows, &t, 1e9, &plan).expect("a warning");
+        assert!(
+            why.contains("fewer than 6 undisturbed paired rounds"),
+            "{why}"
+        );
+    }
+
+    /// A second row whose net spans 0 (a row like `empty`, precise by the baseline floor) has a
+    /// ratio whose CI spans 0: whether the group may stop must not hang on that ratio's sign.
+    #[test]
+    fn a_ratio_to_a_net_spanning_zero_does_not_hold_the_group() {
+        let a = strategy_row(StrategyId::NATIVE_POPF);
+        let b = strategy_row(StrategyId::NATIVE_CLI_STI);
+        let rows = [&a, &b];
+        for sign in [1.0, -1.0] {
+            let mut t = RoundTable::new(3);
+            for r in 0..200 {
+                let e = if r % 2 == 0 { 1.0 } else { -0.6 };
+                t.rounds
+                    .push(vec![block(0.0), block(500.0), block(sign * e)]);
+            }
+            let net = Summary::from_samples(&t.net_cycles(2));
+            assert!(net.ci95[0] < 0.0 && net.ci95[1] > 0.0, "{net:?}");
+            let (precise, worst) = comparisons_precise(&rows, &t, 1e9, 0.005);
+            assert!(precise, "sign {sign}: held by a ratio of ±{worst}");
+        }
+    }
+
+    /// The advice is a count that runs as given (blocks are multiples of 4) and fits.
+    #[test]
+    fn block_ops_advice_is_a_multiple_of_4_that_fits() {
+        // 400 operations in 13.2 s: 0.1 s fits 3, which would run as 4 (0.132 s).
+        let none = block_ops_advice(400, 0.1, 13.2);
+        assert!(
+            none.contains("raise run.max_seconds") && !none.contains("at most"),
+            "{none}"
+        );
+        assert_eq!(
+            block_ops_advice(400, 1.0, 13.2),
+            "set block_ops to at most 28 (or raise run.max_seconds)"
+        );
     }
 
     #[test]
