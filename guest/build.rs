@@ -82,7 +82,9 @@ fn tables(strategies: &[&str], vif: &[bool], insns: &[&str]) -> String {
     for name in strategies {
         let _ = writeln!(s, "    .quad \\p\\()_{}", stem(name));
     }
-    s.push_str("    .endm\n\n/* Every strategy's measured loops (ops.S, FLAT_LOOP and NEST_LOOP). */\n");
+    s.push_str(
+        "    .endm\n\n/* Every strategy's measured loops (ops.S, FLAT_LOOP and NEST_LOOP). */\n",
+    );
     s.push_str("    .macro ALL_LOOPS\n");
     for (name, vif) in strategies.iter().zip(vif) {
         let (stem, op) = (stem(name), op_macro(name));
@@ -96,7 +98,11 @@ fn tables(strategies: &[&str], vif: &[bool], insns: &[&str]) -> String {
     }
     s.push_str("    .endm\n\n/* Indexed by strategy id. */\n    .macro LOOP_TABLE kind\n");
     for name in strategies {
-        let _ = writeln!(s, "    .quad irqbench_strategy_loop_\\kind\\()_{}", stem(name));
+        let _ = writeln!(
+            s,
+            "    .quad irqbench_strategy_loop_\\kind\\()_{}",
+            stem(name)
+        );
     }
     s.push_str("    .endm\n\n/* Indexed by instruction id. */\n    .macro INSN_TABLE\n");
     for name in insns {
