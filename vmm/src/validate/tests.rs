@@ -662,7 +662,7 @@ fn the_quick_suite_in_two_steps_records_the_same_checks() {
     // Before the probe's first reading: the finish waits out the span from that reading, so
     // at least the span has passed since here (the validation's own `seconds` starts later,
     // at `begin_run`, and may fall a few µs short of it).
-    let opened = std::time::Instant::now();
+    let opened = Instant::now();
     let probe = probes::TscProbe::start(&kvm);
     let pending = begin_run(&kvm, &image(), &mut two, false, probe)
         .expect("not refused")
