@@ -151,14 +151,15 @@ impl GroupRun<'_> {
         step(&Step::WarmUp);
         let warm = descriptor::rounds(&self.rows, &variants, CALIBRATION_OPS, 0, WARMUP_ROUNDS);
         self.dispatch(warm, Duration::from_secs(1))?;
-        // After the warm-up, so that the calibration and the rounds still follow it at once.
+        step(&Step::Calibrate);
+        let (n, round_cycles) = self.calibrate(&variants)?;
+        // After the calibration, whose three short blocks are no figure: what the gate waits
+        // for (the host validation's TSC span) overlaps them, and the rounds still follow it.
         let asked = Instant::now();
         if !(self.before_rounds)() {
             return Err(PhaseError::Refused);
         }
         started += asked.elapsed();
-        step(&Step::Calibrate);
-        let (n, round_cycles) = self.calibrate(&variants)?;
         let estimate = Duration::try_from_secs_f64(round_cycles / (self.tsc_khz as f64 * 1000.0))
             .unwrap_or(Duration::MAX);
         self.round_fits_budget(n, variants.len(), estimate)?;
@@ -213,8 +214,8 @@ impl GroupRun<'_> {
         let mut collected = Collected::new(variants.len(), first.vcpus);
         let round_cap = max_rounds(variants.len(), first.vcpus);
         let mut first_round = 0u32;
-        // Computing the figures reads every block so far: check precision after each of the
-        // first dispatches, then whenever the rounds have grown by a tenth.
+        // Computing the figures reads every block so far: check precision after a dispatch
+        // once the rounds have grown by a tenth (after every one of the pacer's first few).
         let mut next_check = 0u32;
         loop {
             let rounds = pacer
@@ -241,7 +242,7 @@ impl GroupRun<'_> {
                 return Ok((collected, false, Some(end)));
             }
             if first_round >= next_check {
-                next_check = first_round + (first_round / 10).max(rounds);
+                next_check = first_round + first_round / 10;
                 let (done, worst) = self.precision(&collected.table(), collected.rounds);
                 step(&Step::Rounds {
                     done: first_round,

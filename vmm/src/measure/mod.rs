@@ -569,11 +569,11 @@ mod tests {
         }
     }
 
-    /// The gate is asked once, after the first group's warm-up and before its calibration;
-    /// its time is not the group's (a gate longer than 10 × max_seconds, the cap, still leaves
+    /// The gate is asked once, after the first group's warm-up and calibration and before its
+    /// rounds; its time is not the group's (a gate longer than 10 × max_seconds, the cap, still leaves
     /// the group its min_rounds); a gate that says no ends the run with nothing measured.
     #[test]
-    fn the_gate_is_asked_once_before_calibration_and_its_no_measures_nothing() {
+    fn the_gate_is_asked_once_before_the_rounds_and_its_no_measures_nothing() {
         let row = |nesting| {
             adaptive(
                 Workload::Strategy {
@@ -617,8 +617,8 @@ mod tests {
         }
         let steps = steps.into_inner();
         let at = steps.iter().position(|s| s == "gate").expect("asked");
-        assert!(steps[at - 1].starts_with("WarmUp"), "{steps:?}");
-        assert!(steps[at + 1].starts_with("Calibrate"), "{steps:?}");
+        assert!(steps[at - 1].starts_with("Calibrate"), "{steps:?}");
+        assert!(steps[at + 1].starts_with("Rounds"), "{steps:?}");
         let report = start_report(&kvm, &plan).expect("report");
         let mut asked = 0;
         let mut no = |_: &mut HostManifest| {

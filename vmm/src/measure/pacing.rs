@@ -12,8 +12,13 @@ use std::time::Duration;
 /// A dispatch (many rounds) should last about this long: long enough that the dispatch's fixed
 /// cost (~0.15 ms) is small, short enough to check precision and Ctrl-C often.
 pub const DISPATCH_TARGET: Duration = Duration::from_millis(100);
-/// The first dispatch runs at most this many rounds: it only has the calibration's estimate.
-const FIRST_ROUNDS: u32 = 4;
+/// Until this many rounds, each dispatch runs at most [`EARLY_STEP`] rounds and is followed by a
+/// precision check: a quiet group ends within three rounds of the fewest that meet its
+/// precision (six is the fewest whose median has a 95% CI at all), and a first dispatch sized
+/// by a calibration that underestimated the rounds many times over still ends within a round
+/// of `run.min_rounds`' lower bound (3).
+const EARLY_ROUNDS: u32 = 18;
+const EARLY_STEP: u32 = 3;
 /// A dispatch runs at most this many times the rounds of the one before (the host can slow
 /// down between two dispatches as well).
 const GROWTH: u32 = 4;
@@ -71,9 +76,10 @@ impl Pacer {
         };
         let left = deadline.saturating_sub(elapsed).min(DISPATCH_TARGET);
         let by_time = (left.as_secs_f64() / self.round.as_secs_f64()) as u32;
-        let by_growth = match self.last {
-            0 => FIRST_ROUNDS,
-            last => last.saturating_mul(GROWTH),
+        let by_growth = if done < EARLY_ROUNDS {
+            EARLY_STEP
+        } else {
+            self.last.saturating_mul(GROWTH)
         };
         by_time.min(by_growth).clamp(1, MAX_PER_DISPATCH)
     }
@@ -289,14 +295,18 @@ mod tests {
     fn a_dispatch_is_sized_by_what_the_last_one_took() {
         let ms = Duration::from_millis;
         let mut pacer = Pacer::new(8.0, 20, Duration::from_micros(100));
-        // The first on the estimate: a few rounds only.
-        assert_eq!(pacer.next_rounds(Duration::ZERO, 0), FIRST_ROUNDS);
-        pacer.observe(4, ms(8));
+        // The first on the estimate, and the next few: a few rounds each.
+        assert_eq!(pacer.next_rounds(Duration::ZERO, 0), EARLY_STEP);
+        pacer.observe(EARLY_STEP, ms(6));
         assert_eq!(pacer.round(), ms(2));
+        assert_eq!(pacer.next_rounds(ms(6), 3), EARLY_STEP);
+        assert_eq!(pacer.next_rounds(ms(6), EARLY_ROUNDS - 1), EARLY_STEP);
         // Then growing by at most GROWTH, up to the target's worth of measured rounds.
-        assert_eq!(pacer.next_rounds(ms(8), 4), 16);
-        pacer.observe(16, ms(32));
-        assert_eq!(pacer.next_rounds(ms(40), 20), 50);
+        assert_eq!(pacer.next_rounds(ms(36), EARLY_ROUNDS), EARLY_STEP * GROWTH);
+        pacer.observe(EARLY_STEP * GROWTH, ms(24));
+        assert_eq!(pacer.next_rounds(ms(60), 30), 48);
+        pacer.observe(48, ms(96));
+        assert_eq!(pacer.next_rounds(ms(156), 78), 50);
         pacer.observe(50, ms(100));
         // Near the end of the budget, only what fits.
         assert_eq!(pacer.next_rounds(ms(7_990), 4_000), 5);

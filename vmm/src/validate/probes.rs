@@ -335,6 +335,8 @@ fn delay_spread(runs: &[Vec<(f64, f64)>], per_ns: f64) -> f64 {
 const MSR_IA32_TSC: u32 = 0x10;
 /// A reading whose ioctl took longer than this (the thread was preempted) is taken again.
 const MSR_READ_MAX: Duration = Duration::from_micros(100);
+/// Readings of which the one with the tightest bracket is kept.
+const MSR_READS: usize = 3;
 
 /// A vCPU that never runs, whose guest TSC the VMM reads through KVM_GET_MSRS: for `run`'s
 /// quick check, where no guest phase is long enough to time the guest's own `rdtsc` to 0.1%.
@@ -360,24 +362,45 @@ impl TscProbe {
         })
     }
 
-    /// The rate from the first reading to one at least `span` after it.
+    /// The rate from the first reading to a later one: as soon as the two readings' timing
+    /// uncertainty (half their ioctl brackets, over the span between them) is at most
+    /// `uncertainty`, and no later than `span_max` after the first reading. A reading taken
+    /// when the work since [`TscProbe::start`] already spans enough is the last one: on a quiet
+    /// host (brackets of a few µs) a span of 10–20 ms is enough for a quarter of the 0.1%
+    /// tolerance; a busy host's longer brackets wait for more, up to `span_max`.
     pub fn finish(
         self,
         kvm_khz: u64,
         kvm_reported: bool,
-        span: Duration,
+        span_max: Duration,
+        uncertainty: f64,
     ) -> Result<TscRate, String> {
-        std::thread::sleep(span.saturating_sub(self.first.0.elapsed()));
-        let (t1, tsc1, bracket1) = read_guest_tsc(&self.vcpu)?;
-        let ns = t1.saturating_duration_since(self.first.0).as_nanos() as f64;
+        let (t0, tsc0, bracket0) = self.first;
+        let mut last = read_guest_tsc(&self.vcpu)?;
+        // Each pass sleeps until the span these brackets need (or `span_max`): a few passes
+        // at most, bounded however the brackets grow.
+        for _ in 0..8 {
+            let span = last.0.saturating_duration_since(t0);
+            let noise = (bracket0 + last.2).as_secs_f64() / 2.0;
+            if span >= span_max || noise <= uncertainty * span.as_secs_f64() {
+                break;
+            }
+            let needed = Duration::try_from_secs_f64(noise / uncertainty.max(1e-9))
+                .unwrap_or(span_max)
+                .min(span_max);
+            std::thread::sleep(needed.saturating_sub(span).max(Duration::from_micros(100)));
+            last = read_guest_tsc(&self.vcpu)?;
+        }
+        let (t1, tsc1, bracket1) = last;
+        let ns = t1.saturating_duration_since(t0).as_nanos() as f64;
         Ok(TscRate {
             method: "a vCPU's IA32_TSC via KVM_GET_MSRS".into(),
             kvm_khz,
             kvm_reported,
-            estimates_khz: vec![tsc1.wrapping_sub(self.first.1) as f64 / ns.max(1.0) * 1e6],
+            estimates_khz: vec![tsc1.wrapping_sub(tsc0) as f64 / ns.max(1.0) * 1e6],
             long_ms: ns / 1e6,
             // Each reading is somewhere inside its bracket.
-            uncertainty: (self.first.2 + bracket1).as_nanos() as f64 / 2.0 / ns.max(1.0),
+            uncertainty: (bracket0 + bracket1).as_nanos() as f64 / 2.0 / ns.max(1.0),
         })
     }
 }
@@ -421,7 +444,7 @@ fn read_guest_tsc(vcpu: &kvm_ioctls::VcpuFd) -> Result<(Instant, u64, Duration),
         ..Default::default()
     };
     let mut best: Option<(Instant, u64, Duration)> = None;
-    for _ in 0..8 {
+    for i in 0..8 {
         let mut msrs = kvm_bindings::Msrs::from_entries(&[entry]).map_err(|e| format!("{e:?}"))?;
         let before = Instant::now();
         let n = vcpu
@@ -434,7 +457,9 @@ fn read_guest_tsc(vcpu: &kvm_ioctls::VcpuFd) -> Result<(Instant, u64, Duration),
         if best.is_none_or(|b| took < b.2) {
             best = Some((before + took / 2, msrs.as_slice()[0].data, took));
         }
-        if took <= MSR_READ_MAX {
+        // The tightest of a few (the first ioctl after a pause is the slowest), more while
+        // the thread was preempted.
+        if i + 1 >= MSR_READS && best.is_some_and(|b| b.2 <= MSR_READ_MAX) {
             break;
         }
     }

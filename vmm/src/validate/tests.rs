@@ -600,7 +600,7 @@ fn the_kvm_tsc_readings_agree_with_kvm_get_tsc_khz_and_across_vcpus() {
     let m = crate::host::manifest(&kvm).expect("manifest");
     let probe = probes::TscProbe::start(&kvm).expect("probe vCPU");
     let rate = probe
-        .finish(m.tsc_khz, true, Duration::from_millis(50))
+        .finish(m.tsc_khz, true, Duration::from_millis(50), 1e-12)
         .expect("reading");
     let off = rate.estimates_khz[0] / m.tsc_khz as f64 - 1.0;
     assert!(off.abs() < 0.002 + rate.uncertainty, "{rate:?}");
@@ -649,8 +649,7 @@ fn the_quick_suite_records_the_flavour_and_fits_in_a_run() {
     assert_ne!(v.verdict, Verdict::Fail, "{}", render(&v));
 }
 
-/// `run`'s two steps give the same checks, in the same order, as the one-step quick suite; the
-/// open part keeps the TSC probe's span however long the work between the steps takes.
+/// `run`'s two steps give the same checks, in the same order, as the one-step quick suite.
 #[test]
 fn the_quick_suite_in_two_steps_records_the_same_checks() {
     let Some(kvm) = crate::host::test_kvm() else {
@@ -659,10 +658,6 @@ fn the_quick_suite_in_two_steps_records_the_same_checks() {
     let mut one = crate::host::manifest(&kvm).expect("manifest");
     before_run(&kvm, &image(), &mut one, false).expect("the one-step quick suite passes");
     let mut two = crate::host::manifest(&kvm).expect("manifest");
-    // Before the probe's first reading: the finish waits out the span from that reading, so
-    // at least the span has passed since here (the validation's own `seconds` starts later,
-    // at `begin_run`, and may fall a few µs short of it).
-    let opened = Instant::now();
     let probe = probes::TscProbe::start(&kvm);
     let pending = begin_run(&kvm, &image(), &mut two, false, probe)
         .expect("not refused")
@@ -674,11 +669,28 @@ fn the_quick_suite_in_two_steps_records_the_same_checks() {
         v.checks.iter().map(|c| c.id.clone()).collect()
     };
     assert_eq!(ids(&one), ids(&two));
-    let waited = opened.elapsed();
-    assert!(
-        waited >= QUICK.tsc_long,
-        "finished before the TSC span passed: {waited:?}"
-    );
+}
+
+/// The quick suite's KVM reading of the TSC rate ends once its timing uncertainty is within
+/// the target, or at its longest span, and never before either: an unreachable target waits
+/// the whole span out.
+#[test]
+fn the_tsc_span_lasts_until_its_uncertainty_or_its_longest() {
+    let Some(kvm) = crate::host::test_kvm() else {
+        return;
+    };
+    let khz = crate::host::manifest(&kvm).expect("manifest").tsc_khz;
+    let longest = Duration::from_millis(15);
+    for target in [QUICK_TSC_UNCERTAINTY, 1e-12] {
+        let probe = probes::TscProbe::start(&kvm).expect("a probe VM");
+        let rate = probe.finish(khz, true, longest, target).expect("a rate");
+        let over = rate.long_ms >= longest.as_secs_f64() * 1e3;
+        assert!(rate.uncertainty <= target || over, "{target}: {rate:?}");
+        assert!(rate.uncertainty > 0.0, "a reading has a bracket: {rate:?}");
+        if target < 1e-9 {
+            assert!(over, "ended before its longest span: {rate:?}");
+        }
+    }
 }
 
 /// A probe that could not start is a FAIL known at once: the run is refused by the first
