@@ -20,6 +20,9 @@ Then it checks, from the JSON results:
   - insn-cost under load: cli, sti and pio-exit within 3% of their quiet values;
   - 2 vCPUs: quiet, no row has more than 10% of its rounds disturbed; under load, every
     comparison still has a ratio with a CI.
+Below the table, not a check: the groups of each `strategies` run in which irqbench saw the
+host change speed (its "the host changed speed" warning), which widens row CIs and moves
+medians between runs.
 Exit status: 0 when every check passes, 1 when one fails, 2 when a run fails.
 Needs only Python 3 and what `cargo` builds; the busy loops are killed on exit, whatever happens.
 """
@@ -246,7 +249,24 @@ def main():
     print(table(results))
     failed = sum(1 for r in results if not r[3])
     print(f"{len(results) - failed} of {len(results)} checks pass")
+    # Not a check: where irqbench saw the host change speed inside a group, which explains a
+    # wide row CI or a median that moved (the ratios move far less).
+    for name, report in (("quiet", q1), ("quiet, again", q2), ("under load", busy)):
+        steps = speed_steps(report)
+        print(f"host speed steps, strategies {name}: {', '.join(steps) if steps else 'none seen'}")
     return 1 if failed else 0
+
+
+def speed_steps(report):
+    """`group +N%` for each of the report's groups irqbench warned changed speed."""
+    out = []
+    for w in report.get("warnings", []):
+        if ": the host changed speed" not in w:
+            continue
+        group = w.split(":", 1)[0]
+        spread = w.split("(+", 1)[1].split(")", 1)[0] if "(+" in w else "?"
+        out.append(f"{group.split('/', 1)[-1]} +{spread}")
+    return out
 
 
 def exit_on_signal(signum, _frame):

@@ -189,12 +189,16 @@ impl GroupRun<'_> {
         // A signal while the figures were computed: they are complete, the run is not.
         outcome.interrupted |= self.options.stop.load(Ordering::SeqCst);
         self.mark_short(&mut outcome, &pacer, collected.rounds, end);
+        let table = collected.table();
         if matches!(end, Some(End::Budget)) && outcome.results.iter().all(|r| r.precision_reached) {
             let tsc_hz = self.tsc_khz as f64 * 1000.0;
-            let table = collected.table();
             outcome
                 .warnings
                 .extend(comparisons_warning(&self.rows, &table, tsc_hz, self.plan));
+        }
+        if let Some(steps) = super::speed::steps(&table) {
+            let group = self.rows[0].group.to_string();
+            outcome.warnings.push(super::speed::warning(&group, &steps));
         }
         Ok(outcome)
     }

@@ -42,6 +42,7 @@ pub mod ratio;
 mod rows;
 pub mod session;
 pub mod shadow;
+pub mod speed;
 mod trace_exits;
 
 pub use attribution::classify_symbol;

@@ -1,0 +1,155 @@
+//! Whether the host changed speed while a group ran.
+//!
+//! On a shared or nested host the whole machine can run faster or slower for seconds at a time
+//! (seen here: a PVM host whose emulated guest kernel code stepped between two speeds 20–30%
+//! apart, with or without a competing load). Every block of a round then moves together, so the
+//! paired ratios and `cycles_per_loop` barely move; a row's median cycles, though, is the median
+//! of a mixture of speeds, and where the mixture falls between the two its CI widens and the
+//! next run's median lands elsewhere. The group's `empty` baseline shows it best: its cost is
+//! the loop alone, the same in every round but for the host. The group's undisturbed baseline
+//! blocks, in round order, are cut into stretches; when the fastest and the slowest stretch's
+//! medians are more than [`STEP`] apart and their 95% CIs do not overlap, the host stepped.
+
+use super::estimators::RoundTable;
+use crate::statistics::{median_ci95, sorted_finite};
+
+/// Stretches smaller than this many rounds say too little.
+const MIN_STRETCH: usize = 25;
+/// A group is cut into at most this many stretches.
+const MAX_STRETCHES: usize = 20;
+/// Fewer stretches than this cannot show a step from a drift.
+const MIN_STRETCHES: usize = 4;
+/// A spread between stretch medians below this is not reported, however sure.
+const STEP: f64 = 0.05;
+
+/// The host's speed steps seen in one group's baseline.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SpeedSteps {
+    /// Median baseline cycles/op of the fastest and the slowest stretch.
+    pub fastest: f64,
+    pub slowest: f64,
+    /// Stretches and rounds in each.
+    pub stretches: usize,
+    pub stretch_rounds: usize,
+}
+
+impl SpeedSteps {
+    /// (slowest − fastest) / fastest.
+    pub fn spread(&self) -> f64 {
+        (self.slowest - self.fastest) / self.fastest.max(f64::MIN_POSITIVE)
+    }
+}
+
+/// The steps in `table`'s baseline (variant 0), or `None` when it held its speed or has too few
+/// rounds to tell.
+pub fn steps(table: &RoundTable) -> Option<SpeedSteps> {
+    let series: Vec<f64> = table
+        .rounds
+        .iter()
+        .filter_map(|round| {
+            let e = round.first()?.as_ref()?;
+            (!e.disturbed && e.ops > 0).then(|| e.cycles_mean / e.ops as f64)
+        })
+        .collect();
+    let stretch = (series.len() / MAX_STRETCHES).max(MIN_STRETCH);
+    let stretches = series.len() / stretch;
+    if stretches < MIN_STRETCHES {
+        return None;
+    }
+    // (median, CI) of each whole stretch.
+    let summaries: Vec<(f64, [f64; 2])> = series
+        .chunks_exact(stretch)
+        .filter_map(|chunk| {
+            let sorted = sorted_finite(chunk);
+            let ci = median_ci95(&sorted)?;
+            Some((crate::statistics::median(&sorted)?, ci))
+        })
+        .collect();
+    let by_median = |a: &&(f64, [f64; 2]), b: &&(f64, [f64; 2])| a.0.total_cmp(&b.0);
+    let fast = summaries.iter().min_by(by_median)?;
+    let slow = summaries.iter().max_by(by_median)?;
+    let found = SpeedSteps {
+        fastest: fast.0,
+        slowest: slow.0,
+        stretches: summaries.len(),
+        stretch_rounds: stretch,
+    };
+    (found.spread() > STEP && fast.1[1] < slow.1[0]).then_some(found)
+}
+
+/// The warning for `group`'s steps.
+pub fn warning(group: &str, s: &SpeedSteps) -> String {
+    format!(
+        "{group}: the host changed speed while it ran: its empty loop's cost stepped between \
+         {:.0} and {:.0} cycles/op (+{:.0}%) across {} stretches of {} rounds, so its rows' \
+         medians mix the host's speeds and may move between runs by more than their CIs; the \
+         paired ratios and cycles_per_loop (`check --normalised`) move far less",
+        s.fastest,
+        s.slowest,
+        s.spread() * 100.0,
+        s.stretches,
+        s.stretch_rounds
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::measure::estimators::Cell;
+
+    /// A table of one-variant rounds whose baseline costs `cost(r)` cycles/op in round `r`,
+    /// with a small alternating jitter.
+    fn table(rounds: usize, cost: impl Fn(usize) -> f64) -> RoundTable {
+        let mut t = RoundTable::new(1);
+        for r in 0..rounds {
+            let per_op = cost(r) * (1.0 + 0.01 * ((r % 7) as f64 - 3.0) / 3.0);
+            t.rounds.push(vec![Some(Cell {
+                cycles_mean: per_op * 100.0,
+                cycles_max: per_op * 100.0,
+                ops: 100,
+                vcpus: 1,
+                ..Default::default()
+            })]);
+        }
+        t
+    }
+
+    #[test]
+    fn a_host_that_steps_between_two_speeds_is_seen_and_a_steady_one_is_not() {
+        // Stretches of 150 rounds alternating between 16.8k and 21.4k, as dumped on this host.
+        let stepping = table(1000, |r| {
+            if (r / 150) % 2 == 0 {
+                16_800.0
+            } else {
+                21_400.0
+            }
+        });
+        let s = steps(&stepping).expect("the steps are seen");
+        assert!(
+            (s.spread() - (21_400.0 / 16_800.0 - 1.0)).abs() < 0.03,
+            "{s:?}"
+        );
+        let text = warning("g", &s);
+        assert!(text.starts_with("g: the host changed speed"), "{text}");
+        // The same jitter at one speed, and a step under 5%: nothing.
+        assert_eq!(steps(&table(1000, |_| 16_800.0)), None);
+        assert_eq!(
+            steps(&table(1000, |r| if r < 500 { 16_800.0 } else { 17_300.0 })),
+            None
+        );
+        // Too few rounds to tell.
+        assert_eq!(steps(&table(99, |r| if r < 50 { 1.0 } else { 2.0 })), None);
+    }
+
+    /// Disturbed baseline blocks are left out: a burst of preempted rounds is not a speed.
+    #[test]
+    fn disturbed_blocks_are_no_speed() {
+        let mut t = table(400, |_| 10_000.0);
+        for round in t.rounds.iter_mut().skip(100).take(100) {
+            let cell = round[0].as_mut().expect("a cell");
+            cell.cycles_mean *= 2.0;
+            cell.disturbed = true;
+        }
+        assert_eq!(steps(&t), None);
+    }
+}
