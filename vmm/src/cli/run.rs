@@ -447,10 +447,10 @@ struct Prepared {
     image: Arc<GuestImage>,
     /// `--redact` and the config's `report.redact`, each fact once.
     redact: Vec<Redaction>,
-    /// The quick validation reads a vCPU's TSC across a fixed span, whatever runs meanwhile:
-    /// from as soon as KVM is open, over the config, the history database, the manifest, the
-    /// validation's guests and the first group's boot and warm-up (the gate waits out what is
-    /// left of it before any round is measured).
+    /// The quick validation reads a vCPU's TSC across a span, whatever runs meanwhile: from as
+    /// soon as KVM is open, over the config, the history database, the manifest, the
+    /// validation's guests and the first group's boot, warm-up and calibration (the gate waits
+    /// out what is left of it before any round is measured).
     tsc_probe: Option<Result<validate::probes::TscProbe, String>>,
 }
 

@@ -267,7 +267,7 @@ pub fn run_plan(
 }
 
 /// What a run asks once, before the first round is measured (after the first group's guest
-/// booted and warmed up), or at the end when no group got that far: the CLI's last host
+/// booted, warmed up and calibrated), or at the end when no group got that far: the CLI's last host
 /// checks, which may then take the manifest's time with the guest already up. `false` ends the
 /// run there, nothing measured.
 pub type Gate<'a> = dyn FnMut(&mut HostManifest) -> bool + 'a;

@@ -9,6 +9,9 @@
 //! the loop alone, the same in every round but for the host. The group's undisturbed baseline
 //! blocks, in round order, are cut into stretches; when the fastest and the slowest stretch's
 //! medians are more than [`STEP`] apart and their 95% CIs do not overlap, the host stepped.
+//! Only groups without an interrupt load are judged: under one the baseline also holds the
+//! interrupts its blocks took, and a timer's period beating against the rounds' moves that in
+//! stretches as well.
 
 use super::estimators::RoundTable;
 use crate::statistics::{median_ci95, sorted_finite};
