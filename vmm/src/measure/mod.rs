@@ -428,10 +428,13 @@ mod tests {
         StrategyId::from_name(name).unwrap_or_else(|| panic!("strategy {name}"))
     }
 
-    /// A plan for statistical tests: short phases, a few repeats.
+    /// A plan for statistical tests: short phases, a few repeats. At least the shipped configs'
+    /// 20 rounds: a steady host (an emulator) can meet the precision after six, and six rounds
+    /// under a load may hold none of what a test counts.
     fn small_plan(phases: Vec<PhasePlan>) -> Plan {
         Plan {
             phase_timeout_ms: Some(60_000),
+            min_rounds: crate::config::plan::defaults::MIN_ROUNDS,
             phases,
             ..Plan::single(Workload::Doorbells, 1, 1)
         }

@@ -103,6 +103,7 @@ mod tests {
         };
         let mut plan = Plan::single(Workload::Doorbells, 1, 1);
         plan.max_seconds = 0.5;
+        plan.min_rounds = crate::config::plan::defaults::MIN_ROUNDS;
         plan.phase_timeout_ms = Some(60_000);
         let row = &mut plan.phases[0];
         row.workload = Workload::Strategy {

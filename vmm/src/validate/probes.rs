@@ -366,8 +366,8 @@ impl TscProbe {
     /// uncertainty (half their ioctl brackets, over the span between them) is at most
     /// `uncertainty`, and no later than `span_max` after the first reading. A reading taken
     /// when the work since [`TscProbe::start`] already spans enough is the last one: on a quiet
-    /// host (brackets of a few µs) a span of 10–20 ms is enough for a quarter of the 0.1%
-    /// tolerance; a busy host's longer brackets wait for more, up to `span_max`.
+    /// host (brackets of ~6 µs) a span of 15–25 ms is enough for a third of the 0.1% tolerance;
+    /// a busy host's longer brackets wait for more, up to `span_max`.
     pub fn finish(
         self,
         kvm_khz: u64,
