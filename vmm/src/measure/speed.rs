@@ -7,19 +7,25 @@
 //! of a mixture of speeds, and where the mixture falls between the two its CI widens and the
 //! next run's median lands elsewhere. The group's `empty` baseline shows it best: its cost is
 //! the loop alone, the same in every round but for the host. The group's undisturbed baseline
-//! blocks, in round order, are cut into stretches; when the fastest and the slowest stretch's
-//! medians are more than [`STEP`] apart and their 95% CIs do not overlap, the host stepped.
+//! blocks, in round order, are cut into stretches (20 of them, or of [`MAX_STRETCH`] rounds each
+//! in a group of more than 2000); when the fastest and the slowest stretch's medians are more
+//! than [`STEP`] apart and their CIs do not overlap (95% for the family of every pair of
+//! stretches), the host stepped.
 //! Only groups without an interrupt load are judged: under one the baseline also holds the
 //! interrupts its blocks took, and a timer's period beating against the rounds' moves that in
 //! stretches as well.
 
 use super::estimators::RoundTable;
-use crate::statistics::{median_ci95, sorted_finite};
+use crate::statistics::{median_ci_ranks, sorted_finite};
 
 /// Stretches smaller than this many rounds say too little.
 const MIN_STRETCH: usize = 25;
-/// A group is cut into at most this many stretches.
+/// A group is cut into this many stretches while they are no longer than [`MAX_STRETCH`].
 const MAX_STRETCHES: usize = 20;
+/// Stretches longer than this many rounds (0.2–0.4 s of a strategy group) would mix speeds that
+/// last a few seconds: a stretch that spans both has a CI that spans both, and a long group
+/// (5000 rounds: stretches of 250) never showed the steps its first 1000 rounds did.
+const MAX_STRETCH: usize = 100;
 /// Fewer stretches than this cannot show a step from a drift.
 const MIN_STRETCHES: usize = 4;
 /// A spread between stretch medians below this is not reported, however sure.
@@ -54,18 +60,28 @@ pub fn steps(table: &RoundTable) -> Option<SpeedSteps> {
             (!e.disturbed && e.ops > 0).then(|| e.cycles_mean / e.ops as f64)
         })
         .collect();
-    let stretch = (series.len() / MAX_STRETCHES).max(MIN_STRETCH);
+    let stretch = (series.len() / MAX_STRETCHES).clamp(MIN_STRETCH, MAX_STRETCH);
     let stretches = series.len() / stretch;
     if stretches < MIN_STRETCHES {
         return None;
     }
+    // The fastest and the slowest of `stretches` are compared, not two chosen beforehand: on
+    // steady but noisy rounds the extremes of 20 stretches lie apart by far more than two
+    // stretches' 95% CIs (at a 10% per-round spread, 1 in 6 steady groups of 1000 rounds was
+    // "stepping"). Each CI is widened for every pair it could have been (Bonferroni), so that
+    // a steady group is warned about in at most 5% of runs.
+    let pairs = (stretches * (stretches - 1) / 2) as f64;
+    let confidence = 1.0 - 0.05 / pairs;
     // (median, CI) of each whole stretch.
     let summaries: Vec<(f64, [f64; 2])> = series
         .chunks_exact(stretch)
         .filter_map(|chunk| {
             let sorted = sorted_finite(chunk);
-            let ci = median_ci95(&sorted)?;
-            Some((crate::statistics::median(&sorted)?, ci))
+            let (lo, hi) = median_ci_ranks(sorted.len(), confidence)?;
+            Some((
+                crate::statistics::median(&sorted)?,
+                [sorted[lo], sorted[hi]],
+            ))
         })
         .collect();
     let by_median = |a: &&(f64, [f64; 2]), b: &&(f64, [f64; 2])| a.0.total_cmp(&b.0);
@@ -102,7 +118,7 @@ mod tests {
 
     /// A table of one-variant rounds whose baseline costs `cost(r)` cycles/op in round `r`,
     /// with a small alternating jitter.
-    fn table(rounds: usize, cost: impl Fn(usize) -> f64) -> RoundTable {
+    fn table(rounds: usize, mut cost: impl FnMut(usize) -> f64) -> RoundTable {
         let mut t = RoundTable::new(1);
         for r in 0..rounds {
             let per_op = cost(r) * (1.0 + 0.01 * ((r % 7) as f64 - 3.0) / 3.0);
@@ -140,6 +156,15 @@ mod tests {
             steps(&table(1000, |r| if r < 500 { 16_800.0 } else { 17_300.0 })),
             None
         );
+        // The same host over a long group: its stretches stay shorter than the host's.
+        let long = table(5000, |r| {
+            if (r / 150) % 2 == 0 {
+                16_800.0
+            } else {
+                21_400.0
+            }
+        });
+        assert!(steps(&long).is_some(), "a long group's steps are seen");
         // Too few rounds to tell.
         assert_eq!(steps(&table(99, |r| if r < 50 { 1.0 } else { 2.0 })), None);
     }
@@ -154,5 +179,36 @@ mod tests {
             cell.disturbed = true;
         }
         assert_eq!(steps(&t), None);
+    }
+
+    /// Steady rounds with a 10% per-round spread (a busy or emulating host): the fastest and
+    /// the slowest of 20 stretches lie apart by far more than two 95% CIs would allow, and
+    /// were warned about in 33 of 200 such groups of 1000 rounds; at most 5% may be, in a
+    /// short group and in a long one (more, shorter stretches).
+    #[test]
+    fn a_steady_but_noisy_baseline_is_not_a_speed_step() {
+        for (rounds, groups) in [(1000, 200u64), (10_000, 40)] {
+            let mut warned = 0;
+            for seed in 0..groups {
+                let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+                let mut uniform = || {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    (x >> 11) as f64 / (1u64 << 53) as f64
+                };
+                // A sum of four uniforms: close to normal, with a standard deviation of 1.
+                let t = table(rounds, |_| {
+                    let z = (uniform() + uniform() + uniform() + uniform() - 2.0)
+                        / (1.0f64 / 3.0).sqrt();
+                    10_000.0 * (1.0 + 0.1 * z)
+                });
+                warned += usize::from(steps(&t).is_some());
+            }
+            assert!(
+                warned as u64 <= groups / 20,
+                "{warned} of {groups} steady groups of {rounds} rounds warned about"
+            );
+        }
     }
 }

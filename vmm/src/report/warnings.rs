@@ -12,7 +12,8 @@ const NAMES_SHOWN: usize = 4;
 /// The run's warnings about its figures (e.g. LAPIC ticks delivered short), then the rows whose
 /// disturbed fraction is high enough to doubt that the kept rounds are typical; each kind once.
 pub(crate) fn figure_warnings(report: &RunReport) -> Vec<String> {
-    let mut lines: Vec<String> = merge(&report.warnings)
+    let groups: Vec<&str> = report.results.iter().map(|r| r.group.as_str()).collect();
+    let mut lines: Vec<String> = merge(&report.warnings, &groups)
         .into_iter()
         .map(|w| format!("warning: {w}"))
         .collect();
@@ -73,8 +74,10 @@ fn rows(n: usize) -> String {
 }
 
 /// Warnings that say the same about different rows or groups ("NAME: text", differing only in
-/// NAME and numbers) as one: the first one's text, with every name it applies to.
-fn merge(warnings: &[String]) -> Vec<String> {
+/// NAME and numbers) as one: the first one's text, with every name it applies to. Names that
+/// are all among `groups` (a group's warning: a speed step, min_rounds missed) are counted as
+/// groups, not rows.
+fn merge(warnings: &[String], groups: &[&str]) -> Vec<String> {
     let mut kinds: Vec<(Vec<&str>, &str)> = Vec::new();
     let mut by_shape: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
     let mut out_order: Vec<Result<usize, &str>> = Vec::new();
@@ -101,9 +104,13 @@ fn merge(warnings: &[String]) -> Vec<String> {
                 if names.len() == 1 {
                     format!("{}: {text}", names[0])
                 } else {
+                    let count = if names.iter().all(|n| groups.contains(n)) {
+                        format!("{} groups", names.len())
+                    } else {
+                        rows(names.len())
+                    };
                     format!(
-                        "{} ({}): {text} (the figures are {}'s)",
-                        rows(names.len()),
+                        "{count} ({}): {text} (the figures are {}'s)",
                         name_list(names),
                         names[0]
                     )
@@ -211,10 +218,13 @@ mod tests {
             "g/b/1v: something else entirely".to_string(),
             "g/c/1v: something else entirely".to_string(),
         ];
-        let merged = merge(&w);
+        let merged = merge(&w, &[]);
         assert_eq!(merged[0], ticks("g/a/1v", 1));
         // Only the details in parentheses differ: one kind.
-        assert_eq!(merge(&[ticks("g/a/1v", 0), ticks("g/b/1v", 3)]).len(), 1);
+        assert_eq!(
+            merge(&[ticks("g/a/1v", 0), ticks("g/b/1v", 3)], &[]).len(),
+            1
+        );
         assert_eq!(
             merged[1],
             "2 rows (g/b/1v, g/c/1v): something else entirely (the figures are g/b/1v's)"
@@ -225,6 +235,38 @@ mod tests {
         assert_eq!(
             name_list(&["a", "b", "c", "d", "e", "f"]),
             "a, b, c, d … and 2 more"
+        );
+    }
+
+    /// Two groups' speed-step warnings merge into one line that counts groups, not rows.
+    #[test]
+    fn group_warnings_merge_as_groups() {
+        let steps = crate::measure::speed::SpeedSteps {
+            fastest: 16_800.0,
+            slowest: 21_400.0,
+            stretches: 20,
+            stretch_rounds: 50,
+        };
+        let mut report = RunReport::default();
+        for g in ["a/n0/none/1v", "b/n0/none/1v"] {
+            report
+                .warnings
+                .push(crate::measure::speed::warning(g, &steps));
+            report.results.push(PhaseResult {
+                name: format!("{}/native-skip/n0/none/1v", &g[..1]),
+                group: g.into(),
+                ..Default::default()
+            });
+        }
+        let lines = figure_warnings(&report);
+        assert_eq!(lines.len(), 1, "{lines:#?}");
+        assert!(
+            lines[0].starts_with(
+                "warning: 2 groups (a/n0/none/1v, b/n0/none/1v): the host changed speed while it \
+                 ran: its empty loop's cost stepped between 16800 and 21400 cycles/op (+27%)"
+            ),
+            "{}",
+            lines[0]
         );
     }
 }
