@@ -185,11 +185,11 @@ impl GroupRun<'_> {
             precision: self.plan.precision,
             hypercall: self.plan.hypercall,
         };
-        let mut outcome = rows::build(facts, &collected, wall, interrupted);
+        let table = collected.table();
+        let mut outcome = rows::build(facts, &collected, &table, wall, interrupted);
         // A signal while the figures were computed: they are complete, the run is not.
         outcome.interrupted |= self.options.stop.load(Ordering::SeqCst);
         self.mark_short(&mut outcome, &pacer, collected.rounds, end);
-        let table = collected.table();
         if matches!(end, Some(End::Budget)) && outcome.results.iter().all(|r| r.precision_reached) {
             let tsc_hz = self.tsc_khz as f64 * 1000.0;
             outcome

@@ -267,9 +267,9 @@ pub fn run_plan(
 }
 
 /// What a run asks once, before the first round is measured (after the first group's guest
-/// booted, warmed up and calibrated), or at the end when no group got that far: the CLI's last host
-/// checks, which may then take the manifest's time with the guest already up. `false` ends the
-/// run there, nothing measured.
+/// booted, warmed up and calibrated), or at the end when no group got that far: the CLI's last
+/// host checks, which may then take the manifest's time with the guest already up. `false` ends
+/// the run there, nothing measured.
 pub type Gate<'a> = dyn FnMut(&mut HostManifest) -> bool + 'a;
 
 /// Measures the plan into `report` (from [`start_report`], its manifest perhaps completed by the
@@ -574,8 +574,8 @@ mod tests {
     }
 
     /// The gate is asked once, after the first group's warm-up and calibration and before its
-    /// rounds; its time is not the group's (a gate longer than 10 × max_seconds, the cap, still leaves
-    /// the group its min_rounds); a gate that says no ends the run with nothing measured.
+    /// rounds; its time is not the group's (a gate longer than 10 × max_seconds, the cap, still
+    /// leaves the group its min_rounds); a gate that says no ends the run with nothing measured.
     #[test]
     fn the_gate_is_asked_once_before_the_rounds_and_its_no_measures_nothing() {
         let row = |nesting| {

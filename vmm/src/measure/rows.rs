@@ -59,10 +59,10 @@ pub struct GroupOutcome {
 pub(super) fn build(
     run: GroupFacts<'_>,
     collected: &Collected,
+    table: &RoundTable,
     wall: Duration,
     interrupted: bool,
 ) -> GroupOutcome {
-    let table = collected.table();
     let tsc_hz = run.tsc_khz as f64 * 1000.0;
     let total_cycles: u64 = collected.sums.iter().map(|s| s.cycles).sum();
     let total_ops: u64 = collected.sums.iter().map(|s| s.ops).sum();
@@ -76,11 +76,11 @@ pub(super) fn build(
         .and_then(|row| raised_rate(collected, &row.irq));
     for (i, row) in run.rows.iter().enumerate() {
         let v = i + 1;
-        let mut r = row_result(row, &table, v, tsc_hz, run.precision);
+        let mut r = row_result(row, table, v, tsc_hz, run.precision);
         let sums = &collected.sums[v];
         fill_counts(&mut r, sums, collected.rounds, tsc_hz);
-        r.exit_reasons = breakdown::exit_reasons(&table, v, sums, &r.counts);
-        for broken in breakdown::check_row(&table, v, sums, run.hypercall) {
+        r.exit_reasons = breakdown::exit_reasons(table, v, sums, &r.counts);
+        for broken in breakdown::check_row(table, v, sums, run.hypercall) {
             violations.push((r.name.clone(), broken));
         }
         r.irqs_raised = if total_cycles > 0 {
@@ -137,8 +137,8 @@ pub(super) fn build(
             .map_or(String::new(), |r| r.group.to_string());
         violations.push((format!("group {group}"), broken));
     }
-    let comparisons = comparisons(run, &table, &results, tsc_hz);
-    let differences = differences(run, &table, &results, tsc_hz);
+    let comparisons = comparisons(run, table, &results, tsc_hz);
+    let differences = differences(run, table, &results, tsc_hz);
     GroupOutcome {
         results,
         comparisons,

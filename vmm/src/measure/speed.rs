@@ -16,7 +16,7 @@
 //! stretches as well.
 
 use super::estimators::RoundTable;
-use crate::statistics::{median_ci_ranks, sorted_finite};
+use crate::statistics::{median_ci_ranks, percentile, sorted_finite};
 
 /// Stretches smaller than this many rounds say too little.
 const MIN_STRETCH: usize = 25;
@@ -78,10 +78,7 @@ pub fn steps(table: &RoundTable) -> Option<SpeedSteps> {
         .filter_map(|chunk| {
             let sorted = sorted_finite(chunk);
             let (lo, hi) = median_ci_ranks(sorted.len(), confidence)?;
-            Some((
-                crate::statistics::median(&sorted)?,
-                [sorted[lo], sorted[hi]],
-            ))
+            Some((percentile(&sorted, 50.0), [sorted[lo], sorted[hi]]))
         })
         .collect();
     let by_median = |a: &&(f64, [f64; 2]), b: &&(f64, [f64; 2])| a.0.total_cmp(&b.0);

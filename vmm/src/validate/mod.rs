@@ -235,8 +235,9 @@ pub fn run(kvm: &Kvm, image: &Arc<GuestImage>, m: &mut HostManifest, scope: Scop
 
 /// A validation whose guests have run and been shut down, with what is judged last still
 /// open: the quick suite's `tsc.rate` (its KVM reading spans from [`probes::TscProbe::start`],
-/// whatever else runs meanwhile, until [`QUICK_TSC_UNCERTAINTY`] is met or [`QUICK`]'s `tsc_long`), `tsc.invariant` and the noise
-/// checks (over the whole validation, from its first /proc/stat sample to the last).
+/// whatever else runs meanwhile, until [`QUICK_TSC_UNCERTAINTY`] is met or [`QUICK`]'s
+/// `tsc_long` has passed), `tsc.invariant` and the noise checks (over the whole validation,
+/// from its first /proc/stat sample to the last).
 #[allow(missing_debug_implementations)] // holds a vCPU fd, which is not Debug-worthy
 pub struct Pending {
     started: Instant,
