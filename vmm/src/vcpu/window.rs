@@ -341,24 +341,36 @@ mod tests {
         assert!(off >= 15_000_000, "off-CPU {off} ns after a 20 ms sleep");
         // Spin: a spinning thread leaves the CPU only when preempted, which is an involuntary
         // switch; without one its off-CPU time is clock granularity. (On a busy host it may be
-        // preempted for most of the 20 ms, so no bound on the time itself holds.)
-        let c = ThreadTimes::now().unwrap();
-        let start = Instant::now();
-        while start.elapsed() < Duration::from_millis(20) {
-            std::hint::spin_loop();
+        // preempted for most of the 20 ms, so no bound on the time itself holds.) On a nested
+        // host the outer hypervisor can also take the CPU for milliseconds, which this kernel
+        // counts as neither run time nor a switch (it once took 11 ms of a 20 ms spin here), so
+        // up to three spins are timed and the one the thread kept its CPU through is judged.
+        let mut never_preempted = Vec::new();
+        for _ in 0..3 {
+            let c = ThreadTimes::now().unwrap();
+            let start = Instant::now();
+            while start.elapsed() < Duration::from_millis(20) {
+                std::hint::spin_loop();
+            }
+            let d = ThreadTimes::now().unwrap();
+            let (off, switches) = d.since(&c);
+            let wall = d.wall.saturating_duration_since(c.wall).as_nanos() as u64;
+            if switches == 0 {
+                never_preempted.push(off);
+                if off < 2_000_000 {
+                    break;
+                }
+            } else {
+                assert!(
+                    off < wall,
+                    "off-CPU {off} ns of {wall} ns: the thread never ran"
+                );
+            }
         }
-        let d = ThreadTimes::now().unwrap();
-        let (off, switches) = d.since(&c);
-        let wall = d.wall.saturating_duration_since(c.wall).as_nanos() as u64;
-        if switches == 0 {
+        if let Some(least) = never_preempted.iter().min() {
             assert!(
-                off < 2_000_000,
-                "off-CPU {off} ns while spinning, never preempted"
-            );
-        } else {
-            assert!(
-                off < wall,
-                "off-CPU {off} ns of {wall} ns: the thread never ran"
+                *least < 2_000_000,
+                "off-CPU {never_preempted:?} ns while spinning, never preempted"
             );
         }
     }
