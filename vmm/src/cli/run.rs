@@ -514,30 +514,47 @@ fn measure_plan(p: &mut Prepared, signals: &Signals, req: &Request) -> Result<Ru
     let mut progress = |i: usize, n: usize, group: &str, step: &measure::session::Step| {
         bar.step(i, n, group, step);
     };
+    let beside =
+        validate::beside::not_beside(plan, req.trace_exits, validate::noise::allowed_cpus().len())
+            .is_none();
     let result = measure::start_report(&p.kvm, plan)
         .map_err(|e| run_error(plan, e))
         .and_then(|mut report| {
-            let mut pending =
-                validate::begin_run(&p.kvm, &p.image, &mut report.host, force, probe)?;
-            let mut refused = None;
-            let mut gate = |host: &mut HostManifest| {
-                let Some(pending) = pending.take() else {
-                    return true;
+            // Scoped: the validation's thread borrows KVM and the image, and is joined by the
+            // gate (or, when the run ends before asking it, at the scope's end).
+            std::thread::scope(|scope| {
+                // A signal that cut the checks short stops the run (partial, its validation
+                // recorded), rather than refusing it as a host that failed.
+                let stopped = || signals.arrived().is_some();
+                let mut validation =
+                    match RunValidation::start(scope, p, &mut report.host, force, probe, beside) {
+                        Ok(v) => v,
+                        Err(_) if stopped() => RunValidation::Pending(None),
+                        Err(r) => return Err(r.into()),
+                    };
+                let mut refused = None;
+                let mut gate = |host: &mut HostManifest| {
+                    let open = std::mem::replace(&mut validation, RunValidation::Pending(None));
+                    match open.finish(host, force) {
+                        Ok(()) => true,
+                        Err(r) => {
+                            refused = (!stopped()).then_some(r);
+                            false
+                        }
+                    }
                 };
-                let finished = validate::finish_run(pending, host, force);
-                finished.map_err(|r| refused = Some(r)).is_ok()
-            };
-            let report = measure::run_prepared(
-                &p.kvm,
-                plan,
-                &p.image,
-                report,
-                &options,
-                &mut progress,
-                &mut gate,
-            )
-            .map_err(|e| run_error(plan, e))?;
-            refused.map_or(Ok(report), |r| Err(r.into()))
+                let report = measure::run_prepared(
+                    &p.kvm,
+                    plan,
+                    &p.image,
+                    report,
+                    &options,
+                    &mut progress,
+                    &mut gate,
+                )
+                .map_err(|e| run_error(plan, e))?;
+                refused.map_or(Ok(report), |r| Err(r.into()))
+            })
         });
     bar.finish();
     result.map_err(|e| match signals.arrived() {
@@ -548,6 +565,47 @@ fn measure_plan(p: &mut Prepared, signals: &Signals, req: &Request) -> Result<Ru
         },
         None => e,
     })
+}
+
+/// The run's quick host validation, as far as it has got before the gate.
+enum RunValidation<'scope> {
+    /// Its guest checks ran in series, before the first boot; `None`: nothing is left open.
+    Pending(Option<Box<validate::Pending>>),
+    /// Its guest checks run beside the first group's boot, warm-up and calibration.
+    Beside(validate::beside::Beside<'scope>),
+}
+
+impl<'scope> RunValidation<'scope> {
+    /// The checks on a thread of `scope` (`beside`), or in series: before the first boot, or
+    /// when no thread could be started. A refusal they already give in series is returned.
+    fn start<'env>(
+        scope: &'scope std::thread::Scope<'scope, 'env>,
+        p: &'env Prepared,
+        host: &mut HostManifest,
+        force: bool,
+        probe: Result<validate::probes::TscProbe, String>,
+        beside: bool,
+    ) -> Result<RunValidation<'scope>, validate::Refusal> {
+        let probe = if beside {
+            match validate::beside::Beside::start(scope, &p.kvm, &p.image, host, probe) {
+                Ok(beside) => return Ok(RunValidation::Beside(beside)),
+                Err(_) => validate::probes::TscProbe::start(&p.kvm),
+            }
+        } else {
+            probe
+        };
+        let pending = validate::begin_run(&p.kvm, &p.image, host, force, probe)?;
+        Ok(RunValidation::Pending(pending.map(Box::new)))
+    }
+
+    /// Judges what is open and records the validation in `host`; a FAIL refuses the run.
+    fn finish(self, host: &mut HostManifest, force: bool) -> Result<(), validate::Refusal> {
+        match self {
+            RunValidation::Pending(None) => Ok(()),
+            RunValidation::Pending(Some(pending)) => validate::finish_run(*pending, host, force),
+            RunValidation::Beside(beside) => beside.finish(host, force),
+        }
+    }
 }
 
 /// A config that asks for what this host cannot give is fixed in the config, like any bad

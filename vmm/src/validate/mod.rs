@@ -22,6 +22,7 @@ use crate::measure::session::Session;
 use crate::results::host::classify;
 use crate::results::{Behaviour, Check, HostManifest, Readable, Scope, Validation, Verdict};
 
+pub mod beside;
 pub mod judge;
 pub mod noise;
 pub mod obs;

@@ -1,0 +1,165 @@
+//! The quick validation beside a run's first guest: its guest checks on a thread of their own
+//! while the first group boots, warms up and calibrates on another CPU, so the run's start is the
+//! longer of the two instead of their sum. The gate before the first round waits for them, so
+//! no round is ever measured beside them, and a FAIL still refuses the run before it measures.
+
+use std::sync::Arc;
+use std::thread::{Scope as ThreadScope, ScopedJoinHandle};
+
+use kvm_ioctls::Kvm;
+
+use super::{begin, finish_run, probes, Pending, Refusal};
+use crate::config::plan::Plan;
+use crate::machine::image::GuestImage;
+use crate::results::{HostManifest, Scope};
+
+/// Why a plan's first group may not boot beside the validation's guest, if it may not.
+pub fn not_beside(plan: &Plan, trace_exits: bool, cpus: usize) -> Option<&'static str> {
+    let first_vcpus = plan.phases.first().map_or(1, |p| p.vcpus) as usize;
+    if plan.hypercall.uses_hypercall_insn() {
+        // The validation may find PVM behind an ambiguous declaration, where the instruction
+        // livelocks: the first group's warm-up must not issue it before that is known.
+        Some("the plan's hypercall instruction waits for the validation's flavour")
+    } else if trace_exits {
+        // The exit trace counts every vCPU thread of the process.
+        Some("--trace-exits counts every vCPU thread of the process")
+    } else if first_vcpus + 1 > cpus {
+        // The validation's vCPU would share a CPU with the first group's, and slow the
+        // calibration that sizes its blocks.
+        Some("no CPU is left for the validation's vCPU beside the first group's")
+    } else {
+        None
+    }
+}
+
+/// The quick suite's guest checks, running on a thread beside the caller.
+#[allow(missing_debug_implementations)] // a join handle, which is not Debug-worthy
+pub struct Beside<'scope> {
+    thread: ScopedJoinHandle<'scope, (Pending, HostManifest)>,
+    /// The manifest's warnings when the checks started: theirs follow.
+    warnings_before: usize,
+}
+
+impl<'scope> Beside<'scope> {
+    /// Starts the checks on a thread of `scope`, on a copy of `manifest`. Err when no thread
+    /// could be started (the probe is gone with it: the caller starts another and runs the
+    /// checks in series).
+    pub fn start<'env>(
+        scope: &'scope ThreadScope<'scope, 'env>,
+        kvm: &'env Kvm,
+        image: &'env Arc<GuestImage>,
+        manifest: &HostManifest,
+        probe: Result<probes::TscProbe, String>,
+    ) -> std::io::Result<Beside<'scope>> {
+        let mut copy = manifest.clone();
+        let warnings_before = copy.warnings.len();
+        let thread = std::thread::Builder::new()
+            .name("validate".into())
+            .spawn_scoped(scope, move || {
+                let pending = begin(kvm, image, &mut copy, Scope::Quick, Some(probe));
+                (pending, copy)
+            })?;
+        Ok(Beside {
+            thread,
+            warnings_before,
+        })
+    }
+
+    /// Waits for the checks, takes what they learnt about the host into `manifest`, then judges
+    /// what was left open as [`finish_run`] does. The wait is bounded: every wait of the checks
+    /// is (a hung guest fails its check after 10 s), and a signal wakes and ends them.
+    pub fn finish(self, manifest: &mut HostManifest, force: bool) -> Result<(), Refusal> {
+        let (pending, checked) = match self.thread.join() {
+            Ok(done) => done,
+            // A panic in the checks is a VMM bug: it goes on as it would have in series.
+            Err(panic) => std::panic::resume_unwind(panic),
+        };
+        adopt_findings(manifest, checked, self.warnings_before);
+        finish_run(pending, manifest, force)
+    }
+}
+
+/// What the guest checks write into the manifest, and nothing else: the flavour's behaviour and,
+/// where it decides an ambiguous declaration, the flavour and a warning saying so.
+fn adopt_findings(into: &mut HostManifest, checked: HostManifest, warnings_before: usize) {
+    into.flavour = checked.flavour;
+    into.kvm_flavour = checked.kvm_flavour;
+    into.warnings
+        .extend(checked.warnings.into_iter().skip(warnings_before));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::plan::{HypercallTransport, Plan, StrategyId, Workload};
+    use crate::validate::before_run;
+
+    fn plan(vcpus: u32, hypercall: HypercallTransport) -> Plan {
+        let strategy = StrategyId::NATIVE_POPF;
+        let mut plan = Plan::single(Workload::Strategy { strategy }, vcpus, 4);
+        plan.hypercall = hypercall;
+        plan
+    }
+
+    /// Beside only where nothing the first group does waits for the validation's answer, and
+    /// where its vCPU has a CPU of its own.
+    #[test]
+    fn the_first_group_boots_beside_only_with_a_cpu_to_spare_and_nothing_to_wait_for() {
+        let port = HypercallTransport::Port;
+        assert_eq!(not_beside(&plan(1, port), false, 2), None);
+        assert_eq!(not_beside(&plan(3, port), false, 4), None);
+        assert!(not_beside(&plan(1, port), false, 1).is_some());
+        assert!(not_beside(&plan(2, port), false, 2).is_some());
+        assert!(not_beside(&plan(1, port), true, 8).is_some());
+        for insn in [HypercallTransport::Vmcall, HypercallTransport::VapicPoll] {
+            assert!(not_beside(&plan(1, insn), false, 8).is_some(), "{insn:?}");
+        }
+    }
+
+    /// The checks on their thread write into the manifest exactly what they write in series:
+    /// the two manifests, from one copy, end equal but for the validation's own timings.
+    #[test]
+    fn beside_records_what_the_checks_record_in_series() {
+        let Some(kvm) = crate::host::test_kvm() else {
+            return;
+        };
+        let image = Arc::new(GuestImage::embedded().expect("embedded guest"));
+        let mut host = crate::host::manifest(&kvm).expect("manifest");
+        host.warnings.push("a warning the run had before".into());
+        let mut series = host.clone();
+        before_run(&kvm, &image, &mut series, false).expect("the quick suite passes");
+        let mut beside = host;
+        std::thread::scope(|scope| {
+            let probe = probes::TscProbe::start(&kvm);
+            let running = Beside::start(scope, &kvm, &image, &beside, probe).expect("a thread");
+            // The run's own warnings, added meanwhile, stay and come first.
+            beside
+                .warnings
+                .push("a warning the run added meanwhile".into());
+            running.finish(&mut beside, false)
+        })
+        .expect("the quick suite passes beside");
+        let checks = |m: &mut HostManifest| -> Vec<(String, crate::results::Verdict)> {
+            let v = m.validation.take().expect("recorded");
+            v.checks.into_iter().map(|c| (c.id, c.verdict)).collect()
+        };
+        let (in_series, on_thread) = (checks(&mut series), checks(&mut beside));
+        let ids = |c: &[(String, crate::results::Verdict)]| -> Vec<String> {
+            c.iter().map(|(id, _)| id.clone()).collect()
+        };
+        assert!(!in_series.is_empty());
+        assert_eq!(ids(&in_series), ids(&on_thread));
+        let at = |m: &HostManifest, w: &str| m.warnings.iter().position(|x| x == w);
+        let added = at(&beside, "a warning the run added meanwhile").expect("kept");
+        assert!(at(&beside, "a warning the run had before") < Some(added));
+        beside.warnings.remove(added);
+        let json = |m: &HostManifest| serde_json::to_value(m).expect("serialisable");
+        assert_eq!(json(&series), json(&beside));
+        // Not vacuous: the behaviour the checks measured is in both.
+        assert!(
+            matches!(beside.flavour.behaviour, crate::results::Readable::Value(_)),
+            "{:?}",
+            beside.flavour.behaviour
+        );
+    }
+}
