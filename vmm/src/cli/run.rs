@@ -514,9 +514,7 @@ fn measure_plan(p: &mut Prepared, signals: &Signals, req: &Request) -> Result<Ru
     let mut progress = |i: usize, n: usize, group: &str, step: &measure::session::Step| {
         bar.step(i, n, group, step);
     };
-    let beside =
-        validate::beside::not_beside(plan, req.trace_exits, validate::noise::allowed_cpus().len())
-            .is_none();
+    let beside = validate::beside::why_not_beside(plan, req.trace_exits).is_none();
     let result = measure::start_report(&p.kvm, plan)
         .map_err(|e| run_error(plan, e))
         .and_then(|mut report| {

@@ -245,8 +245,9 @@ fn run_reported(
             precise: o.results.iter().all(|r| r.precision_reached),
             seconds: started.elapsed().as_secs_f64(),
         },
-        // A signal: the run says it stopped; the group did not fail.
-        Err(PhaseError::Interrupted) => return ran,
+        // A signal: the run says it stopped; the group did not fail. A gate that said no:
+        // the run says why (a refusal, or the signal that cut the validation short).
+        Err(PhaseError::Interrupted | PhaseError::Refused) => return ran,
         Err(_) => Step::Failed,
     };
     progress(&step);
@@ -285,15 +286,7 @@ pub fn run_prepared(
     gate: &mut Gate<'_>,
 ) -> Result<RunReport, RunError> {
     let started = Instant::now();
-    // The validation may have found PVM behind an ambiguous declaration: never issue a
-    // hypercall instruction that livelocks there.
-    let flavour = report.host.kvm_flavour;
-    if plan.hypercall.uses_hypercall_insn() && flavour == KvmFlavour::Pvm {
-        return Err(RunError::HypercallRefused {
-            transport: plan.hypercall.name(),
-            flavour: flavour.name(),
-        });
-    }
+    refuse_livelocking_hypercall(plan, report.host.kvm_flavour)?;
     let tsc_khz = report.host.tsc_khz.max(1);
     let mut session: Option<Session> = None;
     let mut violations = Vec::new();
@@ -303,19 +296,10 @@ pub fn run_prepared(
     for (i, rows) in groups.into_iter().enumerate() {
         let first = rows[0];
         if options.stop.load(Ordering::SeqCst) {
-            report.partial = true;
-            report.partial_reason = Some("stopped by signal".into());
+            mark_stopped(&mut report, "stopped by signal".into());
             break;
         }
-        let irqchip = if first.irq.needs_in_kernel_irqchip() {
-            IrqchipMode::InKernel
-        } else {
-            IrqchipMode::Userspace
-        };
-        let mode = irqchip.name().to_string();
-        if !report.host.irqchip_modes.contains(&mode) {
-            report.host.irqchip_modes.push(mode);
-        }
+        let irqchip = irqchip_recorded(first, &mut report.host);
         let reuse = session
             .as_ref()
             .is_some_and(|s| !s.dead && s.vcpus == first.vcpus && s.irqchip == irqchip);
@@ -336,12 +320,16 @@ pub fn run_prepared(
                     session = Some(s);
                 }
                 Err(PhaseError::Interrupted) => {
-                    report.partial = true;
-                    report.partial_reason =
-                        Some(format!("stopped by signal while {} booted", first.group));
+                    mark_stopped(
+                        &mut report,
+                        format!("stopped by signal while {} booted", first.group),
+                    );
                     break;
                 }
                 Err(e) => {
+                    if !gate_before_failure(&mut gated, gate, &mut report, options) {
+                        break;
+                    }
                     fail_rows(&mut report, &rows, &e);
                     continue;
                 }
@@ -370,12 +358,22 @@ pub fn run_prepared(
                 }
             }
             Err(PhaseError::Interrupted) => {
-                report.partial = true;
-                report.partial_reason = Some(format!("stopped by signal during {}", first.group));
+                mark_stopped(
+                    &mut report,
+                    format!("stopped by signal during {}", first.group),
+                );
                 break;
             }
-            Err(PhaseError::Refused) => break,
-            Err(e) => fail_rows(&mut report, &rows, &e),
+            Err(PhaseError::Refused) => {
+                stopped_at_gate(&mut report, options);
+                break;
+            }
+            Err(e) => {
+                if !gate_before_failure(&mut gated, gate, &mut report, options) {
+                    break;
+                }
+                fail_rows(&mut report, &rows, &e);
+            }
         }
     }
     if let Some(s) = session.take() {
@@ -387,6 +385,64 @@ pub fn run_prepared(
     }
     close_run(&mut report, options, &violations, started);
     Ok(report)
+}
+
+/// The validation may have found PVM behind an ambiguous declaration: never issue a hypercall
+/// instruction that livelocks there.
+fn refuse_livelocking_hypercall(plan: &Plan, flavour: KvmFlavour) -> Result<(), RunError> {
+    if plan.hypercall.uses_hypercall_insn() && flavour == KvmFlavour::Pvm {
+        return Err(RunError::HypercallRefused {
+            transport: plan.hypercall.name(),
+            flavour: flavour.name(),
+        });
+    }
+    Ok(())
+}
+
+/// The irqchip mode a group's rows need, recorded among the run's (`host.irqchip_modes`).
+fn irqchip_recorded(first: &PhasePlan, host: &mut HostManifest) -> IrqchipMode {
+    let irqchip = if first.irq.needs_in_kernel_irqchip() {
+        IrqchipMode::InKernel
+    } else {
+        IrqchipMode::Userspace
+    };
+    let mode = irqchip.name().to_string();
+    if !host.irqchip_modes.contains(&mode) {
+        host.irqchip_modes.push(mode);
+    }
+    irqchip
+}
+
+/// Before a group's failure is recorded, the gate's answer if it was not asked yet (a host the
+/// validation refuses is the run's error, as when its checks ran before the first boot);
+/// false when it says no, which ends the run.
+fn gate_before_failure(
+    gated: &mut bool,
+    gate: &mut Gate<'_>,
+    report: &mut RunReport,
+    options: &RunOptions,
+) -> bool {
+    if std::mem::replace(gated, true) || gate(&mut report.host) {
+        return true;
+    }
+    stopped_at_gate(report, options);
+    false
+}
+
+/// A gate that said no because a signal arrived (not a refusal): the run stopped there.
+fn stopped_at_gate(report: &mut RunReport, options: &RunOptions) {
+    if options.stop.load(Ordering::SeqCst) && !report.partial {
+        mark_stopped(
+            report,
+            "stopped by signal during the host validation".into(),
+        );
+    }
+}
+
+/// The run stopped early (a signal): its report is partial, and says where.
+fn mark_stopped(report: &mut RunReport, reason: String) {
+    report.partial = true;
+    report.partial_reason = Some(reason);
 }
 
 /// What a run's report gets once its groups are over.
@@ -644,6 +700,46 @@ mod tests {
             report.results.is_empty() && report.failures.is_empty(),
             "{report:?}"
         );
+    }
+
+    /// A group that fails before the gate was asked (here: its guest cannot be loaded into 1
+    /// MiB of memory) asks it first: a no is the run's answer, with no failure recorded, as
+    /// when the host validation ran before the first boot; a yes records the failure, and the
+    /// gate is not asked again.
+    #[test]
+    fn a_group_that_fails_before_the_gate_asks_it_first() {
+        let row = adaptive(
+            Workload::Strategy {
+                strategy: strategy("native-popf"),
+            },
+            IrqSource::None,
+            0.0,
+        );
+        let mut plan = small_plan(vec![row]);
+        plan.memory_mib = 1;
+        let Some(kvm) = host::test_kvm() else { return };
+        for answer in [false, true] {
+            let mut asked = 0;
+            let mut gate = |_: &mut HostManifest| {
+                asked += 1;
+                answer
+            };
+            let report = start_report(&kvm, &plan).expect("report");
+            let report = run_prepared(
+                &kvm,
+                &plan,
+                &image(),
+                report,
+                &RunOptions::default(),
+                &mut |_, _, _, _| {},
+                &mut gate,
+            )
+            .expect("run");
+            assert_eq!(asked, 1, "{answer}");
+            assert!(report.results.is_empty(), "{report:?}");
+            assert_eq!(report.failures.len(), usize::from(answer), "{report:?}");
+            assert!(!report.partial, "no signal: {report:?}");
+        }
     }
 
     /// A fixed block size whose calibrated round is longer than the whole budget fails the

@@ -37,7 +37,9 @@ pub fn request_stop() {
     STOP_REQUESTED.store(true, Ordering::SeqCst);
 }
 
-fn stop_requested() -> bool {
+/// Whether a signal asked the process to stop (the host validation's checks it cut short are
+/// not judged).
+pub fn stop_requested() -> bool {
     STOP_REQUESTED.load(Ordering::SeqCst)
 }
 

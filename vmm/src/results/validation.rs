@@ -60,8 +60,9 @@ impl Validation {
 pub enum Verdict {
     #[default]
     Pass,
-    /// The check needs what this host cannot give (hardware timing on an emulated CPU): said
-    /// with the reason, neither a PASS nor a FAIL.
+    /// The check needs what this host cannot give (hardware timing on an emulated CPU), or a
+    /// signal stopped the run before it was measured: said with the reason, neither a PASS nor
+    /// a FAIL.
     #[serde(rename = "not-judged")]
     NotJudged,
     Warn,

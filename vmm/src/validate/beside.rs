@@ -13,7 +13,66 @@ use crate::config::plan::Plan;
 use crate::machine::image::GuestImage;
 use crate::results::{HostManifest, Scope};
 
-/// Why a plan's first group may not boot beside the validation's guest, if it may not.
+/// Why the validation's guest checks may not run beside this plan's first group here, if they
+/// may not: the plan ([`not_beside`], with the CPUs of the process's affinity mask) or the
+/// process's limits ([`limits_leave_no_room`]).
+pub fn why_not_beside(plan: &Plan, trace_exits: bool) -> Option<&'static str> {
+    not_beside(plan, trace_exits, super::noise::allowed_cpus().len()).or_else(|| {
+        limits_leave_no_room(
+            rlimit(libc::RLIMIT_AS),
+            rlimit(libc::RLIMIT_NPROC),
+            system_tasks(),
+        )
+    })
+}
+
+/// Tasks the checks add beside the first group: their thread, its vCPU thread and the kernel's
+/// worker of their VM (KVM's NX huge-page recovery thread is charged to the user).
+const TASKS_BESIDE: u64 = 3;
+/// Room kept under a task limit for what else the user starts meanwhile.
+const TASKS_SPARE: u64 = 16;
+
+/// The run's preflight budgets the process's limits for one guest at a time: the checks run
+/// beside the first group only where the limits leave room for both. Under an address-space
+/// limit (`ulimit -v`) never (a second guest's memory and two thread stacks may not fit); under a
+/// task limit (`ulimit -u`, which counts every task of the user) only while it exceeds every
+/// task of the system (`system_tasks`, an upper bound on the user's) by [`TASKS_BESIDE`] and
+/// [`TASKS_SPARE`].
+fn limits_leave_no_room(
+    address_space: Option<u64>,
+    tasks_limit: Option<u64>,
+    system_tasks: Option<u64>,
+) -> Option<&'static str> {
+    if address_space.is_some() {
+        return Some("an address-space limit (ulimit -v) is budgeted for one guest at a time");
+    }
+    match (tasks_limit, system_tasks) {
+        (None, _) => None,
+        (Some(limit), Some(tasks)) if limit >= tasks + TASKS_BESIDE + TASKS_SPARE => None,
+        _ => Some("the task limit (ulimit -u) leaves no room for the validation's threads"),
+    }
+}
+
+/// A resource's soft limit, `None` when unlimited (or unreadable).
+fn rlimit(resource: libc::__rlimit_resource_t) -> Option<u64> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one rlimit into the struct we own.
+    let read = unsafe { libc::getrlimit(resource, &mut limit) } == 0;
+    (read && limit.rlim_cur != libc::RLIM_INFINITY).then_some(limit.rlim_cur)
+}
+
+/// Every task of the system: the 4th field of /proc/loadavg (`running/total`).
+fn system_tasks() -> Option<u64> {
+    let text = crate::host::read_fact(std::path::Path::new("/proc/loadavg")).ok()?;
+    let field = text.split_whitespace().nth(3)?;
+    field.split_once('/')?.1.parse().ok()
+}
+
+/// Why a plan's first group may not boot beside the validation's guest on `cpus` CPUs, if it
+/// may not.
 pub fn not_beside(plan: &Plan, trace_exits: bool, cpus: usize) -> Option<&'static str> {
     let first_vcpus = plan.phases.first().map_or(1, |p| p.vcpus) as usize;
     if plan.hypercall.uses_hypercall_insn() {
@@ -114,6 +173,22 @@ mod tests {
         for insn in [HypercallTransport::Vmcall, HypercallTransport::VapicPoll] {
             assert!(not_beside(&plan(1, insn), false, 8).is_some(), "{insn:?}");
         }
+    }
+
+    /// Beside only where the process's limits leave room for a second guest and its threads.
+    #[test]
+    fn limits_keep_the_checks_in_series_where_a_second_guest_may_not_fit() {
+        assert_eq!(limits_leave_no_room(None, None, None), None);
+        assert_eq!(limits_leave_no_room(None, None, Some(5000)), None);
+        assert!(limits_leave_no_room(Some(1 << 40), None, Some(80)).is_some());
+        assert_eq!(limits_leave_no_room(None, Some(100), Some(81)), None);
+        assert!(limits_leave_no_room(None, Some(100), Some(82)).is_some());
+        assert!(limits_leave_no_room(None, Some(100_000), None).is_some());
+        assert!(
+            system_tasks().is_some_and(|n| n > 0),
+            "{:?}",
+            system_tasks()
+        );
     }
 
     /// The checks on their thread write into the manifest exactly what they write in series:

@@ -221,6 +221,13 @@ impl Suite<'_> {
     ) {
         let j = match m {
             Ok(m) => judge(&self.e, m),
+            // Cut short by the user, not by the host: no verdict on the host.
+            Err(why) if crate::measure::session::stop_requested() => {
+                judge::words("a measurement".into(), "none").with(
+                    Verdict::NotJudged,
+                    &format!("not judged: a signal stopped the run before it was measured ({why})"),
+                )
+            }
             Err(why) => judge::words("a measurement".into(), "none")
                 .fail(&format!("could not measure: {why}")),
         };
