@@ -448,9 +448,10 @@ pub fn hlt_exits(_: &Expectations, m: &HltObs) -> Judged {
     )
 }
 
-/// On PVM, ticks and injections merge within one emulation batch (~1 ms), so a load delivers
-/// less than it offers; this host takes about half of the injections and nearly all ticks at
-/// 1 kHz. Below this share of what it could deliver, even PVM has lost interrupts: FAIL.
+/// On PVM, LAPIC ticks merge within one emulation batch (~1 ms), so a fast timer delivers less
+/// than its period offers; at 1 kHz this host takes nearly all of them. Below this share of what
+/// it could deliver, even PVM has lost ticks: FAIL. (Injected interrupts are judged by what KVM
+/// accepted instead: [`inject`].)
 pub const PVM_MIN_FRACTION: f64 = 0.2;
 
 /// Interrupts a load check needs to be able to deliver to say anything.
@@ -532,7 +533,10 @@ pub fn lapic_timer(e: &Expectations, m: &LapicObs) -> Judged {
 }
 
 /// `irq.inject`: of the interrupts raised, the guest took its share (none invented), the time
-/// a vCPU thread waited for a CPU counted apart.
+/// a vCPU thread waited for a CPU counted apart. On PVM, whose windows open late, a raise that
+/// finds one still waiting for its window merges with it (the VMM holds one, as a line holds
+/// one edge), so the share says how late the windows opened, not whether interrupts were lost:
+/// there a loss is an interrupt KVM accepted (KVM_INTERRUPT) that the guest never took.
 pub fn inject(e: &Expectations, m: &InjectObs) -> Judged {
     let expected = format!(
         "taken ≤ raised, and ≥ {:.0}% of those raised while the vCPU threads ran",
@@ -554,13 +558,22 @@ pub fn inject(e: &Expectations, m: &InjectObs) -> Judged {
     if m.share.taken / m.share.deliverable() >= INJECT_MIN_FRACTION {
         return words(expected, measured).pass();
     }
-    if e.flavour == KvmFlavour::Pvm && m.share.taken / m.share.deliverable() >= PVM_MIN_FRACTION {
-        return words(expected, measured).warn(
-            "PVM's interrupt windows open late (at an emulation batch), so interrupts raised \
-             meanwhile merge with the queued one",
-        );
+    if e.flavour != KvmFlavour::Pvm {
+        return words(expected, measured).fail("injected interrupts were lost");
     }
-    words(expected, measured).fail("injected interrupts were lost")
+    // One may still be queued at each phase's end on each vCPU, taken after its record.
+    let queued_at_ends = u64::from(m.vcpus) * u64::from(m.phases.max(1));
+    if m.taken + queued_at_ends < m.injected {
+        return words(expected, measured).fail(&format!(
+            "KVM accepted {} interrupts (KVM_INTERRUPT) that the guest never took: lost after \
+             injection",
+            m.injected - m.taken
+        ));
+    }
+    words(expected, measured).warn(
+        "PVM's interrupt windows open late (at an emulation batch), so interrupts raised \
+         meanwhile merge with the one waiting for its window; every one KVM accepted was taken",
+    )
 }
 
 /// `attribution.exit-site`: where a port-I/O exit's RIP points. VMX and SVM exit to userspace

@@ -315,11 +315,24 @@ fn window_hlt_and_injection_failures() {
         verdict_of(&inject(&e(KvmFlavour::Pvm), &inj(200, 40, 30))),
         Verdict::Warn
     );
-    // … but not without limit: below PVM_MIN_FRACTION of what could arrive, PVM fails too.
+    // … however few (10 of 200: the share says how late its windows opened), as long as the
+    // guest took every interrupt KVM accepted; an accepted one it never took is lost, on PVM
+    // too (one per vCPU and phase may still be queued at the phase's end).
     assert_eq!(
         verdict_of(&inject(&e(KvmFlavour::Pvm), &inj(200, 10, 30))),
-        Verdict::Fail
+        Verdict::Warn
     );
+    let accepted = |injected| InjectObs {
+        injected,
+        ..inj(200, 40, 30)
+    };
+    assert_eq!(
+        verdict_of(&inject(&e(KvmFlavour::Pvm), &accepted(42))),
+        Verdict::Warn
+    );
+    let lost = inject(&e(KvmFlavour::Pvm), &accepted(43));
+    assert_eq!(verdict_of(&lost), Verdict::Fail);
+    assert!(lost.note.contains("3 interrupts"), "{}", lost.note);
     // A shortfall while the vCPU threads waited for a CPU is the busy host's, not the
     // flavour's: that time is counted apart.
     let busy = InjectObs {
