@@ -20,6 +20,12 @@ TCG_1CPU = ("the box has one CPU: the VMM's interrupt thread and the vCPU thread
 NO_INVTSC = ("TCG drops invtsc (CPUID 80000007h EDX[8]), so `tsc.invariant` FAILs and `irqbench run` "
              "refuses to measure without --force; goes away when an emulated CPU makes the TSC checks "
              "'not judged' (issue 24 item 4)")
+# Seen on 2026-12-02, with the PVM host running guest code ~1.6x slower than usual (TCG slowed
+# with it): the TSC checks are NOT JUDGED on TCG now, so these two fail on time, not invtsc.
+SLOW_TCG_VALIDATION = ("the debug build's quick validation under TCG took 0.559 s against the "
+                       "test's 0.5 s bound (a timed assertion)")
+SLOW_TCG_SIGNAL = ("the test signals after 1.5 s, expecting rounds; under TCG the debug build was "
+                   "still booting its first group then ('stopped by signal while ... booted')")
 VMX_INJECT = ("one CPU: the VMM's inject thread and the vCPU thread share it, so raises merge "
               "while one waits; the debug-built VMM of the tests takes 78-81% of them, the release "
               "`irqbench validate` in the same box 101%")
@@ -35,9 +41,9 @@ KNOWN_EMULATOR = {
         "validate::tests::the_quick_suite_records_the_flavour_and_fits_in_a_run": NO_INVTSC,
         "an_unusable_default_location_warns_and_keeps_the_results": NO_INVTSC,
         "runs_are_saved_and_check_gates_a_regression": NO_INVTSC,
-        "json_to_stdout_and_a_full_stdout": NO_INVTSC,
+        "json_to_stdout_and_a_full_stdout": SLOW_TCG_VALIDATION,
         "run_writes_every_output_and_compare_reads_them": NO_INVTSC,
-        "sighup_stops_the_run_like_sigterm_and_leaves_a_partial_json": NO_INVTSC,
+        "sighup_stops_the_run_like_sigterm_and_leaves_a_partial_json": SLOW_TCG_SIGNAL,
         "sigint_stops_the_run_and_leaves_a_partial_json": NO_INVTSC,
         "validate_judges_this_host_and_exits_by_its_verdict": NO_INVTSC,
         "measure::session::tests::lapic_timer_ticks_grow_with_phase_length":
