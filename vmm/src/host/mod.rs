@@ -372,6 +372,17 @@ pub fn manifest(kvm: &Kvm) -> Result<HostManifest, HostError> {
 /// Files larger than this are not host facts (and a fake tree may hold anything).
 const MAX_FACT_BYTES: u64 = 64 * 1024;
 
+/// A process resource's soft limit (`getrlimit`), `None` when unlimited or unreadable.
+pub(crate) fn soft_limit(resource: libc::__rlimit_resource_t) -> Option<u64> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one rlimit into the struct we own.
+    let read = unsafe { libc::getrlimit(resource, &mut limit) } == 0;
+    (read && limit.rlim_cur != libc::RLIM_INFINITY).then_some(limit.rlim_cur)
+}
+
 /// A procfs or sysfs file, trimmed, read up to [`MAX_FACT_BYTES`]; the error names the file.
 pub(crate) fn read_fact(path: &Path) -> Result<String, String> {
     use std::io::Read as _;

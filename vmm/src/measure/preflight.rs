@@ -6,6 +6,7 @@
 use super::RunError;
 use crate::config::plan::{HypercallTransport, IrqSource, Plan};
 use crate::host::cpu::{self, HypercallInsn, Vendor};
+use crate::host::soft_limit;
 use crate::results::HostManifest;
 
 /// KVM's default `min_timer_period_us` (arch/x86/kvm/x86.c), for the warning when the
@@ -140,22 +141,15 @@ fn address_space(guest_mib: u64, vcpus: u32) -> Result<(), RunError> {
     // errs a little on the safe side.
     const PER_THREAD: u64 = 3 * MIB;
     const HEAP_ROOM: u64 = 16 * MIB;
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit writes one rlimit into the struct we own.
-    if unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut limit) } != 0
-        || limit.rlim_cur == libc::RLIM_INFINITY
-    {
+    let Some(limit) = soft_limit(libc::RLIMIT_AS) else {
         return Ok(());
-    }
+    };
     let Some(now) = mapped_now() else {
         return Ok(());
     };
     let threads = u64::from(vcpus) + 2;
     let need = now + guest_mib * MIB + threads * PER_THREAD + HEAP_ROOM;
-    if need <= limit.rlim_cur {
+    if need <= limit {
         return Ok(());
     }
     Err(RunError::Resources(format!(
@@ -164,35 +158,21 @@ fn address_space(guest_mib: u64, vcpus: u32) -> Result<(), RunError> {
          MiB; raise it or lower run.memory_mib",
         need.div_ceil(MIB),
         now / MIB,
-        limit.rlim_cur / MIB
+        limit / MIB
     )))
 }
 
 fn process_limits(vcpus: u32) -> Result<(), RunError> {
     // Per VM: the VM fd and its stats fd; per vCPU: its fd and stats fd; the kvm fd itself.
     let need_fds = 3 + 2 * u64::from(vcpus) + 16;
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit writes one rlimit into the struct we own.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0
-        && limit.rlim_cur != libc::RLIM_INFINITY
-        && limit.rlim_cur < need_fds
-    {
+    if let Some(limit) = soft_limit(libc::RLIMIT_NOFILE).filter(|&l| l < need_fds) {
         return Err(RunError::Resources(format!(
-            "{vcpus} vCPUs need about {need_fds} open files; the limit is {} (ulimit -n)",
-            limit.rlim_cur
+            "{vcpus} vCPUs need about {need_fds} open files; the limit is {limit} (ulimit -n)"
         )));
     }
-    // SAFETY: as above, for the process/thread limit.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NPROC, &mut limit) } == 0
-        && limit.rlim_cur != libc::RLIM_INFINITY
-        && limit.rlim_cur < u64::from(vcpus) + 8
-    {
+    if let Some(limit) = soft_limit(libc::RLIMIT_NPROC).filter(|&l| l < u64::from(vcpus) + 8) {
         return Err(RunError::Resources(format!(
-            "{vcpus} vCPU threads exceed the process limit {} (ulimit -u)",
-            limit.rlim_cur
+            "{vcpus} vCPU threads exceed the process limit {limit} (ulimit -u)"
         )));
     }
     Ok(())

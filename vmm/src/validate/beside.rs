@@ -10,6 +10,7 @@ use kvm_ioctls::Kvm;
 
 use super::{begin, finish_run, probes, Pending, Refusal};
 use crate::config::plan::Plan;
+use crate::host::soft_limit;
 use crate::machine::image::GuestImage;
 use crate::results::{HostManifest, Scope};
 
@@ -19,8 +20,8 @@ use crate::results::{HostManifest, Scope};
 pub fn why_not_beside(plan: &Plan, trace_exits: bool) -> Option<&'static str> {
     not_beside(plan, trace_exits, super::noise::allowed_cpus().len()).or_else(|| {
         limits_leave_no_room(
-            rlimit(libc::RLIMIT_AS),
-            rlimit(libc::RLIMIT_NPROC),
+            soft_limit(libc::RLIMIT_AS),
+            soft_limit(libc::RLIMIT_NPROC),
             system_tasks(),
         )
     })
@@ -51,17 +52,6 @@ fn limits_leave_no_room(
         (Some(limit), Some(tasks)) if limit >= tasks + TASKS_BESIDE + TASKS_SPARE => None,
         _ => Some("the task limit (ulimit -u) leaves no room for the validation's threads"),
     }
-}
-
-/// A resource's soft limit, `None` when unlimited (or unreadable).
-fn rlimit(resource: libc::__rlimit_resource_t) -> Option<u64> {
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit writes one rlimit into the struct we own.
-    let read = unsafe { libc::getrlimit(resource, &mut limit) } == 0;
-    (read && limit.rlim_cur != libc::RLIM_INFINITY).then_some(limit.rlim_cur)
 }
 
 /// Every task of the system: the 4th field of /proc/loadavg (`running/total`).
