@@ -514,7 +514,7 @@ fn measure_plan(p: &mut Prepared, signals: &Signals, req: &Request) -> Result<Ru
     let mut progress = |i: usize, n: usize, group: &str, step: &measure::session::Step| {
         bar.step(i, n, group, step);
     };
-    let beside = validate::beside::why_not_beside(plan, req.trace_exits).is_none();
+    let not_beside = validate::beside::why_not_beside(plan, req.trace_exits);
     let result = measure::start_report(&p.kvm, plan)
         .map_err(|e| run_error(plan, e))
         .and_then(|mut report| {
@@ -524,15 +524,21 @@ fn measure_plan(p: &mut Prepared, signals: &Signals, req: &Request) -> Result<Ru
                 // A signal that cut the checks short stops the run (partial, its validation
                 // recorded), rather than refusing it as a host that failed.
                 let stopped = || signals.arrived().is_some();
-                let mut validation =
-                    match RunValidation::start(scope, p, &mut report.host, force, probe, beside) {
-                        Ok(v) => v,
-                        Err(_) if stopped() => RunValidation::Pending(None),
-                        Err(r) => return Err(r.into()),
-                    };
+                let mut validation = match RunValidation::start(
+                    scope,
+                    p,
+                    &mut report.host,
+                    force,
+                    probe,
+                    not_beside,
+                ) {
+                    Ok(v) => v,
+                    Err(_) if stopped() => RunValidation::Pending(None, ""),
+                    Err(r) => return Err(r.into()),
+                };
                 let mut refused = None;
                 let mut gate = |host: &mut HostManifest| {
-                    let open = std::mem::replace(&mut validation, RunValidation::Pending(None));
+                    let open = std::mem::replace(&mut validation, RunValidation::Pending(None, ""));
                     match open.finish(host, force) {
                         Ok(()) => true,
                         Err(r) => {
@@ -567,42 +573,62 @@ fn measure_plan(p: &mut Prepared, signals: &Signals, req: &Request) -> Result<Ru
 
 /// The run's quick host validation, as far as it has got before the gate.
 enum RunValidation<'scope> {
-    /// Its guest checks ran in series, before the first boot; `None`: nothing is left open.
-    Pending(Option<Box<validate::Pending>>),
+    /// Its guest checks ran in series, before the first boot, for the reason given; `None`:
+    /// nothing is left open.
+    Pending(Option<Box<validate::Pending>>, &'static str),
     /// Its guest checks run beside the first group's boot, warm-up and calibration.
     Beside(validate::beside::Beside<'scope>),
 }
 
+/// The report's `placement` of checks that ran beside the first group.
+const BESIDE: &str = "beside the first group's preparation";
+
 impl<'scope> RunValidation<'scope> {
-    /// The checks on a thread of `scope` (`beside`), or in series: before the first boot, or
-    /// when no thread could be started. A refusal they already give in series is returned.
+    /// The checks on a thread of `scope` (unless `not_beside` says why not), or in series:
+    /// before the first boot, or when no thread could be started. A refusal they already give
+    /// in series is returned.
     fn start<'env>(
         scope: &'scope std::thread::Scope<'scope, 'env>,
         p: &'env Prepared,
         host: &mut HostManifest,
         force: bool,
         probe: Result<validate::probes::TscProbe, String>,
-        beside: bool,
+        not_beside: Option<&'static str>,
     ) -> Result<RunValidation<'scope>, validate::Refusal> {
-        let probe = if beside {
-            match validate::beside::Beside::start(scope, &p.kvm, &p.image, host, probe) {
+        let (probe, why) = match not_beside {
+            None => match validate::beside::Beside::start(scope, &p.kvm, &p.image, host, probe) {
                 Ok(beside) => return Ok(RunValidation::Beside(beside)),
-                Err(_) => validate::probes::TscProbe::start(&p.kvm),
-            }
-        } else {
-            probe
+                Err(_) => (
+                    validate::probes::TscProbe::start(&p.kvm),
+                    "no thread could be started for them",
+                ),
+            },
+            Some(why) => (probe, why),
         };
-        let pending = validate::begin_run(&p.kvm, &p.image, host, force, probe)?;
-        Ok(RunValidation::Pending(pending.map(Box::new)))
+        let pending = validate::begin_run(&p.kvm, &p.image, host, force, probe);
+        record_placement(host, &format!("before the first group: {why}"));
+        Ok(RunValidation::Pending(pending?.map(Box::new), why))
     }
 
     /// Judges what is open and records the validation in `host`; a FAIL refuses the run.
     fn finish(self, host: &mut HostManifest, force: bool) -> Result<(), validate::Refusal> {
-        match self {
-            RunValidation::Pending(None) => Ok(()),
-            RunValidation::Pending(Some(pending)) => validate::finish_run(*pending, host, force),
-            RunValidation::Beside(beside) => beside.finish(host, force),
-        }
+        let (verdict, placement) = match self {
+            RunValidation::Pending(None, _) => return Ok(()),
+            RunValidation::Pending(Some(pending), why) => (
+                validate::finish_run(*pending, host, force),
+                format!("before the first group: {why}"),
+            ),
+            RunValidation::Beside(beside) => (beside.finish(host, force), BESIDE.to_string()),
+        };
+        record_placement(host, &placement);
+        verdict
+    }
+}
+
+/// Notes in the recorded validation, if there is one yet, where its guest checks ran.
+fn record_placement(host: &mut HostManifest, placement: &str) {
+    if let Some(v) = host.validation.as_mut() {
+        v.placement = Some(placement.to_string());
     }
 }
 

@@ -296,7 +296,7 @@ pub fn run_prepared(
     for (i, rows) in groups.into_iter().enumerate() {
         let first = rows[0];
         if options.stop.load(Ordering::SeqCst) {
-            mark_stopped(&mut report, "stopped by signal".into());
+            mark_stopped(&mut report, "before", &first.group);
             break;
         }
         let irqchip = irqchip_recorded(first, &mut report.host);
@@ -320,10 +320,7 @@ pub fn run_prepared(
                     session = Some(s);
                 }
                 Err(PhaseError::Interrupted) => {
-                    mark_stopped(
-                        &mut report,
-                        format!("stopped by signal while {} booted", first.group),
-                    );
+                    mark_stopped(&mut report, "while booting", &first.group);
                     break;
                 }
                 Err(e) => {
@@ -358,10 +355,7 @@ pub fn run_prepared(
                 }
             }
             Err(PhaseError::Interrupted) => {
-                mark_stopped(
-                    &mut report,
-                    format!("stopped by signal during {}", first.group),
-                );
+                mark_stopped(&mut report, "during", &first.group);
                 break;
             }
             Err(PhaseError::Refused) => {
@@ -432,17 +426,15 @@ fn gate_before_failure(
 /// A gate that said no because a signal arrived (not a refusal): the run stopped there.
 fn stopped_at_gate(report: &mut RunReport, options: &RunOptions) {
     if options.stop.load(Ordering::SeqCst) && !report.partial {
-        mark_stopped(
-            report,
-            "stopped by signal during the host validation".into(),
-        );
+        mark_stopped(report, "during", "the host validation");
     }
 }
 
-/// The run stopped early (a signal): its report is partial, and says where.
-fn mark_stopped(report: &mut RunReport, reason: String) {
+/// The run stopped early (a signal): its report is partial, and says where (`when` `what`:
+/// "during" a group, "before" one, "while booting" one).
+fn mark_stopped(report: &mut RunReport, when: &str, what: impl std::fmt::Display) {
     report.partial = true;
-    report.partial_reason = Some(reason);
+    report.partial_reason = Some(format!("stopped by signal {when} {what}"));
 }
 
 /// What a run's report gets once its groups are over.

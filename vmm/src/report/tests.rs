@@ -1047,6 +1047,7 @@ fn validation_problems_are_printed_above_the_table_and_kept_in_the_json() {
             check("noise.load", Verdict::Warn),
         ],
         guest_boot_failed: None,
+        placement: None,
     });
     let table = render_table_at(&report, 120);
     let header = table.split("\n\n").next().unwrap_or_default();

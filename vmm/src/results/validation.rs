@@ -43,6 +43,10 @@ pub struct Validation {
     /// image, or this process's limits, are the cause, not the host).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub guest_boot_failed: Option<String>,
+    /// In a run: where its guest checks ran, `beside the first group's preparation` or
+    /// `before the first group: <why not beside>` (absent in `irqbench validate`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<String>,
 }
 
 impl Validation {

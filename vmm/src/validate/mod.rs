@@ -341,6 +341,7 @@ impl Pending {
             seconds: started.elapsed().as_secs_f64(),
             checks,
             guest_boot_failed,
+            placement: None,
         }
     }
 

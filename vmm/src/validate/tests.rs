@@ -556,6 +556,7 @@ fn the_report_lists_problems_and_the_worst_verdict() {
         seconds: 1.5,
         checks: vec![check("a.b", Verdict::Pass), check("c.d", Verdict::Warn)],
         guest_boot_failed: None,
+        placement: None,
     };
     assert_eq!(
         problem_lines(&v),
