@@ -35,9 +35,10 @@ checklist's items and, on vmx, the instruction-count oracle: Bochs' TSC ticks on
 instruction (cpu ips=200000000 with tsc_early_khz=200000), so every strategy's and probe's net
 cycles/op must equal its instruction count from `irqbench disasm` / `irqbench list`.
   --suite ci: svm runs everything but insn-cost and strategies; vmx runs every step but only
-  the named test subset in scripts/flavour-box/vmx-tests (every flavour-dependent test; Bochs
-  runs host code far slower than TCG: on a loaded 2-core host its boot took ~5 min and the
-  first three CLI tests ~2 min).
+  the named test subset in scripts/flavour-box/vmx-tests (the flavour-dependent tests, less six
+  that spend seconds of measuring budget on the VMM's own logic: Bochs runs host code far
+  slower than TCG, and a second of budget is 200M instructions it emulates), and packs only
+  the test binaries that subset names.
 Failures the emulators cause (not KVM, not irqbench) are listed by name with their reason in
 scripts/flavour-box/report.py (KNOWN_EMULATOR); anything else fails the run.
 
@@ -46,10 +47,15 @@ What it needs, installed with apt-get if missing: qemu-system-x86 busybox-static
 The kernel package (linux-image-amd64's dependency) is fetched with `apt-get download` and
 unpacked with `dpkg-deb -x` into target/flavour-box/kernel/ - never installed. It builds
 `cargo build --release -p irqbench` and `cargo test --workspace --no-run`. Everything is cached
-under target/flavour-box/, so a second run only repacks what changed.
+under target/flavour-box/, so a second run only repacks what changed. One box of each flavour
+at a time per checkout (a lock under target/flavour-box/); an svm and a vmx box may run side by
+side, their set-up (apt, the kernel package, cargo) one after the other.
 
-Time (measured 2026-12-01 on the 2-core CI machine, --suite ci): svm 319 s, vmx 450 s wall, the
-whole .ci/run 14.4 min. vmx boots in 1.5-5 min (Bochs loads the 56 MB initramfs through its BIOS).
+Time (measured 2026-12-02 on the 2-core CI machine, --suite ci, the two side by side as .ci/run
+runs them): svm 433 s, vmx 416 s in the emulator; the whole .ci/run 13.9 min. Alone: svm 544 s,
+vmx boots in ~100 s (Bochs loads the 55 MB initramfs through its BIOS; compressing it gained
+nothing, as the kernel then unpacks it in emulation). On a host in a slow state both took up to
+twice as long (2026-12-02, AMD EPYC: svm 625 s, vmx 843 s, one after the other).
 
 Examples:
   scripts/flavour-box.sh svm                          # the default suite on kvm_amd
