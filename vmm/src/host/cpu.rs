@@ -212,9 +212,7 @@ pub fn cycles_source(vendor: &Vendor, facts: PmuFacts, tsc_khz: u64) -> CyclesSo
 
 /// Leaf 0xA (EAX, EDX) of KVM_GET_SUPPORTED_CPUID, if KVM lists it.
 pub fn supported_leaf_0xa(kvm: &kvm_ioctls::Kvm) -> Option<(u32, u32)> {
-    let cpuid = kvm
-        .get_supported_cpuid(kvm_bindings::KVM_MAX_CPUID_ENTRIES)
-        .ok()?;
+    let cpuid = crate::kvm::supported_cpuid(kvm).ok()?;
     cpuid
         .as_slice()
         .iter()

@@ -202,9 +202,7 @@ pub fn device_text(
 /// Whether the opened fd's `KVM_GET_SUPPORTED_CPUID` carries the PVM signature (`None` when
 /// the ioctl fails).
 fn ask_device(kvm: &Kvm) -> Option<bool> {
-    let cpuid = kvm
-        .get_supported_cpuid(kvm_bindings::KVM_MAX_CPUID_ENTRIES)
-        .ok()?;
+    let cpuid = crate::kvm::supported_cpuid(kvm).ok()?;
     let leaves: Vec<(u32, u32, u32)> = cpuid
         .as_slice()
         .iter()

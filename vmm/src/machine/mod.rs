@@ -8,8 +8,7 @@ use std::sync::atomic::Ordering;
 use irqbench_abi::{self as abi, FaultRecord, PhaseDescriptor, PhaseRecord};
 use kvm_bindings::{
     kvm_enable_cap, kvm_fpu, kvm_mp_state, kvm_regs, kvm_segment, kvm_sregs,
-    kvm_userspace_memory_region, CpuId, KVM_CAP_EXIT_HYPERCALL, KVM_MAX_CPUID_ENTRIES,
-    KVM_MP_STATE_RUNNABLE,
+    kvm_userspace_memory_region, CpuId, KVM_CAP_EXIT_HYPERCALL, KVM_MP_STATE_RUNNABLE,
 };
 use kvm_ioctls::{Kvm, VcpuFd, VmFd};
 use vm_memory::{ByteValued, Bytes, GuestAddress, GuestMemoryBackend, GuestMemoryMmap};
@@ -155,9 +154,8 @@ impl Machine {
         write_gdt(&memory)?;
         write_mailbox(&memory, config.vcpus)?;
         let entry = image.load(&memory)?;
-        let cpuid = kvm
-            .get_supported_cpuid(KVM_MAX_CPUID_ENTRIES)
-            .map_err(|source| MachineError::ConfigureVcpu {
+        let cpuid =
+            crate::kvm::supported_cpuid(kvm).map_err(|source| MachineError::ConfigureVcpu {
                 index: 0,
                 step: "KVM_GET_SUPPORTED_CPUID",
                 source,

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use kvm_bindings::{kvm_segment, kvm_userspace_memory_region, KVM_MAX_CPUID_ENTRIES};
+use kvm_bindings::{kvm_segment, kvm_userspace_memory_region};
 use kvm_ioctls::{Kvm, VcpuExit, VcpuFd, VmFd};
 use vm_memory::{Bytes, GuestAddress, GuestMemoryBackend, GuestMemoryMmap};
 
@@ -104,9 +104,7 @@ fn lay_out(memory: &GuestMemoryMmap, code: &Code) -> Result<(), ReferenceError> 
 }
 
 fn set_up_vcpu(kvm: &Kvm, vcpu: &VcpuFd) -> Result<(), ReferenceError> {
-    let cpuid = kvm
-        .get_supported_cpuid(KVM_MAX_CPUID_ENTRIES)
-        .map_err(step("KVM_GET_SUPPORTED_CPUID"))?;
+    let cpuid = crate::kvm::supported_cpuid(kvm).map_err(step("KVM_GET_SUPPORTED_CPUID"))?;
     vcpu.set_cpuid2(&cpuid).map_err(step("KVM_SET_CPUID2"))?;
     let mut sregs = vcpu.get_sregs().map_err(step("KVM_GET_SREGS"))?;
     sregs.cs = segment(0x08, 0xB, 1, 0);
