@@ -121,8 +121,8 @@ need_pkgs() {
     say "installing ${missing[*]} (apt-get)"
     local sudo=
     [ "$(id -u)" -eq 0 ] || sudo=sudo
-    $sudo apt-get update -qq || true
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}" >&2 ||
+    $sudo apt-get update -qq 8>&- 9>&- || true
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}" >&2 8>&- 9>&- ||
         die "apt-get install ${missing[*]} failed"
 }
 if [ "$flavour" = svm ]; then
@@ -142,7 +142,7 @@ kdir=$cache/kernel/$kpkg
 if [ ! -e "$kdir/.done" ]; then
     say "fetching $kpkg (apt-get download; unpacked under $kdir, not installed)"
     rm -rf "$kdir" && mkdir -p "$kdir/deb"
-    (cd "$kdir/deb" && apt-get download -q "$kpkg" >&2) || die "apt-get download $kpkg failed"
+    (cd "$kdir/deb" && apt-get download -q "$kpkg" >&2 8>&- 9>&-) || die "apt-get download $kpkg failed"
     dpkg-deb -x "$kdir"/deb/*.deb "$kdir" || die "dpkg-deb -x failed"
     rm -rf "$kdir/deb"
     touch "$kdir/.done"
@@ -154,8 +154,9 @@ vmlinuz=$kdir/boot/vmlinuz-$kver
 
 # ---- the binaries -------------------------------------------------------------------------------
 say "building irqbench (release) and the workspace's test binaries"
-cargo build --release -q -p irqbench || die "cargo build --release failed"
-cargo test --workspace --no-run --message-format=json 2>/dev/null >"$cache/$flavour/test-build.json" ||
+# Without the lock fds: a daemon a build starts (a compiler cache's server) must not hold them.
+cargo build --release -q -p irqbench 8>&- 9>&- || die "cargo build --release failed"
+cargo test --workspace --no-run --message-format=json 2>/dev/null 8>&- 9>&- >"$cache/$flavour/test-build.json" ||
     die "cargo test --workspace --no-run failed (run it to see why)"
 # "<package dir> <executable>" per test binary; and CARGO_BIN_EXE_irqbench, which the CLI tests run.
 python3 - "$cache/$flavour/test-build.json" >"$cache/$flavour/tests.list" <<'PY'
@@ -201,15 +202,38 @@ if [ "$suite" = ci ] && [ "$flavour" = vmx ]; then
     cp "$here/flavour-box/vmx-tests" "$root/box/test-filter"
     filters=$(grep -v '^#' "$here/flavour-box/vmx-tests")
 fi
+set -f # the filters are words, never globs
+listed=
 : >"$root/box/tests"
 while read -r kind dir exe; do
     if [ "$kind" = test ] && [ -n "$filters" ]; then
+        # The whole list, then a look at it (a reader that stops early breaks the lister's pipe).
         # shellcheck disable=SC2086 # the filters are words
-        (cd "$dir" && "$exe" --list $filters 2>/dev/null) | grep -q ': test$' || continue
+        tests=$(cd "$dir" && "$exe" --list $filters) || die "$exe --list failed"
+        tests=$(printf '%s\n' "$tests" | grep ': test$' || true)
+        [ -n "$tests" ] || continue
+        listed+=$tests$'\n'
     fi
     add_elf "$exe" "$exe"
     [ "$kind" = test ] && echo "$dir $exe" >>"$root/box/tests"
 done <"$cache/$flavour/tests.list"
+# Every filter must still name a test (a renamed one would otherwise drop out unseen), every
+# --skip too; `--list` with all the filters shows the kept tests, so each is looked for alone.
+if [ -n "$filters" ]; then
+    all=
+    while read -r kind dir exe; do
+        [ "$kind" = test ] || continue
+        all+=$(cd "$dir" && "$exe" --list) || die "$exe --list failed"
+        all+=$'\n'
+    done <"$cache/$flavour/tests.list"
+    for f in $filters; do
+        [ "$f" = --skip ] && continue
+        printf '%s\n' "$all" | grep -F -- "$f" | grep -q ': test$' ||
+            die "scripts/flavour-box/vmx-tests: '$f' names no test of the workspace (renamed?)"
+    done
+    [ -n "$listed" ] || die "scripts/flavour-box/vmx-tests names no test"
+fi
+set +f
 # The repository files the tests read: configs/ (the shipped configs and their README) and
 # vmm/src (the layering test reads the sources), found through CARGO_MANIFEST_DIR, which is this
 # checkout's absolute path.

@@ -86,10 +86,23 @@ def steps(j, out):
     if not os.path.exists(path):
         j.item(False, "steps", "the suite left no steps file")
         return {}
-    st = dict(line.split() for line in open(path) if line.strip())
+    st = {}
+    for line in open(path):
+        words = line.split()
+        if len(words) != 2:
+            if words:
+                j.item(False, "steps", f"a malformed line in the steps file: {line.strip()!r}")
+            continue
+        st[words[0]] = words[1]
     for name, rc in st.items():
-        if name in ("validate", "tests"):
-            continue  # judged line by line below
+        if name == "tests":
+            continue  # judged test by test below
+        if name == "validate":
+            # 0: PASS or WARN, 1: a FAIL verdict (judged check by check below); else it broke.
+            j.item(rc in ("0", "1"), "step validate", f"exit {rc}")
+            if not os.path.exists(os.path.join(out, "validate.txt")):
+                j.item(False, "validate", "the validate step ran but left no validate.txt")
+            continue
         j.item(rc == "0", f"step {name}", f"exit {rc}")
     return st
 
@@ -123,7 +136,28 @@ def tests(j, out):
         return
     text = open(path).read()
     passed = sum(int(n) for n in re.findall(r"^test result: .*?(\d+) passed", text, re.M))
-    failed = re.findall(r"^test (\S+) \.\.\. FAILED", text, re.M)
+    # The suite ends each binary's output with "@@exit <binary> <status>"; a file without any
+    # (an older suite) is one section of unknown status.
+    parts = re.split(r"^@@exit (\S+) (\d+)$", text, flags=re.M)
+    sections = [(parts[i], parts[i + 1], int(parts[i + 2])) for i in range(0, len(parts) - 2, 3)]
+    tail = parts[-1]
+    if not sections:
+        sections, tail = [(text, "the test binaries", None)], ""
+    failed = []
+    for body, binary, status in sections:
+        # A failed test is named on its result line, or (when its output split that line) by
+        # libtest's "---- NAME stdout ----" block.
+        names = sorted(set(re.findall(r"^test (\S+) \.\.\. .*FAILED", body, re.M))
+                       | set(re.findall(r"^---- (\S+) stdout ----$", body, re.M)))
+        counted = sum(int(n) for n in re.findall(r"^test result: .*?(\d+) failed", body, re.M))
+        failed += names
+        who = os.path.basename(binary)
+        if status not in (None, 0) and not names:
+            j.item(False, f"tests {who}", f"exit {status} with no failed test named: it crashed or was killed")
+        if counted > len(names):
+            j.item(False, f"tests {who}", f"{counted} failed, only {len(names)} named")
+    if re.search(r"^test ", tail, re.M):
+        j.item(False, "tests", "a test binary's output ends without its exit status: the box died in it")
     # A box in which no test ran judged nothing: that is a failure, not a pass.
     j.item(passed > 0, "tests ran",
            f"{passed} passed" if passed else "no test passed or ran: the box could not run them")

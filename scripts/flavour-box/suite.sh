@@ -70,11 +70,13 @@ TOML
 tests() {
     filters=
     [ -s /box/test-filter ] && filters=$(grep -v '^#' /box/test-filter)
+    set -f # the filters are words, never globs
     : >$out/tests.txt
     while read -r dir bin; do
         echo "---- $bin"
         # shellcheck disable=SC2086 # the filters are words
-        (cd "$dir" && IRQBENCH_REQUIRE_KVM=1 "$bin" --test-threads=1 $filters) 2>&1 | tee -a $out/tests.txt
+        # Its exit status goes to the file too (a binary that crashed names no failed test).
+        (cd "$dir" && IRQBENCH_REQUIRE_KVM=1 "$bin" --test-threads=1 $filters; echo "@@exit $bin $?") 2>&1 | tee -a $out/tests.txt
     done </box/tests
     awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
          END { printf "tests: %d passed, %d failed\n", p, f; exit f > 0 }' $out/tests.txt
