@@ -776,6 +776,38 @@ fn compare_verdicts_come_from_the_cis() {
     );
 }
 
+/// Exits per op from a baseline of ≈0 (its CI holds 0): the floor is a share of one exit per
+/// op, not of a value near zero; from a baseline above zero it stays relative.
+#[test]
+fn exits_from_about_zero_are_judged_by_a_share_of_one_exit_per_op() {
+    let set = |r: &mut RunReport, per_op: f64, ci95: [f64; 2]| {
+        let e = r.results[0].counts.get_mut("exits").expect("exits");
+        (e.per_op, e.ci95) = (per_op, ci95);
+    };
+    let exits_row = |a: &RunReport, b: &RunReport, floor: f64| {
+        compare_with(a, b, floor)
+            .rows
+            .into_iter()
+            .find(|r| r.name == a.results[0].name && r.metric == "exits/op")
+            .expect("an exits row")
+    };
+    let mut a = sample_report();
+    set(&mut a, 0.0001, [-0.0008, 0.0009]);
+    let mut b = a.clone();
+    // A busy CI host, back to back: CIs apart, "+27400%", but 0.027 exits per op.
+    set(&mut b, 0.0275, [0.0271, 0.0279]);
+    assert!(!exits_row(&a, &b, 50.0).beyond_noise);
+    assert!(exits_row(&a, &b, 2.0).beyond_noise);
+    // Half an exit per op or more is beyond a 50% floor.
+    set(&mut b, 0.6, [0.59, 0.61]);
+    let row = exits_row(&a, &b, 50.0);
+    assert!(row.beyond_noise && row.change_pct > 50.0, "{row:?}");
+    // Above zero the floor is relative: 0.5 → 0.6 is +20%.
+    set(&mut a, 0.5, [0.49, 0.51]);
+    assert!(!exits_row(&a, &b, 50.0).beyond_noise);
+    assert!(exits_row(&a, &b, 10.0).beyond_noise);
+}
+
 #[test]
 fn compare_with_itself_is_all_within_noise() {
     let report = sample_report();
