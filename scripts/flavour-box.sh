@@ -52,9 +52,9 @@ at a time per checkout (a lock under target/flavour-box/); an svm and a vmx box 
 side, their set-up (apt, the kernel package, cargo) one after the other.
 
 Time (measured 2026-12-02 on the 2-core CI machine, --suite ci, the two side by side as .ci/run
-runs them): svm 433 s, vmx 416 s in the emulator; the whole .ci/run 13.9 min. Alone: svm 544 s,
-vmx boots in ~100 s (Bochs loads the 55 MB initramfs through its BIOS; compressing it gained
-nothing, as the kernel then unpacks it in emulation). On a host in a slow state both took up to
+runs them): svm 373-433 s, vmx 301-416 s in the emulator; the whole .ci/run 12-14 min. Alone:
+svm 544 s; vmx boots in ~100 s (Bochs loads the 55 MB initramfs through its BIOS; compressing
+it gained nothing, as the kernel then unpacks it in emulation). On a host in a slow state both took up to
 twice as long (2026-12-02, AMD EPYC: svm 625 s, vmx 843 s, one after the other).
 
 Examples:
