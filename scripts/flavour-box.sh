@@ -54,8 +54,8 @@ side, their set-up (apt, the kernel package, cargo) one after the other.
 Time (measured 2026-12-02 on the 2-core CI machine, --suite ci, the two side by side as .ci/run
 runs them): svm 373-433 s, vmx 301-416 s in the emulator; the whole .ci/run 12-14 min. Alone:
 svm 544 s; vmx boots in ~100 s (Bochs loads the 55 MB initramfs through its BIOS; compressing
-it gained nothing, as the kernel then unpacks it in emulation). On a host in a slow state both took up to
-twice as long (2026-12-02, AMD EPYC: svm 625 s, vmx 843 s, one after the other).
+it gained nothing, as the kernel then unpacks it in emulation). On a host in a slow state both
+took up to twice as long (2026-12-02, AMD EPYC: svm 625 s, vmx 843 s, one after the other).
 
 Examples:
   scripts/flavour-box.sh svm                          # the default suite on kvm_amd
@@ -203,16 +203,13 @@ if [ "$suite" = ci ] && [ "$flavour" = vmx ]; then
     filters=$(grep -v '^#' "$here/flavour-box/vmx-tests")
 fi
 set -f # the filters are words, never globs
-listed=
 : >"$root/box/tests"
 while read -r kind dir exe; do
     if [ "$kind" = test ] && [ -n "$filters" ]; then
         # The whole list, then a look at it (a reader that stops early breaks the lister's pipe).
         # shellcheck disable=SC2086 # the filters are words
         tests=$(cd "$dir" && "$exe" --list $filters) || die "$exe --list failed"
-        tests=$(printf '%s\n' "$tests" | grep ': test$' || true)
-        [ -n "$tests" ] || continue
-        listed+=$tests$'\n'
+        grep -q ': test$' <<<"$tests" || continue
     fi
     add_elf "$exe" "$exe"
     [ "$kind" = test ] && echo "$dir $exe" >>"$root/box/tests"
@@ -231,7 +228,7 @@ if [ -n "$filters" ]; then
         printf '%s\n' "$all" | grep -F -- "$f" | grep -q ': test$' ||
             die "scripts/flavour-box/vmx-tests: '$f' names no test of the workspace (renamed?)"
     done
-    [ -n "$listed" ] || die "scripts/flavour-box/vmx-tests names no test"
+    [ -s "$root/box/tests" ] || die "scripts/flavour-box/vmx-tests names no test"
 fi
 set +f
 # The repository files the tests read: configs/ (the shipped configs and their README) and

@@ -96,6 +96,11 @@ pub fn half_width(median: f64, ci: [f64; 2]) -> f64 {
     (median - ci[0]).max(ci[1] - median).max(0.0)
 }
 
+/// Whether a CI includes 0: such a value is printed `≈0`, never as a plain number.
+pub fn holds_zero(ci: [f64; 2]) -> bool {
+    ci[0] <= 0.0 && ci[1] >= 0.0
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -533,12 +533,15 @@ fn measure_plan(p: &mut Prepared, signals: &Signals, req: &Request) -> Result<Ru
                     not_beside,
                 ) {
                     Ok(v) => v,
-                    Err(_) if stopped() => RunValidation::Pending(None, ""),
+                    Err(_) if stopped() => RunValidation::Pending(None, String::new()),
                     Err(r) => return Err(r.into()),
                 };
                 let mut refused = None;
                 let mut gate = |host: &mut HostManifest| {
-                    let open = std::mem::replace(&mut validation, RunValidation::Pending(None, ""));
+                    let open = std::mem::replace(
+                        &mut validation,
+                        RunValidation::Pending(None, String::new()),
+                    );
                     match open.finish(host, force) {
                         Ok(()) => true,
                         Err(r) => {
@@ -573,9 +576,9 @@ fn measure_plan(p: &mut Prepared, signals: &Signals, req: &Request) -> Result<Ru
 
 /// The run's quick host validation, as far as it has got before the gate.
 enum RunValidation<'scope> {
-    /// Its guest checks ran in series, before the first boot, for the reason given; `None`:
-    /// nothing is left open.
-    Pending(Option<Box<validate::Pending>>, &'static str),
+    /// Its guest checks ran in series, before the first boot (the report's `placement`, which
+    /// says why); `None`: nothing is left open.
+    Pending(Option<Box<validate::Pending>>, String),
     /// Its guest checks run beside the first group's boot, warm-up and calibration.
     Beside(validate::beside::Beside<'scope>),
 }
@@ -606,18 +609,18 @@ impl<'scope> RunValidation<'scope> {
             Some(why) => (probe, why),
         };
         let pending = validate::begin_run(&p.kvm, &p.image, host, force, probe);
-        record_placement(host, &format!("before the first group: {why}"));
-        Ok(RunValidation::Pending(pending?.map(Box::new), why))
+        let placement = format!("before the first group: {why}");
+        record_placement(host, &placement);
+        Ok(RunValidation::Pending(pending?.map(Box::new), placement))
     }
 
     /// Judges what is open and records the validation in `host`; a FAIL refuses the run.
     fn finish(self, host: &mut HostManifest, force: bool) -> Result<(), validate::Refusal> {
         let (verdict, placement) = match self {
             RunValidation::Pending(None, _) => return Ok(()),
-            RunValidation::Pending(Some(pending), why) => (
-                validate::finish_run(*pending, host, force),
-                format!("before the first group: {why}"),
-            ),
+            RunValidation::Pending(Some(pending), placement) => {
+                (validate::finish_run(*pending, host, force), placement)
+            }
             RunValidation::Beside(beside) => (beside.finish(host, force), BESIDE.to_string()),
         };
         record_placement(host, &placement);

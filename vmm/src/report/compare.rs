@@ -197,7 +197,7 @@ fn exits_row(name: &str, ra: &PhaseResult, rb: &PhaseResult, min_change_pct: f64
     // From a baseline whose CI holds 0 (printed ≈0) a relative change is unbounded however
     // small the difference (back to back on a busy CI host: ≈0 → 0.027 exits/op, "+4380%"),
     // so the floor is then the same share of one exit per op (at 50%, half an exit per op).
-    let from_zero = cis.0.is_some_and(|ca| ca[0] <= 0.0 && ca[1] >= 0.0);
+    let from_zero = cis.0.is_some_and(crate::statistics::holds_zero);
     let big_enough = if from_zero {
         (new - old).abs() * 100.0 >= min_change_pct
     } else {

@@ -189,7 +189,7 @@ pub(crate) fn fmt_cost(e: Estimate) -> String {
     if ci == [0.0, 0.0] && e.median == 0.0 {
         return "0".into();
     }
-    if ci[0] <= 0.0 && ci[1] >= 0.0 {
+    if crate::statistics::holds_zero(ci) {
         return format!("≈0 (±{})", fmt_spread(half));
     }
     if ci[1] < 0.0 {

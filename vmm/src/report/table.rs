@@ -318,11 +318,10 @@ pub(crate) fn comparison_lines(report: &RunReport, group: &Group) -> Vec<String>
 
 /// A derived cost with its CI; like every net cost, one whose CI includes 0 is `≈0`.
 pub(crate) fn fmt_derived(d: &PairedDifference) -> String {
-    let [lo, hi] = d.cycles.ci95;
     let half = crate::statistics::half_width(d.cycles.median, d.cycles.ci95);
-    if lo <= 0.0 && hi >= 0.0 {
+    if crate::statistics::holds_zero(d.cycles.ci95) {
         format!("≈0 (±{})", fmt_spread(half))
-    } else if hi < 0.0 {
+    } else if d.cycles.ci95[1] < 0.0 {
         format!("<0 (±{})", fmt_spread(half))
     } else {
         fmt_interval(d.cycles.median, d.cycles.ci95)
