@@ -189,6 +189,12 @@ def checklist(j, out):
                       f" sti_rip={s.get('sti_rip')}")
         for w in r["warnings"]:
             print("  warning:", w[:200])
+        # What makes a run exit 1 (its step line says it did): a failed row, a row without data.
+        for fl in r.get("failures", []):
+            print(f"  failed row {fl['name']}: {fl['error'][:300]}")
+        for x in r["results"]:
+            if x.get("no_data"):
+                print(f"  row without data {x['name']}: {x['no_data'][:300]}")
         j.item(r["hypercall_insn"] == insn, f"checklist 2 {f} hypercall insn", r["hypercall_insn"])
     row = lambda f: (reps[f]["results"][0] if not isinstance(reps[f], Exception) and reps[f]["results"] else None)
     vm, vp = row("vmcall"), row("vapic-poll")
