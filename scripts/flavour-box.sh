@@ -116,7 +116,7 @@ fi
 # ---- packages (apt only) ----------------------------------------------------------------------
 need_pkgs() {
     local missing=()
-    for p in "$@"; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p"); done
+    for p in "$@"; do [[ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null)" == *'ok installed'* ]] || missing+=("$p"); done
     [ ${#missing[@]} -eq 0 ] && return 0
     say "installing ${missing[*]} (apt-get)"
     local sudo=
@@ -147,7 +147,7 @@ if [ ! -e "$kdir/.done" ]; then
     rm -rf "$kdir/deb"
     touch "$kdir/.done"
 fi
-kver=$(ls "$kdir/lib/modules" | head -1)
+kver=$(ls "$kdir/lib/modules" | sed -n 1p)
 vmlinuz=$kdir/boot/vmlinuz-$kver
 [ -r "$vmlinuz" ] || die "no kernel image in $kdir/boot"
 [ -e "$kdir/lib/modules/$kver/modules.dep" ] || /sbin/depmod -b "$kdir" "$kver" || die "depmod failed"
@@ -225,7 +225,9 @@ if [ -n "$filters" ]; then
     done <"$cache/$flavour/tests.list"
     for f in $filters; do
         [ "$f" = --skip ] && continue
-        printf '%s\n' "$all" | grep -F -- "$f" | grep -q ': test$' ||
+        # No `grep -q` in a pipe: under pipefail its early exit fails the writer with SIGPIPE
+        # whenever the writer has more to write (CI lost a box to that once).
+        grep -F -- "$f" <<<"$all" | grep ': test$' >/dev/null ||
             die "scripts/flavour-box/vmx-tests: '$f' names no test of the workspace (renamed?)"
     done
     [ -s "$root/box/tests" ] || die "scripts/flavour-box/vmx-tests names no test"
