@@ -23,6 +23,8 @@ What the method can reach on this host, and how close irqbench gets, from one in
      block timed by the guest's rdtsc and reported with one port-I/O exit;
   2. irqbench's own measurement of native-cli-sti against native-popf (body 0), run_plan on
      a built-in plan;
+     1 and 2 run in 4 slices, alternating, each side's rounds pooled: the host's speed
+     changes for seconds at a time, and both sides then see the same mix of it;
   3. a raw `out` against irqbench's PING doorbell, interleaved per round.
 Both sides' figures are medians of per-round paired values with their 95% CI (irqbench's
 estimators). Precision per second is 1 / (relative CI half-width² × seconds): the quantity a

@@ -45,6 +45,17 @@ compare = [["native-popf", "native-cli-sti"]]
 /// PINGs (and raw exits) per block of the round-trip comparison.
 pub const PINGS: u32 = 100;
 
+/// The probe and irqbench's pair each run in this many slices, alternating (probe first in
+/// even slices, irqbench first in odd ones), and each side's rounds are pooled: an emulating
+/// host changes speed for seconds at a time, and by more for some instructions than for
+/// others, so two sides run one after the other (6 s, then 4 s) each saw their own mix of its
+/// states. Four invocations back to back on a 2-CPU PVM host (2026-12-02) gave irqbench's
+/// precision per second 0.19, 13.4, 0.96 and 4.0 times the probe's that way.
+pub const SLICES: u32 = 4;
+
+/// A probe slice needs rounds enough for a CI of its own to be possible ([`super::ROUNDS`]).
+const MIN_SLICE_ROUNDS: u32 = 6;
+
 #[derive(Clone, Debug)]
 pub struct Options {
     pub probe: ProbeOptions,
@@ -61,6 +72,8 @@ pub struct IrqbenchPair {
     pub ratio: Interval,
     pub rounds: u32,
     pub elapsed: Duration,
+    /// The slices it ran in, alternating with the probe's ([`SLICES`]).
+    pub slices: u32,
 }
 
 /// One round trip comparison: per round, a raw `out` block and a PING dispatch of [`PINGS`],
@@ -108,11 +121,31 @@ pub fn compare(
     image: &Arc<GuestImage>,
     options: &Options,
 ) -> Result<Comparison, CompareError> {
-    let probe = run_probe(kvm, &options.probe)?;
-    options.probe.stopped()?;
-    let irqbench = irqbench_pair(kvm, image, &options.probe.stop)?;
-    // run_plan ends a stopped run with a partial report, which is no figure to compare.
-    options.probe.stopped()?;
+    let slices = slices_for(options.probe.rounds);
+    let plan = pair_plan()?;
+    let mut probes = Vec::new();
+    let mut pairs = Vec::new();
+    for k in 0..slices {
+        let probe_options = ProbeOptions {
+            rounds: share(options.probe.rounds, slices, k),
+            // Another shuffle per slice: the rounds of a slice restart at 0.
+            seed: options.probe.seed ^ u64::from(k).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+            ..options.probe.clone()
+        };
+        let mut slice_plan = plan.clone();
+        slice_plan.max_seconds = plan.max_seconds / f64::from(slices);
+        for side in sides(k) {
+            if side == Side::Probe {
+                probes.push(run_probe(kvm, &probe_options)?);
+            } else {
+                pairs.push(irqbench_pair(kvm, image, &slice_plan, &options.probe.stop)?);
+            }
+            // run_plan ends a stopped run with a partial report, which is no figure to compare.
+            options.probe.stopped()?;
+        }
+    }
+    let probe = ProbeResult::pooled(probes).ok_or(CompareError::Missing("probe slice"))?;
+    let irqbench = IrqbenchPair::pooled(&pairs).ok_or(CompareError::Missing("irqbench slice"))?;
     let trip = match options.trip_rounds {
         0 => None,
         n => Some(round_trip(kvm, image, n, &options.probe)?),
@@ -132,24 +165,85 @@ pub fn pair_plan() -> Result<Plan, CompareError> {
         .map_err(CompareError::Plan)
 }
 
+/// Which side of the comparison runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Side {
+    Probe,
+    Irqbench,
+}
+
+/// The order of slice `k`: probe first in even slices, irqbench first in odd ones, so that a
+/// drift over the invocation favours neither side.
+fn sides(k: u32) -> [Side; 2] {
+    if k.is_multiple_of(2) {
+        [Side::Probe, Side::Irqbench]
+    } else {
+        [Side::Irqbench, Side::Probe]
+    }
+}
+
+/// [`SLICES`], fewer when the probe's rounds would leave a slice below [`MIN_SLICE_ROUNDS`].
+pub fn slices_for(rounds: u32) -> u32 {
+    (rounds / MIN_SLICE_ROUNDS).clamp(1, SLICES)
+}
+
+/// Slice `k`'s share of `total` rounds: as even as can be, the first slices taking the rest.
+fn share(total: u32, slices: u32, k: u32) -> u32 {
+    total / slices + u32::from(k < total % slices)
+}
+
 fn irqbench_pair(
     kvm: &Kvm,
     image: &Arc<GuestImage>,
+    plan: &Plan,
     stop: &Arc<AtomicBool>,
-) -> Result<IrqbenchPair, CompareError> {
-    let plan = pair_plan()?;
+) -> Result<SlicePair, CompareError> {
     let options = RunOptions {
         stop: Arc::clone(stop),
         trace_exits: false,
     };
     let started = Instant::now();
-    let report = measure::run_plan(kvm, &plan, image, &options, &mut |_, _, _, _| {})
+    let report = measure::run_plan(kvm, plan, image, &options, &mut |_, _, _, _| {})
         .map_err(CompareError::Run)?;
     let elapsed = started.elapsed();
     pair_of(&report, elapsed)
 }
 
-fn pair_of(report: &RunReport, elapsed: Duration) -> Result<IrqbenchPair, CompareError> {
+/// One slice of irqbench's pair: its rows' per-round nets and the comparison's per-round
+/// ratios, which [`IrqbenchPair::pooled`] pools over the slices.
+#[derive(Clone, Debug)]
+struct SlicePair {
+    popf: Vec<f64>,
+    cli_sti: Vec<f64>,
+    /// Per paired round, native-cli-sti / native-popf (0 for a round whose ratio was ≤ 0:
+    /// below every other, as irqbench's median ranks it).
+    ratios: Vec<f64>,
+    elapsed: Duration,
+}
+
+impl IrqbenchPair {
+    /// The slices' rounds as one run's: the same estimators over all of them, and the time of
+    /// all the slices together.
+    fn pooled(slices: &[SlicePair]) -> Option<IrqbenchPair> {
+        if slices.is_empty() {
+            return None;
+        }
+        let all = |f: fn(&SlicePair) -> &Vec<f64>| -> Vec<f64> {
+            slices.iter().flat_map(|s| f(s).iter().copied()).collect()
+        };
+        let ratios = all(|s| &s.ratios);
+        Some(IrqbenchPair {
+            popf: Summary::from_samples(&all(|s| &s.popf)),
+            cli_sti: Summary::from_samples(&all(|s| &s.cli_sti)),
+            ratio: estimators::interval(&ratios),
+            rounds: u32::try_from(ratios.len()).unwrap_or(u32::MAX),
+            elapsed: slices.iter().map(|s| s.elapsed).sum(),
+            slices: u32::try_from(slices.len()).unwrap_or(u32::MAX),
+        })
+    }
+}
+
+fn pair_of(report: &RunReport, elapsed: Duration) -> Result<SlicePair, CompareError> {
     let row = |s: StrategyId| {
         let subject = Subject::Strategy(s);
         report.results.iter().find(|r| r.strategy == subject)
@@ -164,11 +258,17 @@ fn pair_of(report: &RunReport, elapsed: Duration) -> Result<IrqbenchPair, Compar
         .ok_or(CompareError::Missing(
             "native-popf → native-cli-sti comparison",
         ))?;
-    Ok(IrqbenchPair {
-        popf: popf.cycles_per_op.clone(),
-        cli_sti: cli_sti.cycles_per_op.clone(),
-        ratio: comparison.ratio.clone(),
-        rounds: comparison.rounds,
+    // The comparison keeps ln(b/a) of its rounds with a ratio > 0, and counts the others.
+    let below = (0..comparison.nonpositive_ratios).map(|_| 0.0);
+    Ok(SlicePair {
+        popf: popf.cycles_per_op.samples.clone(),
+        cli_sti: cli_sti.cycles_per_op.samples.clone(),
+        ratios: comparison
+            .log_ratios
+            .iter()
+            .map(|l| l.exp())
+            .chain(below)
+            .collect(),
         elapsed,
     })
 }
@@ -307,7 +407,7 @@ pub fn text(c: &Comparison) -> String {
     let _ = writeln!(
         out,
         "reference probe (raw KVM, CPL0 long mode as irqbench's guest; {} rounds of {} variants \
-         shuffled per round, {} iterations a block):",
+         shuffled per round, {} iterations a block; in {} slices alternating with irqbench's):",
         p.table.rounds.len(),
         p.bodies.len(),
         p.table
@@ -315,7 +415,8 @@ pub fn text(c: &Comparison) -> String {
             .first()
             .and_then(|r| r.first())
             .and_then(|c| c.as_ref())
-            .map_or(0, |c| c.ops)
+            .map_or(0, |c| c.ops),
+        c.irqbench.slices
     );
     let (disturbed, blocks) = p.disturbed();
     let _ = writeln!(
@@ -347,7 +448,9 @@ pub fn text(c: &Comparison) -> String {
     let i = &c.irqbench;
     let _ = writeln!(
         out,
-        "irqbench (built-in plan `reference-pair`, run_plan, {} paired rounds):",
+        "irqbench (built-in plan `reference-pair`, run_plan in {} slices of {}, {} paired rounds):",
+        i.slices,
+        seconds_each(i.slices),
         i.rounds
     );
     summary_line(&mut out, "native-cli-sti (net)", &i.cli_sti);
@@ -375,6 +478,14 @@ pub fn text(c: &Comparison) -> String {
         trip_text(&mut out, t, c.tsc_khz);
     }
     out
+}
+
+/// Each slice's `run.max_seconds`, as the plan's own divided among the slices.
+fn seconds_each(slices: u32) -> String {
+    match pair_plan() {
+        Ok(plan) => format!("≤ {} s", plan.max_seconds / f64::from(slices.max(1))),
+        Err(_) => "?".into(),
+    }
 }
 
 fn trip_text(out: &mut String, t: &RoundTrip, tsc_khz: u64) {
@@ -414,5 +525,90 @@ fn trip_text(out: &mut String, t: &RoundTrip, tsc_khz: u64) {
 impl RoundTrip {
     fn ratio_rounds(&self) -> usize {
         self.raw.samples.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every probe round goes to exactly one slice, none gets fewer than a CI needs unless the
+    /// whole probe is that short, and the order alternates so neither side always goes first.
+    #[test]
+    fn slices_share_the_rounds_and_alternate_which_side_goes_first() {
+        for rounds in [6, 7, 11, 12, 23, 24, 25, 1000, 1001, 1_000_000] {
+            let n = slices_for(rounds);
+            assert!((1..=SLICES).contains(&n), "{rounds}: {n}");
+            let shares: Vec<u32> = (0..n).map(|k| share(rounds, n, k)).collect();
+            assert_eq!(shares.iter().sum::<u32>(), rounds, "{rounds}: {shares:?}");
+            assert!(
+                shares.iter().all(|&s| s >= MIN_SLICE_ROUNDS),
+                "{rounds}: {shares:?}"
+            );
+            let (lo, hi) = (shares.iter().min(), shares.iter().max());
+            assert!(hi.zip(lo).is_some_and(|(h, l)| h - l <= 1), "{shares:?}");
+        }
+        assert_eq!(slices_for(1000), SLICES);
+        assert_eq!(slices_for(11), 1);
+        assert_eq!(sides(0), [Side::Probe, Side::Irqbench]);
+        assert_eq!(sides(1), [Side::Irqbench, Side::Probe]);
+    }
+
+    /// Pooled slices are one sample: the same estimators over all rounds (a round whose ratio
+    /// was ≤ 0 ranks below every other), the slices' times added.
+    #[test]
+    fn pooled_slices_estimate_over_all_their_rounds() {
+        let slice = |ratios: Vec<f64>, secs: u64| SlicePair {
+            popf: ratios.iter().map(|r| 100.0 / r).collect(),
+            cli_sti: vec![25.0; ratios.len()],
+            ratios,
+            elapsed: Duration::from_secs(secs),
+        };
+        let a = slice(vec![0.24, 0.25, 0.26, 0.25, 0.25, 0.24], 1);
+        let b = slice(vec![0.26, 0.25, 0.0, 0.25, 0.26, 0.25, 0.24], 2);
+        let p = IrqbenchPair::pooled(&[a.clone(), b.clone()]).expect("two slices");
+        assert_eq!(p.rounds, 13);
+        assert_eq!(p.slices, 2);
+        assert_eq!(p.elapsed, Duration::from_secs(3));
+        let all = [a.ratios, b.ratios].concat();
+        assert_eq!(p.ratio, estimators::interval(&all));
+        assert_eq!(p.ratio.median, 0.25);
+        assert!(
+            p.ratio.ci95[0] <= 0.25 && p.ratio.ci95[1] >= 0.25,
+            "{:?}",
+            p.ratio
+        );
+        assert_eq!(p.cli_sti.samples.len(), 13);
+        assert!(IrqbenchPair::pooled(&[]).is_none());
+    }
+
+    /// On real KVM, the probe's slices pool into the rounds the options asked for.
+    #[test]
+    fn probe_slices_pool_into_all_their_rounds() {
+        let Some(kvm) = crate::host::test_kvm() else {
+            return;
+        };
+        let options = ProbeOptions {
+            rounds: 13,
+            iterations: 40,
+            exit_iterations: 0,
+            ..ProbeOptions::default()
+        };
+        let n = slices_for(options.rounds);
+        let parts: Vec<ProbeResult> = (0..n)
+            .map(|k| {
+                let o = ProbeOptions {
+                    rounds: share(options.rounds, n, k),
+                    ..options.clone()
+                };
+                run_probe(&kvm, &o).expect("a slice runs")
+            })
+            .collect();
+        let elapsed: Duration = parts.iter().map(|p| p.elapsed).sum();
+        let pooled = ProbeResult::pooled(parts).expect("slices");
+        assert_eq!(pooled.table.rounds.len(), 13);
+        assert_eq!(pooled.elapsed, elapsed);
+        assert!(pooled.net(Body::CliSti).samples.len() <= 13);
+        assert!(ProbeResult::pooled(Vec::new()).is_none());
     }
 }

@@ -46,7 +46,7 @@ pub struct BlockTime {
 /// The parts of the reference and what each is expected to take.
 #[derive(Clone, Debug)]
 pub struct Estimate {
-    /// Kept rounds and the warm-up round.
+    /// Kept rounds and the warm-up round of each slice.
     pub probe_rounds: u32,
     pub blocks: Vec<BlockTime>,
     pub probe: Duration,
@@ -77,7 +77,8 @@ pub fn estimate(kvm: &Kvm, options: &Options) -> Result<Estimate, CompareError> 
     probe.finish();
     let (blocks, raw) = timed?;
     let per_round: Duration = blocks.iter().map(|b| b.took).sum();
-    let probe_rounds = p.rounds.saturating_add(1);
+    // Each slice of the probe warms up with a round of its own.
+    let probe_rounds = p.rounds.saturating_add(compare::slices_for(p.rounds));
     let trip_rounds = match options.trip_rounds {
         0 => 0,
         n => n.saturating_add(1),

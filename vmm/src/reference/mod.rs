@@ -199,6 +199,22 @@ pub fn run_probe(kvm: &Kvm, options: &ProbeOptions) -> Result<ProbeResult, Refer
 }
 
 impl ProbeResult {
+    /// Slices of one probe (the same bodies and iterations) as one: their rounds in order, the
+    /// time of all of them, the host time per exit weighted by each slice's rounds.
+    pub fn pooled(slices: Vec<ProbeResult>) -> Option<ProbeResult> {
+        let mut slices = slices.into_iter();
+        let mut all = slices.next()?;
+        let weight = |p: &ProbeResult| u32::try_from(p.table.rounds.len()).unwrap_or(u32::MAX);
+        let mut host = all.host_per_exit * weight(&all);
+        for s in slices {
+            host += s.host_per_exit * weight(&s);
+            all.elapsed += s.elapsed;
+            all.table.rounds.extend(s.table.rounds);
+        }
+        all.host_per_exit = host / weight(&all).max(1);
+        Some(all)
+    }
+
     fn index(&self, body: Body) -> Option<usize> {
         self.bodies.iter().position(|b| *b == body)
     }
