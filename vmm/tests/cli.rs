@@ -1649,6 +1649,14 @@ fn reference_refuses_bad_lengths_before_opening_kvm() {
             vec!["reference", "--trip-rounds", "100001"],
             "'--trip-rounds <TRIP_ROUNDS>': `100001` is not a count in 0..=100000",
         ),
+        (
+            vec!["reference", "--slices", "0"],
+            "'--slices <SLICES>': `0` is not a count in 1..=50",
+        ),
+        (
+            vec!["reference", "--slices", "51"],
+            "is not a count in 1..=50",
+        ),
     ] {
         let out = irqbench()
             .args(&args)

@@ -15,6 +15,7 @@ use super::run::install_signals;
 pub const AFTER_HELP: &str = "Examples:
   irqbench reference                       # 1000 rounds, 350 iterations a block
   irqbench reference --rounds 300 --trip-rounds 0
+  irqbench reference --slices 10             # finer alternation on a host that steps often
 
 What the method can reach on this host, and how close irqbench gets, from one invocation:
   1. the reference probe: raw KVM ioctls, one vCPU, a hand-encoded guest in the mode
@@ -23,8 +24,8 @@ What the method can reach on this host, and how close irqbench gets, from one in
      block timed by the guest's rdtsc and reported with one port-I/O exit;
   2. irqbench's own measurement of native-cli-sti against native-popf (body 0), run_plan on
      a built-in plan;
-     1 and 2 run in 4 slices, alternating, each side's rounds pooled: the host's speed
-     changes for seconds at a time, and both sides then see the same mix of it;
+     1 and 2 run in --slices slices (default 4), alternating, each side's rounds pooled: the
+     host's speed changes for seconds at a time, and both sides then see the same mix of it;
   3. a raw `out` against irqbench's PING doorbell, interleaved per round.
 Both sides' figures are medians of per-round paired values with their 95% CI (irqbench's
 estimators). Precision per second is 1 / (relative CI half-width² × seconds): the quantity a
@@ -55,6 +56,10 @@ pub struct ReferenceArgs {
     /// Rounds of the raw-exit against PING comparison (0..=100000; 0 leaves it out).
     #[arg(long, default_value_t = 200, value_parser = trip_rounds)]
     pub trip_rounds: u32,
+    /// Slices the probe and irqbench's pair alternate in, each side's rounds pooled (1..=50;
+    /// 1 runs the probe, then irqbench). Fewer when a slice would get under 6 probe rounds.
+    #[arg(long, default_value_t = compare::SLICES, value_parser = slices)]
+    pub slices: u32,
     /// Seed of the shuffles.
     #[arg(long, default_value_t = ProbeOptions::default().seed)]
     pub seed: u64,
@@ -88,6 +93,10 @@ fn trip_rounds(s: &str) -> Result<u32, String> {
     count_in(s, TRIP_ROUNDS)
 }
 
+fn slices(s: &str) -> Result<u32, String> {
+    count_in(s, compare::SLICE_RANGE)
+}
+
 pub fn cmd_reference(args: &ReferenceArgs) -> Result<Status, CliError> {
     // Installed first: from here a stop signal ends the block under way (the watchdog kicks
     // it within 50 ms) and every one after it, and is this command's to answer.
@@ -108,6 +117,7 @@ pub fn cmd_reference(args: &ReferenceArgs) -> Result<Status, CliError> {
     let options = Options {
         probe,
         trip_rounds: args.trip_rounds,
+        slices: args.slices,
     };
     let planned = estimate::estimate(&kvm, &options);
     if let Some(status) = stopped(&signals) {

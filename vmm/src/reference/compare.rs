@@ -45,13 +45,20 @@ compare = [["native-popf", "native-cli-sti"]]
 /// PINGs (and raw exits) per block of the round-trip comparison.
 pub const PINGS: u32 = 100;
 
-/// The probe and irqbench's pair each run in this many slices, alternating (probe first in
-/// even slices, irqbench first in odd ones), and each side's rounds are pooled: an emulating
-/// host changes speed for seconds at a time, and by more for some instructions than for
-/// others, so two sides run one after the other (6 s, then 4 s) each saw their own mix of its
-/// states. Four invocations back to back on a 2-CPU PVM host (2026-12-02) gave irqbench's
-/// precision per second 0.19, 13.4, 0.96 and 4.0 times the probe's that way.
+/// The probe and irqbench's pair each run in this many slices by default, alternating (probe
+/// first in even slices, irqbench first in odd ones), and each side's rounds are pooled: an
+/// emulating host changes speed for seconds at a time, and by more for some instructions than
+/// for others, so two sides run one after the other (6 s, then 4 s) each saw their own mix of
+/// its states. Four invocations back to back on a 2-CPU PVM host (2026-12-02) gave irqbench's
+/// precision per second 0.19, 13.4, 0.96 and 4.0 times the probe's that way; sliced in four,
+/// 0.51-8.8 in 13 runs. Ten slices track the host more closely (the sides' native-popf nets
+/// 0.1-0.8% apart where four left 5-6% in three pairs of runs while it stepped), but pool ten
+/// VMs' rounds for irqbench, each paying its boot, warm-up and calibration: 0.24-8.3 in 7 runs,
+/// one under the 0.5 that four never gave. `--slices` chooses.
 pub const SLICES: u32 = 4;
+
+/// The valid range of `--slices`.
+pub const SLICE_RANGE: (u32, u32) = (1, 50);
 
 /// A probe slice needs rounds enough for a CI of its own to be possible ([`super::ROUNDS`]).
 const MIN_SLICE_ROUNDS: u32 = 6;
@@ -61,6 +68,8 @@ pub struct Options {
     pub probe: ProbeOptions,
     /// Rounds of the round-trip comparison (0 leaves it out).
     pub trip_rounds: u32,
+    /// Slices of the probe and of irqbench's pair, alternating ([`SLICES`] by default).
+    pub slices: u32,
 }
 
 /// irqbench's figures for the pair.
@@ -121,7 +130,7 @@ pub fn compare(
     image: &Arc<GuestImage>,
     options: &Options,
 ) -> Result<Comparison, CompareError> {
-    let slices = slices_for(options.probe.rounds);
+    let slices = slices_for(options.probe.rounds, options.slices);
     let plan = pair_plan()?;
     let mut probes = Vec::new();
     let mut pairs = Vec::new();
@@ -182,9 +191,10 @@ fn sides(k: u32) -> [Side; 2] {
     }
 }
 
-/// [`SLICES`], fewer when the probe's rounds would leave a slice below [`MIN_SLICE_ROUNDS`].
-pub fn slices_for(rounds: u32) -> u32 {
-    (rounds / MIN_SLICE_ROUNDS).clamp(1, SLICES)
+/// The slices asked for, fewer when the probe's rounds would leave a slice below
+/// [`MIN_SLICE_ROUNDS`].
+pub fn slices_for(rounds: u32, asked: u32) -> u32 {
+    (rounds / MIN_SLICE_ROUNDS).clamp(1, asked.max(1))
 }
 
 /// Slice `k`'s share of `total` rounds: as even as can be, the first slices taking the rest.
@@ -537,7 +547,7 @@ mod tests {
     #[test]
     fn slices_share_the_rounds_and_alternate_which_side_goes_first() {
         for rounds in [6, 7, 11, 12, 23, 24, 25, 1000, 1001, 1_000_000] {
-            let n = slices_for(rounds);
+            let n = slices_for(rounds, SLICES);
             assert!((1..=SLICES).contains(&n), "{rounds}: {n}");
             let shares: Vec<u32> = (0..n).map(|k| share(rounds, n, k)).collect();
             assert_eq!(shares.iter().sum::<u32>(), rounds, "{rounds}: {shares:?}");
@@ -548,8 +558,10 @@ mod tests {
             let (lo, hi) = (shares.iter().min(), shares.iter().max());
             assert!(hi.zip(lo).is_some_and(|(h, l)| h - l <= 1), "{shares:?}");
         }
-        assert_eq!(slices_for(1000), SLICES);
-        assert_eq!(slices_for(11), 1);
+        assert_eq!(slices_for(1000, SLICES), SLICES);
+        assert_eq!(slices_for(11, SLICES), 1);
+        assert_eq!(slices_for(1000, 50), 50);
+        assert_eq!(slices_for(1000, 0), 1);
         assert_eq!(sides(0), [Side::Probe, Side::Irqbench]);
         assert_eq!(sides(1), [Side::Irqbench, Side::Probe]);
     }
@@ -594,7 +606,7 @@ mod tests {
             exit_iterations: 0,
             ..ProbeOptions::default()
         };
-        let n = slices_for(options.rounds);
+        let n = slices_for(options.rounds, SLICES);
         let parts: Vec<ProbeResult> = (0..n)
             .map(|k| {
                 let o = ProbeOptions {

@@ -78,7 +78,9 @@ pub fn estimate(kvm: &Kvm, options: &Options) -> Result<Estimate, CompareError> 
     let (blocks, raw) = timed?;
     let per_round: Duration = blocks.iter().map(|b| b.took).sum();
     // Each slice of the probe warms up with a round of its own.
-    let probe_rounds = p.rounds.saturating_add(compare::slices_for(p.rounds));
+    let probe_rounds = p
+        .rounds
+        .saturating_add(compare::slices_for(p.rounds, options.slices));
     let trip_rounds = match options.trip_rounds {
         0 => 0,
         n => n.saturating_add(1),
