@@ -83,6 +83,8 @@ pub struct IrqbenchPair {
     pub elapsed: Duration,
     /// The slices it ran in, alternating with the probe's ([`SLICES`]).
     pub slices: u32,
+    /// Each slice's `run.max_seconds`: the plan's, divided among the slices.
+    pub slice_seconds: f64,
 }
 
 /// One round trip comparison: per round, a raw `out` block and a PING dispatch of [`PINGS`],
@@ -132,17 +134,13 @@ pub fn compare(
 ) -> Result<Comparison, CompareError> {
     let slices = slices_for(options.probe.rounds, options.slices);
     let plan = pair_plan()?;
+    let slice_seconds = plan.max_seconds / f64::from(slices);
     let mut probes = Vec::new();
     let mut pairs = Vec::new();
     for k in 0..slices {
-        let probe_options = ProbeOptions {
-            rounds: share(options.probe.rounds, slices, k),
-            // Another shuffle per slice: the rounds of a slice restart at 0.
-            seed: options.probe.seed ^ u64::from(k).wrapping_mul(0x9E37_79B9_7F4A_7C15),
-            ..options.probe.clone()
-        };
+        let probe_options = probe_slice(&options.probe, slices, k);
         let mut slice_plan = plan.clone();
-        slice_plan.max_seconds = plan.max_seconds / f64::from(slices);
+        slice_plan.max_seconds = slice_seconds;
         for side in sides(k) {
             if side == Side::Probe {
                 probes.push(run_probe(kvm, &probe_options)?);
@@ -154,7 +152,8 @@ pub fn compare(
         }
     }
     let probe = ProbeResult::pooled(probes).ok_or(CompareError::Missing("probe slice"))?;
-    let irqbench = IrqbenchPair::pooled(&pairs).ok_or(CompareError::Missing("irqbench slice"))?;
+    let irqbench = IrqbenchPair::pooled(&pairs, slice_seconds)
+        .ok_or(CompareError::Missing("irqbench slice"))?;
     let trip = match options.trip_rounds {
         0 => None,
         n => Some(round_trip(kvm, image, n, &options.probe)?),
@@ -197,6 +196,16 @@ pub fn slices_for(rounds: u32, asked: u32) -> u32 {
     (rounds / MIN_SLICE_ROUNDS).clamp(1, asked.max(1))
 }
 
+/// The probe's options for slice `k` of `slices`: its share of the rounds, and a shuffle of its
+/// own (the rounds of a slice restart at 0).
+fn probe_slice(probe: &ProbeOptions, slices: u32, k: u32) -> ProbeOptions {
+    ProbeOptions {
+        rounds: share(probe.rounds, slices, k),
+        seed: probe.seed ^ u64::from(k).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+        ..probe.clone()
+    }
+}
+
 /// Slice `k`'s share of `total` rounds: as even as can be, the first slices taking the rest.
 fn share(total: u32, slices: u32, k: u32) -> u32 {
     total / slices + u32::from(k < total % slices)
@@ -232,9 +241,9 @@ struct SlicePair {
 }
 
 impl IrqbenchPair {
-    /// The slices' rounds as one run's: the same estimators over all of them, and the time of
-    /// all the slices together.
-    fn pooled(slices: &[SlicePair]) -> Option<IrqbenchPair> {
+    /// The slices' rounds (each of up to `slice_seconds`) as one run's: the same estimators
+    /// over all of them, and the time of all the slices together.
+    fn pooled(slices: &[SlicePair], slice_seconds: f64) -> Option<IrqbenchPair> {
         if slices.is_empty() {
             return None;
         }
@@ -249,6 +258,7 @@ impl IrqbenchPair {
             rounds: u32::try_from(ratios.len()).unwrap_or(u32::MAX),
             elapsed: slices.iter().map(|s| s.elapsed).sum(),
             slices: u32::try_from(slices.len()).unwrap_or(u32::MAX),
+            slice_seconds,
         })
     }
 }
@@ -458,9 +468,9 @@ pub fn text(c: &Comparison) -> String {
     let i = &c.irqbench;
     let _ = writeln!(
         out,
-        "irqbench (built-in plan `reference-pair`, run_plan in {} slices of {}, {} paired rounds):",
+        "irqbench (built-in plan `reference-pair`, run_plan in {} slices of ≤ {} s, {} paired rounds):",
         i.slices,
-        seconds_each(i.slices),
+        i.slice_seconds,
         i.rounds
     );
     summary_line(&mut out, "native-cli-sti (net)", &i.cli_sti);
@@ -488,14 +498,6 @@ pub fn text(c: &Comparison) -> String {
         trip_text(&mut out, t, c.tsc_khz);
     }
     out
-}
-
-/// Each slice's `run.max_seconds`, as the plan's own divided among the slices.
-fn seconds_each(slices: u32) -> String {
-    match pair_plan() {
-        Ok(plan) => format!("≤ {} s", plan.max_seconds / f64::from(slices.max(1))),
-        Err(_) => "?".into(),
-    }
 }
 
 fn trip_text(out: &mut String, t: &RoundTrip, tsc_khz: u64) {
@@ -578,7 +580,7 @@ mod tests {
         };
         let a = slice(vec![0.24, 0.25, 0.26, 0.25, 0.25, 0.24], 1);
         let b = slice(vec![0.26, 0.25, 0.0, 0.25, 0.26, 0.25, 0.24], 2);
-        let p = IrqbenchPair::pooled(&[a.clone(), b.clone()]).expect("two slices");
+        let p = IrqbenchPair::pooled(&[a.clone(), b.clone()], 1.0).expect("two slices");
         assert_eq!(p.rounds, 13);
         assert_eq!(p.slices, 2);
         assert_eq!(p.elapsed, Duration::from_secs(3));
@@ -591,7 +593,7 @@ mod tests {
             p.ratio
         );
         assert_eq!(p.cli_sti.samples.len(), 13);
-        assert!(IrqbenchPair::pooled(&[]).is_none());
+        assert!(IrqbenchPair::pooled(&[], 1.0).is_none());
     }
 
     /// On real KVM, the probe's slices pool into the rounds the options asked for.
@@ -602,19 +604,12 @@ mod tests {
         };
         let options = ProbeOptions {
             rounds: 13,
-            iterations: 40,
             exit_iterations: 0,
-            ..ProbeOptions::default()
+            ..crate::reference::tests::short()
         };
         let n = slices_for(options.rounds, SLICES);
         let parts: Vec<ProbeResult> = (0..n)
-            .map(|k| {
-                let o = ProbeOptions {
-                    rounds: share(options.rounds, n, k),
-                    ..options.clone()
-                };
-                run_probe(&kvm, &o).expect("a slice runs")
-            })
+            .map(|k| run_probe(&kvm, &probe_slice(&options, n, k)).expect("a slice runs"))
             .collect();
         let elapsed: Duration = parts.iter().map(|p| p.elapsed).sum();
         let pooled = ProbeResult::pooled(parts).expect("slices");

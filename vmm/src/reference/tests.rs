@@ -1,6 +1,7 @@
 use super::*;
 
-fn short() -> ProbeOptions {
+/// A probe of a few short blocks (also the slicing tests' in `compare`).
+pub(super) fn short() -> ProbeOptions {
     ProbeOptions {
         rounds: 12,
         iterations: 40,
