@@ -57,15 +57,7 @@ fn the_probe_gives_every_variant_a_figure_on_real_kvm() {
     let Some(kvm) = crate::host::test_kvm() else {
         return;
     };
-    // 2000 iterations, not short()'s 40: the nets are compared below, and under QEMU's TCG on
-    // a busy host (the svm box beside the vmx one and a busy loop) 40 iterations' nets (a few µs)
-    // were within the noise of the box's own timer exits, and popf's median came out below
-    // cli;sti's. On PVM this takes about 0.3 s.
-    let options = ProbeOptions {
-        iterations: 2000,
-        ..short()
-    };
-    let r = run_probe(&kvm, &options).expect("the probe runs");
+    let r = run_probe(&kvm, &short()).expect("the probe runs");
     assert_eq!(r.table.rounds.len(), 12);
     for row in &r.table.rounds {
         assert!(row.iter().all(Option::is_some), "a block is missing");
