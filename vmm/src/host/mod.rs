@@ -354,12 +354,7 @@ pub fn manifest(kvm: &Kvm) -> Result<HostManifest, HostError> {
         ..Default::default()
     };
     manifest::add_host_facts(&mut m, Path::new("/"));
-    let dmi = |f: &str| read_small(&Path::new("/sys/class/dmi/id").join(f));
-    m.emulated_cpu = cpu::emulated_cpu(
-        cpu::hypervisor_signature().as_deref(),
-        &dmi("sys_vendor"),
-        &dmi("product_name"),
-    );
+    m.emulated_cpu = emulated_cpu_here();
     if let Some(e) = &m.emulated_cpu {
         m.warnings.push(format!(
             "the CPU is emulated ({e}): cycle figures and timing checks are the emulator's; \
@@ -367,6 +362,17 @@ pub fn manifest(kvm: &Kvm) -> Result<HostManifest, HostError> {
         ));
     }
     Ok(m)
+}
+
+/// Whether this process's CPU is emulated, and by what (see [`cpu::emulated_cpu`]): from
+/// this machine's hypervisor signature and DMI vendor and product.
+pub fn emulated_cpu_here() -> Option<String> {
+    let dmi = |f: &str| read_small(&Path::new("/sys/class/dmi/id").join(f));
+    cpu::emulated_cpu(
+        cpu::hypervisor_signature().as_deref(),
+        &dmi("sys_vendor"),
+        &dmi("product_name"),
+    )
 }
 
 /// Files larger than this are not host facts (and a fake tree may hold anything).

@@ -69,11 +69,23 @@ fn the_probe_gives_every_variant_a_figure_on_real_kvm() {
             "{body:?}: {s:?}"
         );
     }
-    // Five instructions against two; a port-I/O exit against two plain instructions.
-    assert!(r.net(Body::Popf).median > r.net(Body::CliSti).median);
+    // A port-I/O exit against two plain instructions, on any CPU.
     assert!(r.raw(Body::PortOut).median > r.raw(Body::CliSti).median);
     let ratio = r.ratio(Body::Popf, Body::CliSti);
-    assert!(ratio.median > 0.0 && ratio.median < 1.0, "{ratio:?}");
+    assert!(ratio.median > 0.0, "{ratio:?}");
+    // Five instructions against two, on a CPU that runs them. An emulator's costs are its own:
+    // QEMU's TCG ends a translation block at an IF-setting sti or popf, and in the svm box
+    // cli;sti's net came out above popf's at 40 and at 2000 iterations a block.
+    if let Some(by) = crate::host::emulated_cpu_here() {
+        eprintln!(
+            "popf > cli;sti not judged: the CPU is emulated ({by}); nets popf {:.0}, cli;sti {:.0}",
+            r.net(Body::Popf).median,
+            r.net(Body::CliSti).median
+        );
+    } else {
+        assert!(r.net(Body::Popf).median > r.net(Body::CliSti).median);
+        assert!(ratio.median < 1.0, "{ratio:?}");
+    }
     // Every out of the exit variant came back to the host, once per iteration.
     for row in &r.table.rounds {
         let exits = row[3].as_ref().map(|c| c.userspace_exits);
