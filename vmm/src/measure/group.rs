@@ -14,7 +14,7 @@ use super::pacing::{End, Pacer};
 use super::rows::{self, GroupOutcome};
 use crate::config::plan::{PhasePlan, Plan, Workload};
 use crate::measure::session::{PhaseError, RunOptions, Session, Step};
-use crate::results::{PhaseResult, ResultKind, Summary};
+use crate::results::{PhaseResult, ResultKind};
 
 /// Where calibration starts (operations per block).
 const CALIBRATION_OPS: u64 = 16;
@@ -309,7 +309,7 @@ impl GroupRun<'_> {
         let mut all = rounds >= self.plan.min_rounds;
         let mut worst = 0.0f64;
         for v in 1..table.variants {
-            let net = Summary::from_samples(&table.net_cycles(v));
+            let (net, _) = estimators::batched(&table.net_cycles(v));
             let base = crate::statistics::median(&table.baseline_cycles(v)).unwrap_or(0.0);
             let scale = net
                 .median
@@ -346,7 +346,7 @@ fn comparisons_precise(
     // Once per row, not once per pair it is in (an instruction group has 45 pairs of 10 rows).
     let spans_zero: Vec<bool> = (0..rows.len())
         .map(|v| {
-            let net = Summary::from_samples(&table.net_cycles(v + 1));
+            let (net, _) = estimators::batched(&table.net_cycles(v + 1));
             net.ci95[0] <= 0.0 && net.ci95[1] >= 0.0
         })
         .collect();
@@ -359,7 +359,7 @@ fn comparisons_precise(
             all = false;
             continue;
         }
-        let ratio = Summary::from_samples(&ratios);
+        let (ratio, _) = estimators::batched(&ratios);
         if ratio.median <= 0.0 {
             continue; // b's net is at or below 0: a ratio to quote it by means nothing
         }
@@ -446,7 +446,7 @@ mod tests {
                 ]);
             }
             for v in 1..3 {
-                let net = Summary::from_samples(&t.net_cycles(v));
+                let (net, _) = estimators::batched(&t.net_cycles(v));
                 assert!(estimators::precise(&net, 100.0, 0.005), "row {v}: {net:?}");
             }
             let (precise, worst) = comparisons_precise(&rows, &t, 1e9, 0.005);
@@ -492,7 +492,7 @@ mod tests {
                 t.rounds
                     .push(vec![block(0.0), block(500.0), block(sign * e)]);
             }
-            let net = Summary::from_samples(&t.net_cycles(2));
+            let (net, _) = estimators::batched(&t.net_cycles(2));
             assert!(net.ci95[0] < 0.0 && net.ci95[1] > 0.0, "{net:?}");
             let (precise, worst) = comparisons_precise(&rows, &t, 1e9, 0.005);
             assert!(precise, "sign {sign}: held by a ratio of ±{worst}");

@@ -162,7 +162,7 @@ fn row_result(
     tsc_hz: f64,
     precision: f64,
 ) -> PhaseResult {
-    let cycles = Summary::from_samples(&table.net_cycles(v));
+    let (cycles, ci_batches) = estimators::batched(&table.net_cycles(v));
     let baseline = Summary::from_samples(&table.baseline_cycles(v));
     let raw = Summary::from_samples(&table.raw_cycles(v));
     let per_loop = Summary::from_samples(&table.normalised(v));
@@ -193,6 +193,7 @@ fn row_result(
     r.exits_per_round = exits;
     r.userspace_exits_per_round = Summary::from_samples(&table.userspace_exits(v));
     r.cycles_per_op = cycles;
+    r.ci_batches = ci_batches as u32;
     r.baseline_cycles = baseline;
     r
 }
@@ -508,7 +509,12 @@ fn comparisons(
         } else {
             Vec::new()
         };
+        let (ratio, ci_batches) = match no_ratio {
+            Some(_) => (interval(&[]), 0),
+            None => estimators::batched_interval(&ratios),
+        };
         out.push(PairedComparison {
+            ci_batches: ci_batches as u32,
             log_ratios,
             nonpositive_ratios,
             a: results[a].name.clone(),
@@ -516,11 +522,7 @@ fn comparisons(
             group: results[a].group.clone(),
             metric: compared,
             rounds: ratios.len() as u32,
-            ratio: if no_ratio.is_some() {
-                interval(&[])
-            } else {
-                interval(&ratios)
-            },
+            ratio,
             no_ratio,
         });
     }
@@ -551,7 +553,7 @@ fn differences(
         .filter_map(|(name, a, b)| {
             let (ia, ib) = (*index.get(a)?, *index.get(b)?);
             let d = table.paired_differences(ia + 1, ib + 1);
-            let cycles = interval(&d);
+            let (cycles, _) = estimators::batched_interval(&d);
             (!d.is_empty()).then(|| PairedDifference {
                 ns: Interval {
                     median: cycles.median * ns_per_cycle,

@@ -252,9 +252,9 @@ impl IrqbenchPair {
         };
         let ratios = all(|s| &s.ratios);
         Some(IrqbenchPair {
-            popf: Summary::from_samples(&all(|s| &s.popf)),
-            cli_sti: Summary::from_samples(&all(|s| &s.cli_sti)),
-            ratio: estimators::interval(&ratios),
+            popf: estimators::batched(&all(|s| &s.popf)).0,
+            cli_sti: estimators::batched(&all(|s| &s.cli_sti)).0,
+            ratio: estimators::batched_interval(&ratios).0,
             rounds: u32::try_from(ratios.len()).unwrap_or(u32::MAX),
             elapsed: slices.iter().map(|s| s.elapsed).sum(),
             slices: u32::try_from(slices.len()).unwrap_or(u32::MAX),
@@ -361,7 +361,7 @@ fn round_trip(
     Ok(RoundTrip {
         raw: Summary::from_samples(&raw),
         ping: Summary::from_samples(&ping),
-        ratio: estimators::interval(&ratios),
+        ratio: estimators::batched_interval(&ratios).0,
         raw_host: per(raw_host, raw_exits),
         ping_host: per(ping_host, pings),
         ping_handled: per(ping_handled, pings),
@@ -585,7 +585,7 @@ mod tests {
         assert_eq!(p.slices, 2);
         assert_eq!(p.elapsed, Duration::from_secs(3));
         let all = [a.ratios, b.ratios].concat();
-        assert_eq!(p.ratio, estimators::interval(&all));
+        assert_eq!(p.ratio, estimators::batched_interval(&all).0);
         assert_eq!(p.ratio.median, 0.25);
         assert!(
             p.ratio.ci95[0] <= 0.25 && p.ratio.ci95[1] >= 0.25,

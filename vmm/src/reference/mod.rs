@@ -229,7 +229,7 @@ impl ProbeResult {
     /// Net cycles per iteration of `body` (the empty loop subtracted), per round.
     pub fn net(&self, body: Body) -> Summary {
         let samples = self.index(body).map(|v| self.table.net_cycles(v));
-        Summary::from_samples(&samples.unwrap_or_default())
+        estimators::batched(&samples.unwrap_or_default()).0
     }
 
     /// Cycles per iteration of `body` less the empty loop's per iteration, per round: the
@@ -262,7 +262,7 @@ impl ProbeResult {
         let (Some(a), Some(b)) = (self.index(a), self.index(b)) else {
             return estimators::interval(&[]);
         };
-        estimators::interval(&self.table.paired_ratios(a, b, Metric::NetCycles, 1.0))
+        estimators::batched_interval(&self.table.paired_ratios(a, b, Metric::NetCycles, 1.0)).0
     }
 }
 

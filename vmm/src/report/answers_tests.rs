@@ -128,6 +128,7 @@ fn paired(a: &PhaseResult, b: &PhaseResult, logs: Vec<f64>) -> PairedComparison 
         no_ratio: None,
         log_ratios: logs,
         nonpositive_ratios: 0,
+        ci_batches: 0,
     }
 }
 

@@ -34,7 +34,9 @@ pub const SCHEMAS_READ: [&str; 3] = [
 ];
 /// How every `ci95` in a report is computed.
 pub const CI_METHOD: &str = "distribution-free 95% CI of the median from order statistics \
-     (binomial ranks); comparisons: median of per-round paired ratios with the same CI";
+     (binomial ranks); for cycles/op, ns/op, paired differences and comparisons (median of \
+     per-round paired ratios) widened where wider to a batch-means t interval over 10-20 batches \
+     of contiguous rounds (rounds close in time can share the host's state)";
 
 /// Where the numbers were measured. Every report carries it.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -232,6 +234,10 @@ pub struct PhaseResult {
     /// Rounds measured (each ran every variant of the group once).
     #[serde(default)]
     pub rounds: u32,
+    /// Batches of contiguous rounds whose medians' t interval `cycles_per_op`'s CI also covers
+    /// (0: too few rounds for batches, or a file from before them).
+    #[serde(default)]
+    pub ci_batches: u32,
     /// Fewer rounds than `run.min_rounds`: the group's hard cap (10 × `max_seconds`) or a
     /// signal ended it first (a warning says which).
     #[serde(default)]
@@ -450,6 +456,10 @@ pub struct PairedComparison {
     /// taken as ln 0 = −∞, below every other round, which a median (a rank) allows.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub nonpositive_ratios: u32,
+    /// Batches of contiguous rounds whose medians' t interval `ratio`'s CI also covers (0: too
+    /// few rounds for batches, or a file from before them; the CI is then the rounds' alone).
+    #[serde(default)]
+    pub ci_batches: u32,
 }
 
 fn is_zero(n: &u32) -> bool {
