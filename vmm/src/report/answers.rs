@@ -281,19 +281,34 @@ struct Boot {
     replicates: Vec<f64>,
 }
 
+/// Rounds a resample draws together, in round order, out of `n`: a twentieth of them from 60
+/// rounds on, as the comparisons' CIs batch them (`measure::estimators::batched`), since rounds
+/// close in time can share the host's state; one (independent rounds) below.
+pub(crate) fn block_len(n: usize) -> usize {
+    if n >= 60 {
+        n / 20
+    } else {
+        1
+    }
+}
+
 /// NaNs are left out; −∞ (a ratio ≤ 0) is a value below all others, and makes a median −∞
-/// only when half the rounds or more are it.
+/// only when half the rounds or more are it. `values` are in round order: a resample is a
+/// moving-block bootstrap, runs of [`block_len`] consecutive rounds from random starts.
 fn boot(values: &[f64], replicates: usize, seed: u64) -> Option<Boot> {
     let values: Vec<f64> = values.iter().copied().filter(|x| !x.is_nan()).collect();
     if values.is_empty() || replicates == 0 {
         return None;
     }
+    let n = values.len();
+    let block = block_len(n);
     let mut rng = SplitMix(seed);
-    let mut buf = vec![0.0; values.len()];
+    let mut buf = vec![0.0; n];
     let replicates = (0..replicates)
         .map(|_| {
-            for v in buf.iter_mut() {
-                *v = values[rng.below(values.len())];
+            for chunk in buf.chunks_mut(block) {
+                let start = rng.below(n - block + 1);
+                chunk.copy_from_slice(&values[start..start + chunk.len()]);
             }
             median_of(&mut buf)
         })

@@ -20,7 +20,9 @@ pub const INTERACTION_METHOD: &str = "interaction: per round, ln(b/a) of the pai
      <= 0, a net below its baseline, counts as ln 0 = -inf, which a median allows while fewer \
      than half the rounds are); 95% CI: percentile \
      bootstrap over rounds, each group's rounds resampled independently (2000 replicates from \
-     a fixed seed per comparison and group, so every rerun prints the same digits)";
+     a fixed seed per comparison and group, so every rerun prints the same digits), in runs of \
+     n/20 consecutive rounds from 60 rounds on (a moving-block bootstrap: rounds close in time \
+     can share the host's state)";
 
 /// What one condition of an answer is: the facts a group's rows share.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
