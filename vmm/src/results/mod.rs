@@ -35,7 +35,7 @@ pub const SCHEMAS_READ: [&str; 3] = [
 /// How every `ci95` in a report is computed.
 pub const CI_METHOD: &str = "distribution-free 95% CI of the median from order statistics \
      (binomial ranks); for cycles/op, ns/op, paired differences and comparisons (median of \
-     per-round paired ratios) widened where wider to a batch-means t interval over 10-20 batches \
+     per-round paired ratios) widened where wider to a batch-means t interval over 10 to 20 batches \
      of contiguous rounds (rounds close in time can share the host's state)";
 
 /// Where the numbers were measured. Every report carries it.
