@@ -38,7 +38,9 @@ pub const LOCK_SPINS: &str = "guest:lock_spins";
 /// ~10 events in all (0.01/op over 30 rounds of 12 ops: 3.5 events, 88%); `events` says when.
 pub const COUNT_CI_METHOD: &str = "mean per op over kept rounds (Σ row events − Σ baseline \
      events scaled to the row's ops) / Σ row ops, 95% CI from the ratio estimator's \
-     delta-method variance over rounds with Student's t (k − 1 df)";
+     delta-method variance over rounds with Student's t (k − 1 df), widened where wider to the \
+     same over 10 to 20 batches of contiguous rounds (B − 1 df; rounds close in time can share \
+     the host's state)";
 
 /// Fewer kept rounds than this give no figure: the same floor as the median's CI of the
 /// cycle figures (order statistics need 6 at 95%), so a row has cycles and counts or neither.
@@ -85,16 +87,25 @@ pub fn estimate(rounds: &[RoundCount]) -> Option<CountEstimate> {
     if k < MIN_ROUNDS || ops == 0 {
         return None;
     }
-    let nets: Vec<f64> = rounds.iter().map(RoundCount::net).collect();
-    let per_op = nets.iter().sum::<f64>() / ops as f64;
-    let mean_ops = ops as f64 / k as f64;
-    let residuals: f64 = rounds
-        .iter()
-        .zip(&nets)
-        .map(|(r, d)| (d - per_op * r.ops as f64).powi(2))
-        .sum();
-    let se = (residuals / (k * (k - 1)) as f64).sqrt() / mean_ops;
-    let half = t975(k - 1) * se;
+    let units: Vec<(f64, u64)> = rounds.iter().map(|r| (r.net(), r.ops)).collect();
+    let per_op = units.iter().map(|u| u.0).sum::<f64>() / ops as f64;
+    // The same estimate over batches of contiguous rounds (as `estimators::batched` cuts the
+    // cycle figures): its CI is the wider where rounds drift together.
+    let batches = (k / super::estimators::MIN_BATCH_VALUES).min(super::estimators::MAX_BATCHES);
+    let batched: Vec<(f64, u64)> = if batches >= super::estimators::MIN_BATCHES {
+        (0..batches)
+            .map(|b| {
+                let part = &units[b * k / batches..(b + 1) * k / batches];
+                (
+                    part.iter().map(|u| u.0).sum(),
+                    part.iter().map(|u| u.1).sum(),
+                )
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let half = ratio_half_width(&units, per_op).max(ratio_half_width(&batched, per_op));
     Some(CountEstimate {
         per_op,
         ci95: [per_op - half, per_op + half],
@@ -103,6 +114,23 @@ pub fn estimate(rounds: &[RoundCount]) -> Option<CountEstimate> {
         baseline_events: rounds.iter().map(|r| r.baseline_events).sum(),
         ops,
     })
+}
+
+/// The ratio estimator's 95% CI half-width for `per_op` = Σ net / Σ ops over `units` (net
+/// events, ops), each a round or a batch of them: delta-method variance, t with units − 1 df;
+/// 0 with fewer than two units.
+fn ratio_half_width(units: &[(f64, u64)], per_op: f64) -> f64 {
+    let k = units.len();
+    if k < 2 {
+        return 0.0;
+    }
+    let mean_ops = units.iter().map(|u| u.1 as f64).sum::<f64>() / k as f64;
+    let residuals: f64 = units
+        .iter()
+        .map(|(net, ops)| (net - per_op * *ops as f64).powi(2))
+        .sum();
+    let se = (residuals / (k * (k - 1)) as f64).sqrt() / mean_ops;
+    t975(k - 1) * se
 }
 
 /// The 97.5% quantile of Student's t with `df` degrees of freedom: the Cornish–Fisher
@@ -311,6 +339,36 @@ mod tests {
                 })
                 .sum()
         }
+    }
+
+    #[test]
+    fn counts_that_drift_together_get_a_ci_that_covers_the_rate() {
+        // 20 stretches of 30 rounds of 100 ops; each stretch's rate per op is 0.5 × (1 + 5% ×
+        // a normal draw), Poisson within. The next run draws new stretches, so the CI must
+        // cover 0.5, not this run's mean of levels.
+        let mut rng = Rng(11);
+        let (trials, mut rounds_only, mut batched) = (300, 0, 0);
+        for _ in 0..trials {
+            let mut rounds = Vec::new();
+            for _ in 0..20 {
+                let u = 1.0 - rng.uniform();
+                let z = (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * rng.uniform()).cos();
+                let rate = 0.5 * (1.0 + 0.05 * z);
+                rounds.extend((0..30).map(|_| RoundCount::gross(rng.poisson(rate * 100.0), 100)));
+            }
+            let e = estimate(&rounds).expect("600 rounds");
+            batched += usize::from(e.ci95[0] <= 0.5 && 0.5 <= e.ci95[1]);
+            let units: Vec<(f64, u64)> = rounds.iter().map(|r| (r.net(), r.ops)).collect();
+            let half = ratio_half_width(&units, e.per_op);
+            rounds_only += usize::from((e.per_op - 0.5).abs() <= half);
+        }
+        let (r, b) = (
+            rounds_only as f64 / trials as f64,
+            batched as f64 / trials as f64,
+        );
+        println!("drifting counts: rounds alone cover {r:.3}, batched {b:.3}");
+        assert!(r < 0.85, "rounds alone cover {r}: the model does not drift");
+        assert!(b >= 0.92, "batched covers {b}");
     }
 
     /// A synthetic event source: per op the row's own rate, plus a load rate that lands in
