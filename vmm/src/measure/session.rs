@@ -951,7 +951,17 @@ mod tests {
         let Some((mut session, _)) = raw(Workload::Doorbells, 1, 3) else {
             return;
         };
-        // The vCPU now waits at the command port; a raise arrives late.
+        // Once the vCPU waits at the command port, a raise arrives late. (The last sample
+        // reaches the runner before the guest reaches that port: on an emulated CPU the guest
+        // took a raise set in between, outside every phase, before asking for a command.)
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !session.controls[0].awaiting_command.load(Ordering::SeqCst) {
+            assert!(
+                Instant::now() < deadline,
+                "the vCPU never reached the command port"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
         session.controls[0]
             .irq_pending
             .store(true, Ordering::SeqCst);

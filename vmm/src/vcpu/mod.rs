@@ -73,6 +73,8 @@ pub struct VcpuControl {
     pub irq_pending: AtomicBool,
     /// Raised by the irq source thread, for the report.
     pub irqs_raised: AtomicU64,
+    /// The thread is blocked at the guest's command port, waiting for its next command.
+    pub awaiting_command: AtomicBool,
     thread: Mutex<Option<libc::pthread_t>>,
 }
 
@@ -360,7 +362,9 @@ fn answer_command(
     state: &mut LoopState,
     sync_next: &mut Option<bool>,
 ) -> Result<(), VcpuOutcome> {
+    ctx.control.awaiting_command.store(true, Ordering::SeqCst);
     let command = ctx.commands.recv().unwrap_or(VcpuCommand::Shutdown);
+    ctx.control.awaiting_command.store(false, Ordering::SeqCst);
     let answer = match command {
         VcpuCommand::Run(phase) => {
             *sync_next = Some(phase.irq_source != abi::irq::NONE);
