@@ -290,11 +290,11 @@ pub fn batch_medians(values: &[f64]) -> Vec<f64> {
 /// the rounds as independent) and a batch-means t interval (the batches' medians' mean ± t(B−1)
 /// × sd / √B, around the median). Rounds close in time are not always independent: on a 2-CPU
 /// PVM host, contiguous stretches of ~85 rounds (~0.25 s) had medians of their own, their spread
-/// 1.3–1.7 times what shuffled rounds give (permutation test, p < 0.05 for 4 of 6 ratios at
-/// nesting 0), on one VM as much as on a fresh VM per stretch; the order-statistic CI then
+/// up to 1.6 times what shuffled rounds give (permutation test, p < 0.05 for 6 of 12 ratios to
+/// native-popf), on one VM as much as on a fresh VM per stretch; the order-statistic CI then
 /// promised more than the next run could repeat. With independent rounds the batch interval is
-/// about as wide (t and the batching cost ~15%), so the wider of the two only widens where the
-/// rounds drift together. With too few rounds for [`MIN_BATCHES`] batches the
+/// about as wide (t and the batching cost ~10% in the tests below), so the wider of the two only
+/// widens where the rounds drift together. With too few rounds for [`MIN_BATCHES`] batches the
 /// distribution-free CI stands alone. Returns the summary and the number of batches used.
 pub fn batched(values: &[f64]) -> (Summary, usize) {
     use statrs::distribution::{ContinuousCDF, StudentsT};
