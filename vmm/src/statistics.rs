@@ -29,6 +29,26 @@ pub fn sorted_finite(samples: &[f64]) -> Vec<f64> {
     sorted
 }
 
+/// Batches a figure's per-round values are cut into, at most (batch means over contiguous
+/// rounds: `measure::estimators::batched`, `measure::counts::estimate`).
+pub const MAX_BATCHES: usize = 20;
+/// Fewer batches than this cannot place a t interval (t(9) = 2.26; below, t grows fast).
+pub const MIN_BATCHES: usize = 10;
+/// Values per batch, at least: a median of fewer says too little.
+pub const MIN_BATCH_VALUES: usize = 6;
+
+/// `n` values in order cut into contiguous batches of (nearly) equal size, as many as
+/// [`MAX_BATCHES`] with [`MIN_BATCH_VALUES`] each; none when fewer than [`MIN_BATCHES`] fit.
+pub fn batch_ranges(n: usize) -> Vec<std::ops::Range<usize>> {
+    let batches = (n / MIN_BATCH_VALUES).min(MAX_BATCHES);
+    if batches < MIN_BATCHES {
+        return Vec::new();
+    }
+    (0..batches)
+        .map(|k| k * n / batches..(k + 1) * n / batches)
+        .collect()
+}
+
 /// Sample mean and (n−1) standard deviation; `None` with fewer than two samples.
 pub fn mean_sd(samples: &[f64]) -> Option<(f64, f64)> {
     if samples.len() < 2 {

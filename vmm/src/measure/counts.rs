@@ -91,20 +91,16 @@ pub fn estimate(rounds: &[RoundCount]) -> Option<CountEstimate> {
     let per_op = units.iter().map(|u| u.0).sum::<f64>() / ops as f64;
     // The same estimate over batches of contiguous rounds (as `estimators::batched` cuts the
     // cycle figures): its CI is the wider where rounds drift together.
-    let batches = (k / super::estimators::MIN_BATCH_VALUES).min(super::estimators::MAX_BATCHES);
-    let batched: Vec<(f64, u64)> = if batches >= super::estimators::MIN_BATCHES {
-        (0..batches)
-            .map(|b| {
-                let part = &units[b * k / batches..(b + 1) * k / batches];
-                (
-                    part.iter().map(|u| u.0).sum(),
-                    part.iter().map(|u| u.1).sum(),
-                )
-            })
-            .collect()
-    } else {
-        Vec::new()
-    };
+    let batched: Vec<(f64, u64)> = crate::statistics::batch_ranges(k)
+        .into_iter()
+        .map(|r| {
+            let part = &units[r];
+            (
+                part.iter().map(|u| u.0).sum(),
+                part.iter().map(|u| u.1).sum(),
+            )
+        })
+        .collect();
     let half = ratio_half_width(&units, per_op).max(ratio_half_width(&batched, per_op));
     Some(CountEstimate {
         per_op,

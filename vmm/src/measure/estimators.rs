@@ -262,26 +262,14 @@ pub fn interval(samples: &[f64]) -> Interval {
     }
 }
 
-/// Batches a figure's per-round values are cut into, at most, for [`batched`].
-pub const MAX_BATCHES: usize = 20;
-/// Fewer batches than this cannot place a t interval (t(9) = 2.26; below, t grows fast).
-pub const MIN_BATCHES: usize = 10;
-/// Kept values per batch, at least: a median of fewer says too little.
-pub const MIN_BATCH_VALUES: usize = 6;
+pub use statistics::{MAX_BATCHES, MIN_BATCHES, MIN_BATCH_VALUES};
 
-/// The medians of `values` (per-round values in round order) cut into contiguous batches of
-/// equal size, as many as [`MAX_BATCHES`] with [`MIN_BATCH_VALUES`] each; none when fewer than
-/// [`MIN_BATCHES`] fit.
+/// The medians of `values` (per-round values in round order) cut into
+/// [`statistics::batch_ranges`]; none when too few values for [`MIN_BATCHES`].
 pub fn batch_medians(values: &[f64]) -> Vec<f64> {
-    let batches = (values.len() / MIN_BATCH_VALUES).min(MAX_BATCHES);
-    if batches < MIN_BATCHES {
-        return Vec::new();
-    }
-    (0..batches)
-        .filter_map(|k| {
-            let (from, to) = (k * values.len() / batches, (k + 1) * values.len() / batches);
-            statistics::median(&values[from..to])
-        })
+    statistics::batch_ranges(values.len())
+        .into_iter()
+        .filter_map(|r| statistics::median(&values[r]))
         .collect()
 }
 
