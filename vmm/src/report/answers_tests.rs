@@ -32,21 +32,21 @@ fn drifting(
 
 #[test]
 fn rounds_that_drift_together_are_resampled_in_blocks_and_covered() {
-    // Two conditions, no interaction; each run's rounds in 20 stretches of 30 with a level of
-    // their own (1% sd, rounds 3%). Resampling single rounds held 0 in 87 of these 100 runs,
-    // blocks of n/20 rounds in 98.
+    // Two conditions, no interaction; each run's rounds in 20 stretches of 15 with a level of
+    // their own (2% sd, rounds 3%). Resampling single rounds held 0 in 69 of these 100 runs,
+    // blocks of n/20 rounds in 90 (a block bootstrap of 300 rounds runs a little short).
     let from = 0.91f64.ln();
     let mut holds_zero = 0;
     for t in 0..100 {
         let mut rng = SplitMix(4000 + t);
-        let a = drifting(&mut rng, 20, 30, from, 0.01, 0.03);
-        let b = drifting(&mut rng, 20, 30, from, 0.01, 0.03);
-        assert_eq!(block_len(a.len()), 30);
-        let d = interaction(&a, &b, 1000, t).expect("an estimate");
+        let a = drifting(&mut rng, 20, 15, from, 0.02, 0.03);
+        let b = drifting(&mut rng, 20, 15, from, 0.02, 0.03);
+        assert_eq!(block_len(a.len()), 15);
+        let d = interaction(&a, &b, 400, t).expect("an estimate");
         holds_zero += usize::from(!d.excludes(0.0));
     }
     println!("drifting rounds, no interaction: the CI holds 0 in {holds_zero} of 100");
-    assert!(holds_zero >= 92, "{holds_zero} of 100");
+    assert!(holds_zero >= 85, "{holds_zero} of 100");
 }
 
 #[test]
