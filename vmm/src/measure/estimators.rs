@@ -262,10 +262,8 @@ pub fn interval(samples: &[f64]) -> Interval {
     }
 }
 
-pub use statistics::{MAX_BATCHES, MIN_BATCHES, MIN_BATCH_VALUES};
-
 /// The medians of `values` (per-round values in round order) cut into
-/// [`statistics::batch_ranges`]; none when too few values for [`MIN_BATCHES`].
+/// [`statistics::batch_ranges`]; none when too few values for [`statistics::MIN_BATCHES`].
 pub fn batch_medians(values: &[f64]) -> Vec<f64> {
     statistics::batch_ranges(values.len())
         .into_iter()
@@ -282,8 +280,8 @@ pub fn batch_medians(values: &[f64]) -> Vec<f64> {
 /// native-popf), on one VM as much as on a fresh VM per stretch; the order-statistic CI then
 /// promised more than the next run could repeat. With independent rounds the batch interval is
 /// about as wide (t and the batching cost ~10% in the tests below), so the wider of the two only
-/// widens where the rounds drift together. With too few rounds for [`MIN_BATCHES`] batches the
-/// distribution-free CI stands alone. Returns the summary and the number of batches used.
+/// widens where the rounds drift together. With too few rounds for [`statistics::MIN_BATCHES`]
+/// batches the distribution-free CI stands alone. Returns the summary and the number of batches used.
 pub fn batched(values: &[f64]) -> (Summary, usize) {
     use statrs::distribution::{ContinuousCDF, StudentsT};
     let pooled = Summary::from_samples(values);
@@ -336,6 +334,7 @@ pub fn precise(summary: &Summary, baseline: f64, precision: f64) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::statistics::{MAX_BATCHES, MIN_BATCH_VALUES};
 
     /// `batches` stretches of `n` rounds in round order: true value 1, a level per stretch of
     /// sd `between` (slow host drift), noise per round of sd `within` (Gaussian, Box–Muller on

@@ -10,6 +10,7 @@ use crate::results::{
 };
 
 use super::format::{fmt_fraction, MIN_CI_SAMPLES};
+use crate::statistics;
 
 /// Builds the answers and sets them (and the method, when there is an interaction) on the
 /// report: the run calls it once its groups are measured.
@@ -281,12 +282,13 @@ struct Boot {
     replicates: Vec<f64>,
 }
 
-/// Rounds a resample draws together, in round order, out of `n`: a twentieth of them from 60
-/// rounds on, as the comparisons' CIs batch them (`measure::estimators::batched`), since rounds
-/// close in time can share the host's state; one (independent rounds) below.
+/// Rounds a resample draws together, in round order, out of `n`: from as many rounds as the
+/// comparisons' CIs batch (`measure::estimators::batched`, [`statistics::batch_ranges`]), one
+/// [`statistics::MAX_BATCHES`]th of them, since rounds close in time can share the host's
+/// state; one (independent rounds) below.
 pub(crate) fn block_len(n: usize) -> usize {
-    if n >= 60 {
-        n / 20
+    if n >= statistics::MIN_BATCHES * statistics::MIN_BATCH_VALUES {
+        n / statistics::MAX_BATCHES
     } else {
         1
     }
