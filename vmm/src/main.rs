@@ -33,8 +33,16 @@ fn dispatch(command: Command) -> Result<Status, CliError> {
             db,
             markdown,
             min_change,
+            normalised,
             ..
-        } => cli::history::cmd_compare(&old, &new, db.db.as_deref(), markdown, min_change),
+        } => cli::history::cmd_compare(
+            &old,
+            &new,
+            db.db.as_deref(),
+            markdown,
+            min_change,
+            normalised,
+        ),
         Command::History(args) => cli::history::cmd_history(args),
         Command::Baseline(args) => cli::history::cmd_baseline(args),
         Command::Check(args) => cli::history::cmd_check(args),

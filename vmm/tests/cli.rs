@@ -391,6 +391,20 @@ fn run_writes_every_output_and_compare_reads_them() {
             .any(|l| l.contains("-->") && l.contains("beyond noise")),
         "{same}"
     );
+    assert!(!same.contains("host speed differs"), "{same}");
+    // Normalised: costs in units of the loop, no ops/s.
+    let out = run(&[
+        "compare",
+        "--normalised",
+        a.to_str().expect("utf-8"),
+        b.to_str().expect("utf-8"),
+    ]);
+    let normalised = text(&out.stdout);
+    assert!(out.status.success(), "{normalised}");
+    assert!(
+        normalised.contains("cost/loop") && !normalised.contains("ops/s"),
+        "{normalised}"
+    );
 
     // Different strategies: the differences are listed.
     let other = tiny_config(dir.path(), &["native-popf", "pvop-skip"]);

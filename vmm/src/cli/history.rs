@@ -439,19 +439,21 @@ pub(crate) fn cmd_compare(
     db: Option<&Path>,
     markdown: bool,
     min_change: f64,
+    normalised: bool,
 ) -> Result<Status, CliError> {
     let loc = location(db)?;
     let mut store = None;
     let (a, a_shown) = load_ref(old, &loc, &mut store)?;
     let (b, b_shown) = load_ref(new, &loc, &mut store)?;
-    let mut c = report::compare_with(&a, &b, min_change);
+    let mut c = report::compare_by(&a, &b, min_change, normalised);
     c.runs[0].source = a_shown;
     c.runs[1].source = b_shown;
     let printed = emit(&report::render_compare(&c, markdown))?;
     if c.rows.is_empty() {
         // Nothing was compared: a CI step comparing the wrong pair must not pass.
         warn(format_args!(
-            "no row of {} matches a row of {} (rows match by name and by what they measured):              nothing compared",
+            "no row of {} matches a row of {} (rows match by name and by what they measured): \
+             nothing compared",
             c.runs[0].source, c.runs[1].source
         ));
         return Ok(printed.and(Status::Failed));
@@ -504,9 +506,9 @@ pub(crate) struct CheckArgs {
     #[arg(long)]
     strict_host: bool,
     /// Gate on each row's cost in units of its group's own empty loop (`cycles_per_loop`)
-    /// instead of raw cycles/op: a host that got uniformly faster or slower (a new kernel
-    /// build, another emulation speed) then moves no figure, while a change to one strategy
-    /// still does.
+    /// instead of raw cycles/op, leaving out ops/s: a host that got uniformly faster or slower
+    /// (a new kernel build, another emulation speed) then moves no figure, while a change to
+    /// one strategy still does.
     #[arg(long)]
     normalised: bool,
     #[command(flatten)]

@@ -152,10 +152,18 @@ run id of the history database, `latest`, or a baseline name; `run:12` and `base
 say which explicitly.
 
 A change is 'beyond noise' when the two runs' 95% CIs of the median (per-round paired
-figures, order statistics) do not overlap and the change is at least --min-change. Files
-written as irqbench-results/1 carry no CI: for them Welch's t-test at 99% on the medians
-decides, and the output says so. Changes below
---min-change (default 5%) are never called beyond noise: back-to-back runs drift that much.
+figures; the CI also covers rounds that drift together) do not overlap and the change is at
+least --min-change. Files written as irqbench-results/1 carry no CI: for them Welch's t-test at
+99% on the medians decides, and the output says so. Changes below --min-change (default 5%) are
+never called beyond noise: back-to-back runs drift that much. A change is a percentage only
+between two figures printed as numbers: from or to a figure printed ≈0 (its CI holds 0) it
+reads `from ≈0`, `to ≈0` or `both ≈0`.
+
+A shared or nested host can run a whole run 20-25% faster or slower than the last one. Where
+a group's `empty` loop moved beyond noise, the header says `host speed differs` for it: every
+cycles/op of that group moved with the loop, whatever the strategy. --normalised then compares
+costs in units of each group's own loop (`cycles_per_loop`), which such a change leaves alone
+while a change to one strategy still shows.
 
 Exit status: 0 compared; 1 no row of one run matches a row of the other (nothing compared);
 2 no such file, run or baseline; 141 stdout was a closed pipe.")]
@@ -176,6 +184,11 @@ Exit status: 0 compared; 1 no row of one run matches a row of the other (nothing
             allow_hyphen_values = true
         )]
         min_change: f64,
+        /// Compare each row's cost in units of its group's own empty loop (`cycles_per_loop`)
+        /// instead of raw cycles/op, and leave out ops/s: a host that ran uniformly faster or
+        /// slower then moves no figure, while a change to one strategy still does.
+        #[arg(long)]
+        normalised: bool,
         /// Print nothing but errors and the comparison.
         #[arg(long, short)]
         quiet: bool,

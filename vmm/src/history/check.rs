@@ -80,11 +80,7 @@ pub fn check(
 }
 
 fn row_line(r: &CompareRow) -> String {
-    let change = if r.change_pct.is_finite() {
-        format!("{:+.1}%", r.change_pct)
-    } else {
-        "from 0".into()
-    };
+    let change = crate::report::change_text(r);
     format!(
         "- `{}` {}: {change} (old {} → new {}, CIs apart)",
         r.name,

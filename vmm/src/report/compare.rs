@@ -66,8 +66,21 @@ pub struct Comparison {
     /// `row: field old --> new` for rows of one name that measured different things (a
     /// config changed under its name): not compared, and named.
     pub config_differs: Vec<String>,
+    /// Groups whose `empty` loop ran at another speed in the new run, beyond noise: the host
+    /// ran faster or slower, and every cycles/op of the group moved with it.
+    pub speed_differs: Vec<SpeedDifference>,
+    /// Costs compared in units of each group's `empty` loop (`--normalised`).
+    pub normalised: bool,
     /// Partial runs, duplicate result names.
     pub warnings: Vec<String>,
+}
+
+/// One group's `empty` loop in the two runs: the host's speed as the group saw it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SpeedDifference {
+    pub group: String,
+    /// The loop's cycles/op (the first row's paired baseline) as [`CompareRow`] has it.
+    pub empty: CompareRow,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -333,7 +346,7 @@ pub fn compare_with(a: &RunReport, b: &RunReport, min_change_pct: f64) -> Compar
 
 /// As [`compare_with`]; with `normalised`, costs are compared in units of each group's own
 /// empty loop (`cycles_per_loop`), which a host that got uniformly faster or slower leaves
-/// unchanged (`check --normalised`).
+/// unchanged, and ops/s (which it does not) is left out (`compare`/`check --normalised`).
 pub fn compare_by(
     a: &RunReport,
     b: &RunReport,
@@ -342,6 +355,7 @@ pub fn compare_by(
 ) -> Comparison {
     let mut c = Comparison {
         runs: [label(a), label(b)],
+        normalised,
         ..Comparison::default()
     };
     run_warnings("old", a, &mut c.warnings);
@@ -368,9 +382,13 @@ pub fn compare_by(
         };
         c.rows
             .push(summary_row(&ra.name, metric, ca, cb, min_change_pct));
-        let (oa, ob) = (&ra.ops_per_sec, &rb.ops_per_sec);
-        c.rows
-            .push(summary_row(&ra.name, METRIC_OPS, oa, ob, min_change_pct));
+        // Throughput is the host's speed as much as the strategy's: normalised, it is left
+        // out, or a host that ran slower would still move (and fail `check` on) every row.
+        if !normalised {
+            let (oa, ob) = (&ra.ops_per_sec, &rb.ops_per_sec);
+            c.rows
+                .push(summary_row(&ra.name, METRIC_OPS, oa, ob, min_change_pct));
+        }
         if exits_stat(ra).is_some() || exits_stat(rb).is_some() {
             c.rows.push(exits_row(&ra.name, ra, rb, min_change_pct));
         }
@@ -383,7 +401,42 @@ pub fn compare_by(
         .collect();
     c.only_in_b.dedup();
     c.host_differs = host_differences(a, b);
+    c.speed_differs = speed_differences(&a_by_id, &b_by_id, min_change_pct);
     c
+}
+
+/// The groups whose `empty` loop (the first compared row's paired baseline; every row of a
+/// group is measured against the same loop) changed beyond noise by [`summary_row`]'s rule.
+/// On a shared or nested host whole runs land in states 20–25% apart, which move every cost
+/// of a group together and leave its ratios alone: this says so before the rows are read as
+/// regressions.
+fn speed_differences(
+    a_by_id: &BTreeMap<String, &PhaseResult>,
+    b_by_id: &BTreeMap<String, &PhaseResult>,
+    min_change_pct: f64,
+) -> Vec<SpeedDifference> {
+    let mut seen = std::collections::BTreeSet::new();
+    let mut out = Vec::new();
+    for (key, ra) in a_by_id {
+        let Some(rb) = b_by_id.get(key) else { continue };
+        if ra.group.is_empty() || !seen.insert(ra.group.as_str()) {
+            continue;
+        }
+        let empty = summary_row(
+            &ra.group,
+            "empty cycles/op",
+            &ra.baseline_cycles,
+            &rb.baseline_cycles,
+            min_change_pct,
+        );
+        if empty.beyond_noise {
+            out.push(SpeedDifference {
+                group: ra.group.clone(),
+                empty,
+            });
+        }
+    }
+    out
 }
 
 fn host_differences(a: &RunReport, b: &RunReport) -> Vec<String> {
@@ -448,14 +501,53 @@ fn fmt_value(metric: &str, v: f64, ci: Option<[f64; 2]>) -> String {
     }
 }
 
-fn fmt_change(pct: f64) -> String {
-    if pct.is_nan() {
-        "(no data)".into()
-    } else if pct.is_infinite() {
-        if pct > 0.0 { "(new)" } else { "(gone)" }.into()
-    } else {
-        format!("({pct:+.1}%)")
+/// How a compared value is printed ([`fmt_cost`]'s cases), which decides whether a relative
+/// change can be.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Shown {
+    NoData,
+    /// Exactly 0 (no CI, or the CI `[0, 0]`).
+    Zero,
+    /// `≈0`: the CI holds 0.
+    NearZero,
+    /// `<0`: the CI lies below 0.
+    BelowZero,
+    Number,
+}
+
+fn shown(v: f64, ci: Option<[f64; 2]>) -> Shown {
+    if !v.is_finite() {
+        return Shown::NoData;
     }
+    match ci {
+        Some(ci) if ci == [0.0, 0.0] && v == 0.0 => Shown::Zero,
+        Some(ci) if crate::statistics::holds_zero(ci) => Shown::NearZero,
+        Some(ci) if ci[1] < 0.0 => Shown::BelowZero,
+        None if v == 0.0 => Shown::Zero,
+        None if v < 0.0 => Shown::BelowZero,
+        _ => Shown::Number,
+    }
+}
+
+/// The change column: a percentage only between two figures printed as numbers. A figure
+/// printed `≈0` may be any value in its CI, so a percentage from or to it would be a plain
+/// number for an interval that spans zero (`≈0 --> 0` read "-100%", `≈0 --> ≈0` "+1195%").
+pub(crate) fn change_text(r: &CompareRow) -> String {
+    use Shown::{BelowZero, NearZero, NoData, Number, Zero};
+    let about = |s: Shown| if s == Zero { "0" } else { "≈0" };
+    match (shown(r.old, r.old_ci95), shown(r.new, r.new_ci95)) {
+        (NoData, _) | (_, NoData) => "no data".into(),
+        (Number, Number) => format!("{:+.1}%", r.change_pct),
+        (Zero, Zero) => "both 0".into(),
+        (Zero | NearZero, Zero | NearZero) => "both ≈0".into(),
+        (old @ (Zero | NearZero), Number) => format!("from {}", about(old)),
+        (Number, new @ (Zero | NearZero)) => format!("to {}", about(new)),
+        (BelowZero, _) | (_, BelowZero) => "no %: below 0".into(),
+    }
+}
+
+fn fmt_change(r: &CompareRow) -> String {
+    format!("({})", change_text(r))
 }
 
 fn verdict(r: &CompareRow) -> String {
@@ -509,6 +601,30 @@ fn header(c: &Comparison) -> String {
     for d in &c.config_differs {
         let _ = writeln!(out, "config differs, not compared: {d}");
     }
+    for d in &c.speed_differs {
+        let e = &d.empty;
+        let _ = writeln!(
+            out,
+            "host speed differs: {}: its `empty` loop {} --> {} cycles/op ({})",
+            d.group,
+            fmt_value(&e.metric, e.old, e.old_ci95),
+            fmt_value(&e.metric, e.new, e.new_ci95),
+            change_text(e)
+        );
+    }
+    if !c.speed_differs.is_empty() {
+        let how = if c.normalised {
+            "the costs below are in units of each group's loop (--normalised), which that leaves \
+             alone"
+        } else {
+            "every cycles/op of such a group moved with its loop, whatever the strategy; \
+             --normalised compares costs in units of it"
+        };
+        let _ = writeln!(
+            out,
+            "  (the host ran at another speed, as shared and nested hosts do between runs: {how})"
+        );
+    }
     out.push('\n');
     out
 }
@@ -524,7 +640,7 @@ fn rows_markdown(out: &mut String, c: &Comparison) {
                 r.metric.clone(),
                 fmt_value(&r.metric, r.old, r.old_ci95),
                 fmt_value(&r.metric, r.new, r.new_ci95),
-                fmt_change(r.change_pct).trim_matches(['(', ')']).into(),
+                change_text(r),
                 if r.beyond_noise {
                     format!("**{v}**")
                 } else {
@@ -556,7 +672,7 @@ fn rows_text(out: &mut String, c: &Comparison, width: usize) {
             fmt_value(&r.metric, r.old, r.old_ci95),
             "-->".into(),
             fmt_value(&r.metric, r.new, r.new_ci95),
-            fmt_change(r.change_pct),
+            fmt_change(r),
             verdict(r),
         ]);
     }

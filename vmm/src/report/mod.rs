@@ -32,9 +32,10 @@ use std::path::PathBuf;
 use thiserror::Error;
 
 pub use answers::{fill_answers, gather as gather_answers, interaction};
+pub(crate) use compare::change_text;
 pub use compare::{
     compare, compare_by, compare_with, render_compare, render_compare_at, CompareRow, Comparison,
-    NoiseBasis, RunLabel, DEFAULT_MIN_CHANGE_PCT,
+    NoiseBasis, RunLabel, SpeedDifference, DEFAULT_MIN_CHANGE_PCT,
 };
 pub use csv::render_csv;
 pub use export::{render_export, Export, ExportFormat};

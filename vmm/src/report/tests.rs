@@ -808,6 +808,105 @@ fn exits_from_about_zero_are_judged_by_a_share_of_one_exit_per_op() {
     assert!(exits_row(&a, &b, 10.0).beyond_noise);
 }
 
+/// A change is a percentage only between two figures printed as numbers: `≈0` may be any
+/// value in its CI, so from, to or between such figures the column says so instead.
+#[test]
+fn a_change_from_or_to_about_zero_is_never_a_percentage() {
+    let set = |r: &mut RunReport, per_op: f64, ci95: [f64; 2]| {
+        let e = r.results[0].counts.get_mut("exits").expect("exits");
+        (e.per_op, e.ci95) = (per_op, ci95);
+    };
+    let line = |a: &RunReport, b: &RunReport| {
+        let c = compare(a, b);
+        let text = render_compare_at(&c, false, 200);
+        let name = &a.results[0].name;
+        text.lines()
+            .find(|l| l.starts_with(name.as_str()) && l.contains("exits/op"))
+            .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+            .expect("an exits row")
+    };
+    let (mut a, mut b) = (sample_report(), sample_report());
+    // What a real pair printed: "≈0 (±0.00012) --> 0 (-100.0%)".
+    set(&mut a, 0.00003, [-0.0001, 0.00014]);
+    set(&mut b, 0.0, [0.0, 0.0]);
+    assert!(
+        line(&a, &b).ends_with("≈0 (±0.00013) --> 0 (both ≈0) (within noise)"),
+        "{}",
+        line(&a, &b)
+    );
+    // "≈0 --> ≈0 (+1194.9%)".
+    set(&mut b, 0.00039, [-0.0003, 0.0011]);
+    assert!(line(&a, &b).contains("(both ≈0)"), "{}", line(&a, &b));
+    // A median of exactly 0 inside a CI that holds it read "(new)".
+    set(&mut a, 0.0, [-0.0003, 0.0003]);
+    assert!(line(&a, &b).contains("(both ≈0)"), "{}", line(&a, &b));
+    set(&mut b, 0.6, [0.59, 0.61]);
+    assert!(
+        line(&a, &b).contains("(from ≈0) beyond noise"),
+        "{}",
+        line(&a, &b)
+    );
+    assert!(
+        line(&b, &a).contains("(to ≈0) beyond noise"),
+        "{}",
+        line(&b, &a)
+    );
+    set(&mut a, 0.5, [0.49, 0.51]);
+    assert!(
+        line(&a, &b).contains("(+20.0%) beyond noise"),
+        "{}",
+        line(&a, &b)
+    );
+    // Exactly zero on both sides, and the Markdown table, which has no parentheses.
+    set(&mut a, 0.0, [0.0, 0.0]);
+    set(&mut b, 0.0, [0.0, 0.0]);
+    assert!(
+        line(&a, &b).contains("0 --> 0 (both 0)"),
+        "{}",
+        line(&a, &b)
+    );
+    set(&mut b, 0.00039, [-0.0003, 0.0011]);
+    let md = render_compare(&compare(&a, &b), true);
+    assert!(
+        md.lines()
+            .any(|l| l.contains("exits/op") && l.contains("| both ≈0 |")),
+        "{md}"
+    );
+}
+
+/// Two runs whose groups' `empty` loops ran at different speeds: the header names each group
+/// whose loop moved beyond noise before any row is read; a group whose loop held still is not
+/// named.
+#[test]
+fn compare_names_the_groups_whose_loop_ran_at_another_speed() {
+    let a = sample_report();
+    let mut b = a.clone();
+    let moved = b.results[0].group.clone();
+    for r in b.results.iter_mut().filter(|r| r.group == moved) {
+        r.baseline_cycles = rounds(13.2, 0.5, ROUNDS);
+    }
+    let c = compare(&a, &b);
+    assert_eq!(
+        c.speed_differs
+            .iter()
+            .map(|d| d.group.as_str())
+            .collect::<Vec<_>>(),
+        [moved.as_str()]
+    );
+    let text = render_compare_at(&c, false, 200);
+    assert!(
+        text.contains(&format!("host speed differs: {moved}: its `empty` loop"))
+            && text.contains("(+20.0%)")
+            && text.contains("--normalised compares costs in units of it"),
+        "{text}"
+    );
+    assert!(compare(&a, &a).speed_differs.is_empty());
+    let normalised = compare_by(&a, &b, DEFAULT_MIN_CHANGE_PCT, true);
+    assert!(normalised.rows.iter().all(|r| r.metric != "ops/s"));
+    assert!(render_compare_at(&normalised, false, 200)
+        .contains("costs below are in units of each group's loop"));
+}
+
 #[test]
 fn compare_with_itself_is_all_within_noise() {
     let report = sample_report();
