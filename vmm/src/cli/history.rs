@@ -471,8 +471,8 @@ pub(crate) fn cmd_compare(
 Runs CONFIG, saves the run (unless --no-save), and compares it with the baseline by the rule of
 `irqbench compare`: a change is beyond noise when the two runs' 95% CIs do not overlap and it is
 at least --max-regression percent. A change for the worse that is beyond noise (more cycles or
-exits per op, fewer ops/s), or a baseline result this run lacks, is a regression. Prints the
-Markdown compare table and the verdict.
+exits per op, fewer ops/s, or with --normalised fewer ops/loop), or a baseline result this run
+lacks, is a regression. Prints the Markdown compare table and the verdict.
 
 Exit status, as for `irqbench run`: 0 no regression and every row measured; 1 a
 regression, a failed row, a failed host validation, no KVM, or a failed write or save; 2 bad
@@ -506,9 +506,9 @@ pub(crate) struct CheckArgs {
     #[arg(long)]
     strict_host: bool,
     /// Gate on each row's cost in units of its group's own empty loop (`cycles_per_loop`)
-    /// instead of raw cycles/op, leaving out ops/s: a host that got uniformly faster or slower
-    /// (a new kernel build, another emulation speed) then moves no figure, while a change to
-    /// one strategy still does.
+    /// instead of raw cycles/op, and ops/s as ops/loop (times the loop's time per op): a host
+    /// that got uniformly faster or slower (a new kernel build, another emulation speed) then
+    /// moves no figure, while a change to one strategy still does.
     #[arg(long)]
     normalised: bool,
     #[command(flatten)]

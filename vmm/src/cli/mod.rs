@@ -157,13 +157,15 @@ least --min-change. Files written as irqbench-results/1 carry no CI: for them We
 99% on the medians decides, and the output says so. Changes below --min-change (default 5%) are
 never called beyond noise: back-to-back runs drift that much. A change is a percentage only
 between two figures printed as numbers: from or to a figure printed ≈0 (its CI holds 0) it
-reads `from ≈0`, `to ≈0` or `both ≈0`.
+reads `from ≈0`, `to ≈0` or `both ≈0` (`0` for an exact zero); beside a figure below 0
+`no %: below 0`; beside none `no data`.
 
 A shared or nested host can run a whole run 20-25% faster or slower than the last one. Where
-a group's `empty` loop moved beyond noise, the header says `host speed differs` for it: every
-cycles/op of that group moved with the loop, whatever the strategy. --normalised then compares
-costs in units of each group's own loop (`cycles_per_loop`), which such a change leaves alone
-while a change to one strategy still shows.
+a group's `empty` loop moved beyond noise (in every row of the group, the same way), the
+header says `host speed differs` for it: every cycles/op of that group moved with the loop,
+whatever the strategy. --normalised then compares costs in units of each group's own loop
+(`cost/loop`) and throughput as `ops/loop` (ops/s times the loop's time per op), which such a
+change leaves alone while a change to one strategy still shows.
 
 Exit status: 0 compared; 1 no row of one run matches a row of the other (nothing compared);
 2 no such file, run or baseline; 141 stdout was a closed pipe.")]
@@ -185,8 +187,9 @@ Exit status: 0 compared; 1 no row of one run matches a row of the other (nothing
         )]
         min_change: f64,
         /// Compare each row's cost in units of its group's own empty loop (`cycles_per_loop`)
-        /// instead of raw cycles/op, and leave out ops/s: a host that ran uniformly faster or
-        /// slower then moves no figure, while a change to one strategy still does.
+        /// instead of raw cycles/op, and ops/s as ops/loop (times the loop's time per op): a
+        /// host that ran uniformly faster or slower then moves no figure, while a change to one
+        /// strategy still does.
         #[arg(long)]
         normalised: bool,
         /// Print nothing but errors and the comparison.

@@ -36,9 +36,9 @@ impl CheckOutcome {
     }
 }
 
-/// Worse is more cycles or exits per operation, or fewer operations per second.
+/// Worse is more cycles or exits per operation, or fewer operations per second (or per loop).
 fn worse(row: &CompareRow) -> bool {
-    if row.metric == "ops/s" {
+    if row.metric == "ops/s" || row.metric == crate::report::METRIC_OPS_PER_LOOP {
         row.change_pct < 0.0
     } else {
         row.change_pct > 0.0
@@ -83,7 +83,7 @@ fn row_line(r: &CompareRow) -> String {
     let change = crate::report::change_text(r);
     format!(
         "- `{}` {}: {change} (old {} → new {}, CIs apart)",
-        r.name,
+        crate::text::escape_line(&r.name),
         r.metric,
         ci_text(r.old, r.old_ci95),
         ci_text(r.new, r.new_ci95)
@@ -92,7 +92,7 @@ fn row_line(r: &CompareRow) -> String {
 
 fn ci_text(v: f64, ci: Option<[f64; 2]>) -> String {
     let e = crate::report::format::Estimate { median: v, ci };
-    if ci.is_some() {
+    if ci.is_some() || v < 0.0 {
         crate::report::format::fmt_cost(e)
     } else {
         format!("{} (no CI)", crate::report::format::fmt_sig(v, 4))
@@ -141,15 +141,21 @@ pub fn render_check(o: &CheckOutcome) -> String {
             let _ = writeln!(out, "{}", row_line(r));
         }
         for m in &o.missing {
+            let m = crate::text::escape_line(m);
             let _ = writeln!(out, "- `{m}`: in the baseline, missing from this run");
         }
         for r in &o.unjudged {
+            let in_loops = o.comparison.normalised && r.metric != "exits/op";
             let why = if r.old.is_finite() && r.new.is_finite() {
                 "too few rounds in a run to judge"
+            } else if in_loops {
+                "no figure in units of the loop in a run (no kept round, or a file written \
+                 before irqbench wrote cycles_per_loop and baseline_ns)"
             } else {
                 "no data (no kept round) in a run"
             };
-            let _ = writeln!(out, "- `{}` {}: not judged: {why}", r.name, r.metric);
+            let name = crate::text::escape_line(&r.name);
+            let _ = writeln!(out, "- `{name}` {}: not judged: {why}", r.metric);
         }
     }
     if !o.improvements.is_empty() {

@@ -831,7 +831,8 @@ fn the_normalised_gate_sees_through_a_uniformly_slower_host() {
             row.cycles_per_op = rounds(row.cycles_per_op.median, 80.0 * scale, 25);
             row.cycles_per_loop = rounds(row.cycles_per_op.median / loop_cycles, 0.001, 25);
             row.baseline_cycles = rounds(loop_cycles, 100.0 * scale, 25);
-            row.ops_per_sec = rounds(30_000.0 / scale, 30.0, 25);
+            row.baseline_ns = rounds(loop_cycles / 2.5, 40.0 * scale, 25);
+            row.ops_per_sec = rounds(30_000.0 / scale, 30.0 / scale, 25);
         }
         r
     };
@@ -857,7 +858,7 @@ fn the_normalised_gate_sees_through_a_uniformly_slower_host() {
     let text = render_check(&o);
     assert!(o.passed(), "{text}");
     assert!(
-        text.contains("cost/loop") && !text.contains("ops/s"),
+        text.contains("cost/loop") && text.contains("ops/loop") && !text.contains("ops/s"),
         "{text}"
     );
     let group = &base.results[0].group;
@@ -865,6 +866,17 @@ fn the_normalised_gate_sees_through_a_uniformly_slower_host() {
         text.contains(&format!("host speed differs: {group}: its `empty` loop"))
             && text.contains("(+20.0%)"),
         "{text}"
+    );
+    // A row whose throughput alone fell (on several vCPUs, the slowest vCPU's) still fails
+    // the normalised gate, on ops/loop.
+    let mut straggler = with_loop(1.2, 1.0);
+    let ops = &mut straggler.results[0].ops_per_sec;
+    *ops = rounds(ops.median * 0.75, 30.0, 25);
+    let o = check(&base, &straggler, "B", 1, DEFAULT_MAX_REGRESSION_PCT, true);
+    assert!(
+        o.regressions.len() == 1 && o.regressions[0].metric == "ops/loop",
+        "{}",
+        render_check(&o)
     );
     let slower_popf = with_loop(1.0, 1.2);
     assert!(!check(

@@ -103,7 +103,38 @@ const METRIC_CYCLES: &str = "cycles/op";
 /// Cycles per op in units of the group's empty loop's cycles per op.
 const METRIC_PER_LOOP: &str = "cost/loop";
 const METRIC_OPS: &str = "ops/s";
+/// Ops per second times the group's empty loop's seconds per op: ops done in the time of one
+/// loop op, which a host that runs everything k times slower leaves unchanged.
+pub(crate) const METRIC_OPS_PER_LOOP: &str = "ops/loop";
 const METRIC_EXITS: &str = "exits/op";
+
+/// A row's ops/s in units of its loop ([`METRIC_OPS_PER_LOOP`]): the median the product of the
+/// two medians, the CI the two relative half-widths added in quadrature on each side (the two
+/// come from the same rounds, and a host that slows both moves them apart, so this errs wide).
+/// Without a CI on either factor the product has none.
+fn ops_per_loop(r: &PhaseResult) -> Summary {
+    let (ops, base) = (&r.ops_per_sec, &r.baseline_ns);
+    let scale = base.median * 1e-9;
+    let median = ops.median * scale;
+    let (eo, eb) = (Estimate::of(ops), Estimate::of(base));
+    let (Some(co), Some(cb), true) = (eo.ci, eb.ci, median.is_finite() && median > 0.0) else {
+        return Summary {
+            median,
+            ci95: [f64::NAN; 2],
+            samples: Vec::new(),
+            ..Summary::default()
+        };
+    };
+    let rel = |m: f64, b: f64| ((m - b) / m).abs();
+    let lo = median * (1.0 - rel(ops.median, co[0]).hypot(rel(base.median, cb[0])));
+    let hi = median * (1.0 + rel(ops.median, co[1]).hypot(rel(base.median, cb[1])));
+    Summary {
+        median,
+        ci95: [lo, hi],
+        samples: ops.samples.iter().map(|x| x * scale).collect(),
+        ..Summary::default()
+    }
+}
 
 fn change_pct(old: f64, new: f64) -> f64 {
     if old == new {
@@ -382,9 +413,20 @@ pub fn compare_by(
         };
         c.rows
             .push(summary_row(&ra.name, metric, ca, cb, min_change_pct));
-        // Throughput is the host's speed as much as the strategy's: normalised, it is left
-        // out, or a host that ran slower would still move (and fail `check` on) every row.
-        if !normalised {
+        // Throughput is the host's speed as much as the strategy's: normalised, it is in
+        // units of the loop too, or a host that ran slower would still move (and fail `check`
+        // on) every row. It stays: on a row of several vCPUs it is the slowest vCPU's, which
+        // the costs (means over the vCPUs) hardly show.
+        if normalised {
+            let (oa, ob) = (ops_per_loop(ra), ops_per_loop(rb));
+            c.rows.push(summary_row(
+                &ra.name,
+                METRIC_OPS_PER_LOOP,
+                &oa,
+                &ob,
+                min_change_pct,
+            ));
+        } else {
             let (oa, ob) = (&ra.ops_per_sec, &rb.ops_per_sec);
             c.rows
                 .push(summary_row(&ra.name, METRIC_OPS, oa, ob, min_change_pct));
@@ -405,38 +447,47 @@ pub fn compare_by(
     c
 }
 
-/// The groups whose `empty` loop (the first compared row's paired baseline; every row of a
-/// group is measured against the same loop) changed beyond noise by [`summary_row`]'s rule.
-/// On a shared or nested host whole runs land in states 20–25% apart, which move every cost
-/// of a group together and leave its ratios alone: this says so before the rows are read as
-/// regressions.
+/// The groups whose `empty` loop changed beyond noise by [`summary_row`]'s rule, in every
+/// compared row of the group (each row carries the loop's cycles/op from its own paired
+/// rounds) and the same way; shown by the row whose change is the median. On a shared or
+/// nested host whole runs land in states 20–25% apart, which move every cost of a group
+/// together and leave its ratios alone: this says so before the rows are read as regressions.
+/// One row alone never names its group, nor keeps it unnamed when another row has no figure.
 fn speed_differences(
     a_by_id: &BTreeMap<String, &PhaseResult>,
     b_by_id: &BTreeMap<String, &PhaseResult>,
     min_change_pct: f64,
 ) -> Vec<SpeedDifference> {
-    let mut seen = std::collections::BTreeSet::new();
-    let mut out = Vec::new();
+    let mut groups: BTreeMap<&str, Vec<CompareRow>> = BTreeMap::new();
     for (key, ra) in a_by_id {
         let Some(rb) = b_by_id.get(key) else { continue };
-        if ra.group.is_empty() || !seen.insert(ra.group.as_str()) {
+        if ra.group.is_empty() || !ra.baseline_cycles.has_data() || !rb.baseline_cycles.has_data() {
             continue;
         }
-        let empty = summary_row(
+        groups.entry(&ra.group).or_default().push(summary_row(
             &ra.group,
             "empty cycles/op",
             &ra.baseline_cycles,
             &rb.baseline_cycles,
             min_change_pct,
-        );
-        if empty.beyond_noise {
-            out.push(SpeedDifference {
-                group: ra.group.clone(),
-                empty,
-            });
-        }
+        ));
     }
-    out
+    groups
+        .into_iter()
+        .filter_map(|(group, mut rows)| {
+            let same_way =
+                rows.iter().all(|r| r.change_pct > 0.0) || rows.iter().all(|r| r.change_pct < 0.0);
+            if !same_way || !rows.iter().all(|r| r.beyond_noise) {
+                return None;
+            }
+            rows.sort_by(|x, y| x.change_pct.total_cmp(&y.change_pct));
+            let empty = rows.swap_remove(rows.len() / 2);
+            Some(SpeedDifference {
+                group: group.to_string(),
+                empty,
+            })
+        })
+        .collect()
 }
 
 fn host_differences(a: &RunReport, b: &RunReport) -> Vec<String> {
@@ -491,12 +542,17 @@ fn host_differences(a: &RunReport, b: &RunReport) -> Vec<String> {
 /// rule); without a CI, 4 significant digits.
 fn fmt_value(metric: &str, v: f64, ci: Option<[f64; 2]>) -> String {
     match (metric, ci) {
-        (METRIC_OPS, None) => fmt_si(v),
+        (METRIC_OPS, None) if v >= 0.0 => fmt_si(v),
         (_, Some(ci)) => fmt_cost(Estimate {
             median: v,
             ci: Some(ci),
         }),
-        (METRIC_EXITS, None) => fmt_rate(v),
+        (METRIC_EXITS, None) if v >= 0.0 => fmt_rate(v),
+        // A plain number only at and above 0, as `fmt_cost` has it: `<0 (±?)` below.
+        (_, None) if v < 0.0 => fmt_cost(Estimate {
+            median: v,
+            ci: None,
+        }),
         (_, None) => fmt_sig(v, 4),
     }
 }
@@ -575,38 +631,44 @@ fn verdict(r: &CompareRow) -> String {
     }
 }
 
+/// Text from the files (names, the host, a config's name) on one line: a newline in a group
+/// name must not start a line that reads like one of ours.
+fn one_line(text: &str) -> std::borrow::Cow<'_, str> {
+    crate::text::escape_line(text)
+}
+
 fn header(c: &Comparison) -> String {
     let mut out = String::new();
     for (which, r) in ["old", "new"].iter().zip(&c.runs) {
         let source = if r.source.is_empty() {
             String::new()
         } else {
-            format!("{} = ", r.source)
+            format!("{} = ", one_line(&r.source))
         };
         let _ = writeln!(
             out,
             "{which}: {source}{}, {}, {} ({})",
-            r.config_name,
+            one_line(&r.config_name),
             human_timestamp(r.started_unix),
-            r.host,
-            r.schema
+            one_line(&r.host),
+            one_line(&r.schema)
         );
     }
     for w in &c.warnings {
-        let _ = writeln!(out, "warning: {w}");
+        let _ = writeln!(out, "warning: {}", one_line(w));
     }
     for d in &c.host_differs {
-        let _ = writeln!(out, "host differs: {d}");
+        let _ = writeln!(out, "host differs: {}", one_line(d));
     }
     for d in &c.config_differs {
-        let _ = writeln!(out, "config differs, not compared: {d}");
+        let _ = writeln!(out, "config differs, not compared: {}", one_line(d));
     }
     for d in &c.speed_differs {
         let e = &d.empty;
         let _ = writeln!(
             out,
             "host speed differs: {}: its `empty` loop {} --> {} cycles/op ({})",
-            d.group,
+            one_line(&d.group),
             fmt_value(&e.metric, e.old, e.old_ci95),
             fmt_value(&e.metric, e.new, e.new_ci95),
             change_text(e)
@@ -636,7 +698,7 @@ fn rows_markdown(out: &mut String, c: &Comparison) {
         .map(|r| {
             let v = verdict(r);
             vec![
-                format!("`{}`", r.name),
+                format!("`{}`", one_line(&r.name)),
                 r.metric.clone(),
                 fmt_value(&r.metric, r.old, r.old_ci95),
                 fmt_value(&r.metric, r.new, r.new_ci95),
@@ -664,11 +726,15 @@ fn rows_text(out: &mut String, c: &Comparison, width: usize) {
     let aligns = [Left, Right, Left, Right, Right, Left];
     let mut t = TextTable::new(&aligns.map(|a| ("", a)));
     // The row and its metric are one column, so a panel that continues the table names both.
-    let name_width = c.rows.iter().map(|r| r.name.chars().count()).max();
+    let name_width = c
+        .rows
+        .iter()
+        .map(|r| one_line(&r.name).chars().count())
+        .max();
     for r in &c.rows {
         let w = name_width.unwrap_or(0);
         t.rows.push(vec![
-            format!("{:<w$}  {}", r.name, r.metric),
+            format!("{:<w$}  {}", one_line(&r.name), r.metric),
             fmt_value(&r.metric, r.old, r.old_ci95),
             "-->".into(),
             fmt_value(&r.metric, r.new, r.new_ci95),
@@ -715,9 +781,9 @@ pub fn render_compare_at(c: &Comparison, markdown: bool, width: usize) -> String
                 .iter()
                 .map(|n| {
                     if markdown {
-                        format!("`{n}`")
+                        format!("`{}`", one_line(n))
                     } else {
-                        n.clone()
+                        one_line(n).into_owned()
                     }
                 })
                 .collect();

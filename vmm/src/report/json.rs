@@ -163,10 +163,26 @@ fn check_figures(report: &RunReport) -> Result<(), Implausible> {
             ("baseline_cycles", &r.baseline_cycles, true),
             ("raw_cycles_per_op", &r.raw_cycles_per_op, true),
             ("ops_per_sec", &r.ops_per_sec, true),
+            ("cycles_per_loop", &r.cycles_per_loop, false),
+            ("baseline_ns", &r.baseline_ns, true),
         ] {
             // No figure (no kept rounds) is written as null: nothing to check.
             if s.has_data() {
                 check_interval(at(what), s.median, s.ci95, non_negative)?;
+            }
+        }
+        for (name, e) in &r.counts {
+            // A stat of a file written before `counts` may have no CI (null): its mean is
+            // still checked.
+            let what = at(&format!("counts.{name}"));
+            if e.ci95.iter().all(|b| b.is_finite()) {
+                check_interval(what, e.per_op, e.ci95, false)?;
+            } else if !e.per_op.is_finite() || e.per_op.abs() > MAX_MAGNITUDE {
+                return Err((
+                    what,
+                    compact(e.per_op),
+                    "not a finite number of events per op",
+                ));
             }
         }
         if !(0.0..=1.0).contains(&r.disturbed_fraction) {

@@ -32,7 +32,7 @@ use std::path::PathBuf;
 use thiserror::Error;
 
 pub use answers::{fill_answers, gather as gather_answers, interaction};
-pub(crate) use compare::change_text;
+pub(crate) use compare::{change_text, METRIC_OPS_PER_LOOP};
 pub use compare::{
     compare, compare_by, compare_with, render_compare, render_compare_at, CompareRow, Comparison,
     NoiseBasis, RunLabel, SpeedDifference, DEFAULT_MIN_CHANGE_PCT,

@@ -901,8 +901,37 @@ fn compare_names_the_groups_whose_loop_ran_at_another_speed() {
         "{text}"
     );
     assert!(compare(&a, &a).speed_differs.is_empty());
+    // One row's loop alone neither names its group nor, moved back, keeps it unnamed.
+    let mut one = a.clone();
+    let first = one
+        .results
+        .iter_mut()
+        .find(|r| r.group == moved)
+        .expect("a row");
+    first.baseline_cycles = rounds(13.2, 0.5, ROUNDS);
+    assert!(compare(&a, &one).speed_differs.is_empty());
+    let mut all_but_one = b.clone();
+    let first = all_but_one
+        .results
+        .iter_mut()
+        .find(|r| r.group == moved)
+        .expect("a row");
+    first.baseline_cycles = Summary::no_data();
+    assert_eq!(compare(&a, &all_but_one).speed_differs.len(), 1);
+    // A newline in a group's name does not start a line of its own.
+    let (mut x, mut y) = (a.clone(), b.clone());
+    for r in x.results.iter_mut().chain(y.results.iter_mut()) {
+        r.group = r.group.replace("pv/", "pv\nhost differs: forged/");
+    }
+    let forged = render_compare_at(&compare(&x, &y), false, 200);
+    assert!(
+        forged.contains("host speed differs: pv\\nhost differs: forged/")
+            && !forged.lines().any(|l| l.starts_with("host differs")),
+        "{forged}"
+    );
     let normalised = compare_by(&a, &b, DEFAULT_MIN_CHANGE_PCT, true);
     assert!(normalised.rows.iter().all(|r| r.metric != "ops/s"));
+    assert!(normalised.rows.iter().any(|r| r.metric == "ops/loop"));
     assert!(render_compare_at(&normalised, false, 200)
         .contains("costs below are in units of each group's loop"));
 }
@@ -1243,9 +1272,21 @@ fn text_from_outside_never_reaches_a_terminal_or_an_svg_raw() {
 fn impossible_figures_in_a_results_file_are_refused_by_field() {
     let dir = scratch_dir("implausible");
     type Damage = fn(&mut RunReport);
-    let cases: [(&str, Damage); 5] = [
+    let cases: [(&str, Damage); 7] = [
         ("CI is inverted", |r| {
             r.results[0].cycles_per_op.ci95 = [15000.0, 14000.0]
+        }),
+        // What `compare --normalised` reads: it had printed `-5.0 ±7.0 (-282.5%)`.
+        (
+            "cycles_per_loop = -5 [1, 2]: the median lies outside its own CI",
+            |r| {
+                let s = &mut r.results[0].cycles_per_loop;
+                (s.median, s.ci95) = (-5.0, [1.0, 2.0]);
+            },
+        ),
+        ("counts.exits", |r| {
+            let e = r.results[0].counts.get_mut("exits").expect("exits");
+            (e.per_op, e.ci95) = (-0.5, [0.1, 0.2]);
         }),
         ("outside its own CI", |r| {
             r.results[0].cycles_per_op.median = 1e6
