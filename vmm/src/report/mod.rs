@@ -9,6 +9,7 @@ mod answers;
 mod answers_text;
 pub(crate) mod columns;
 mod compare;
+mod compare_text;
 mod csv;
 mod exits;
 mod export;
@@ -32,11 +33,13 @@ use std::path::PathBuf;
 use thiserror::Error;
 
 pub use answers::{fill_answers, gather as gather_answers, interaction};
-pub(crate) use compare::{change_text, METRIC_OPS_PER_LOOP};
+pub(crate) use compare::METRIC_OPS_PER_LOOP;
 pub use compare::{
-    compare, compare_by, compare_with, render_compare, render_compare_at, CompareRow, Comparison,
-    NoiseBasis, RunLabel, SpeedDifference, DEFAULT_MIN_CHANGE_PCT,
+    compare, compare_by, compare_with, CompareRow, Comparison, NoiseBasis, RunLabel,
+    SpeedDifference, DEFAULT_MIN_CHANGE_PCT,
 };
+pub(crate) use compare_text::change_text;
+pub use compare_text::{render_compare, render_compare_at};
 pub use csv::render_csv;
 pub use export::{render_export, Export, ExportFormat};
 pub use folder::{new_results_dir, write_csv, write_json, write_markdown, write_svg, OutputDir};
