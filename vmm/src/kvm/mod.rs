@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 use std::os::fd::AsRawFd;
 use std::sync::{Mutex, OnceLock, PoisonError};
+use std::time::{Duration, Instant};
 
 use kvm_bindings::{kvm_interrupt, CpuId, KVMIO, KVM_MAX_CPUID_ENTRIES};
 use kvm_ioctls::{Kvm, VcpuFd};
@@ -108,4 +109,54 @@ mod tests {
         );
         assert_eq!(without_apic_ids(&cached), without_apic_ids(&fresh));
     }
+}
+
+/// MSR_IA32_TSC: KVM_GET_MSRS of it returns the guest TSC KVM keeps for the vCPU
+/// (`kvm_get_msr_common` → `kvm_read_l1_tsc`, the value the guest's `rdtsc` would read).
+pub const MSR_IA32_TSC: u32 = 0x10;
+
+/// A vCPU's guest TSC and the host instant it stood for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TscReading {
+    /// CLOCK_MONOTONIC at the middle of the ioctl.
+    pub at: Instant,
+    pub tsc: u64,
+    /// How long the ioctl took: the reading lies somewhere inside it.
+    pub bracket: Duration,
+}
+
+/// The guest TSC of `vcpu` (not running: KVM_GET_MSRS waits for a KVM_RUN to end) through
+/// KVM_GET_MSRS: the tightest-bracketed of `reads` readings (the first ioctl after a pause is
+/// the slowest), up to 8 while every bracket is above `enough` (the thread was preempted).
+pub fn read_guest_tsc(
+    vcpu: &VcpuFd,
+    reads: usize,
+    enough: Duration,
+) -> std::io::Result<TscReading> {
+    let entry = kvm_bindings::kvm_msr_entry {
+        index: MSR_IA32_TSC,
+        ..Default::default()
+    };
+    let mut best: Option<TscReading> = None;
+    for i in 0..8 {
+        let mut msrs = kvm_bindings::Msrs::from_entries(&[entry])
+            .map_err(|e| std::io::Error::other(format!("{e:?}")))?;
+        let before = Instant::now();
+        let n = vcpu.get_msrs(&mut msrs).map_err(std::io::Error::from)?;
+        let took = before.elapsed();
+        if n != 1 {
+            return Err(std::io::Error::other("KVM_GET_MSRS read no IA32_TSC"));
+        }
+        if best.is_none_or(|b| took < b.bracket) {
+            best = Some(TscReading {
+                at: before + took / 2,
+                tsc: msrs.as_slice()[0].data,
+                bracket: took,
+            });
+        }
+        if i + 1 >= reads && best.is_some_and(|b| b.bracket <= enough) {
+            break;
+        }
+    }
+    best.ok_or_else(|| std::io::Error::other("no KVM_GET_MSRS reading"))
 }

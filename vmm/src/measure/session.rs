@@ -342,7 +342,7 @@ impl Session {
                         outcome_text(&outcome)
                     )));
                 }
-                Ok(VcpuEvent::PhaseDone(_) | VcpuEvent::Wake) => {}
+                Ok(VcpuEvent::PhaseDone(_) | VcpuEvent::Tsc { .. } | VcpuEvent::Wake) => {}
                 Err(RecvTimeoutError::Timeout) if Instant::now() < deadline => {}
                 Err(_) => {
                     let where_ = self.stop_all();
@@ -395,8 +395,8 @@ impl Session {
                     });
                     break;
                 }
-                Ok(VcpuEvent::Booted { .. } | VcpuEvent::Wake) | Err(RecvTimeoutError::Timeout) => {
-                }
+                Ok(VcpuEvent::Booted { .. } | VcpuEvent::Tsc { .. } | VcpuEvent::Wake)
+                | Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => {
                     self.dead = true;
                     failure = Some(PhaseError::Guest("every vCPU thread has exited".into()));
@@ -495,6 +495,59 @@ impl Session {
             lock_counter,
             irqs_raised,
         })
+    }
+
+    /// Every vCPU's guest TSC read through KVM by its own thread while the guest waits for
+    /// its next command (between phases: no guest code runs), each at its own host instant;
+    /// in vCPU order. Bounded by `timeout`; a vCPU that exited, a stop request or the timeout
+    /// end the wait as [`Session::dispatch`]'s do.
+    pub fn read_tscs(
+        &mut self,
+        timeout: Duration,
+    ) -> Result<Vec<crate::kvm::TscReading>, PhaseError> {
+        if self.dead {
+            return Err(PhaseError::Guest("the VM is no longer running".into()));
+        }
+        for tx in &self.commands {
+            if tx.send(VcpuCommand::ReadTsc).is_err() {
+                self.dead = true;
+                return Err(PhaseError::Guest("a vCPU thread has exited".into()));
+            }
+        }
+        let started = Instant::now();
+        let mut readings = vec![None; self.vcpus as usize];
+        while readings.iter().any(Option::is_none) {
+            if stop_requested() {
+                return Err(PhaseError::Interrupted);
+            }
+            let left = timeout.saturating_sub(started.elapsed());
+            if left.is_zero() {
+                let where_ = self.stop_all();
+                return Err(PhaseError::Timeout {
+                    after: timeout,
+                    where_,
+                });
+            }
+            match self.events.recv_timeout(left.min(STOP_BACKSTOP)) {
+                Ok(VcpuEvent::Tsc { index, reading }) => {
+                    let r = reading.map_err(PhaseError::Guest)?;
+                    if let Some(slot) = readings.get_mut(index as usize) {
+                        *slot = Some(r);
+                    }
+                }
+                Ok(VcpuEvent::Exited { outcome, .. }) => {
+                    self.dead = true;
+                    return Err(PhaseError::Guest(outcome_text(&outcome)));
+                }
+                Ok(VcpuEvent::Booted { .. } | VcpuEvent::PhaseDone(_) | VcpuEvent::Wake)
+                | Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => {
+                    self.dead = true;
+                    return Err(PhaseError::Guest("every vCPU thread has exited".into()));
+                }
+            }
+        }
+        Ok(readings.into_iter().flatten().collect())
     }
 
     fn irqs_raised(&self) -> u64 {

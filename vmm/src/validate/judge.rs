@@ -274,7 +274,7 @@ pub fn tsc_vcpus(_: &Expectations, m: &TscSkew) -> Judged {
             ),
         )
         .warn(
-            "the vCPU threads were preempted around most barriers: the host is too busy to \
+            "the vCPU threads were preempted around most readings: the host is too busy to \
              compare the vCPUs' TSCs",
         );
     }

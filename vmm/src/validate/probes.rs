@@ -331,8 +331,6 @@ fn delay_spread(runs: &[Vec<(f64, f64)>], per_ns: f64) -> f64 {
         .fold(0.0, f64::max)
 }
 
-/// MSR_IA32_TSC: KVM_GET_MSRS of it returns the guest TSC KVM keeps for the vCPU.
-const MSR_IA32_TSC: u32 = 0x10;
 /// A reading whose ioctl took longer than this (the thread was preempted) is taken again.
 const MSR_READ_MAX: Duration = Duration::from_micros(100);
 /// Readings of which the one with the tightest bracket is kept.
@@ -439,31 +437,46 @@ pub fn tsc_offsets(kvm: &Kvm, khz: u64, pairs: usize) -> Result<TscSkew, String>
 /// (CLOCK_MONOTONIC at the middle of the ioctl, the guest TSC it returned, the ioctl's
 /// duration): the best of a few tries, so that a preempted one is taken again.
 fn read_guest_tsc(vcpu: &kvm_ioctls::VcpuFd) -> Result<(Instant, u64, Duration), String> {
-    let entry = kvm_bindings::kvm_msr_entry {
-        index: MSR_IA32_TSC,
+    let r = crate::kvm::read_guest_tsc(vcpu, MSR_READS, MSR_READ_MAX)
+        .map_err(|e| format!("KVM_GET_MSRS: {e}"))?;
+    Ok((r.at, r.tsc, r.bracket))
+}
+
+/// `tsc.vcpus` through KVM on the session's own vCPUs: each vCPU thread, waiting for its next
+/// command (no guest code runs), reads its vCPU's IA32_TSC at a host instant known to within
+/// the ioctl; vCPU 1 − vCPU 0 at one instant is the difference of two such readings less the
+/// time between them at `khz`. No barrier: on PVM the guest's own reading after a shared
+/// barrier carried the barrier's release (the spin is emulated), 30–60 µs with one vCPU mostly
+/// the later, whatever the TSCs did. Pairs whose bracket exceeds [`MSR_READ_MAX`] (a thread
+/// preempted inside the ioctl) are left out and counted.
+pub fn tsc_skew_kvm(s: &mut Session, pairs: usize, khz: u64) -> Result<TscSkew, String> {
+    let mut skew = TscSkew {
+        method: "IA32_TSC of the measuring VM's vCPUs via KVM_GET_MSRS, between phases".into(),
+        khz,
         ..Default::default()
     };
-    let mut best: Option<(Instant, u64, Duration)> = None;
-    for i in 0..8 {
-        let mut msrs = kvm_bindings::Msrs::from_entries(&[entry]).map_err(|e| format!("{e:?}"))?;
-        let before = Instant::now();
-        let n = vcpu
-            .get_msrs(&mut msrs)
-            .map_err(|e| format!("KVM_GET_MSRS: {e}"))?;
-        let took = before.elapsed();
-        if n != 1 {
-            return Err("KVM_GET_MSRS read no IA32_TSC".into());
+    for _ in 0..pairs {
+        let readings = s
+            .read_tscs(Duration::from_secs(2))
+            .map_err(|e| e.to_string())?;
+        let [r0, r1, ..] = readings.as_slice() else {
+            return Err("fewer than two vCPUs read".into());
+        };
+        if r0.bracket.max(r1.bracket) > MSR_READ_MAX {
+            skew.preempted += 1;
+            continue;
         }
-        if best.is_none_or(|b| took < b.2) {
-            best = Some((before + took / 2, msrs.as_slice()[0].data, took));
-        }
-        // The tightest of a few (the first ioctl after a pause is the slowest), more while
-        // the thread was preempted.
-        if i + 1 >= MSR_READS && best.is_some_and(|b| b.2 <= MSR_READ_MAX) {
-            break;
-        }
+        // Signed: the two threads read in either order.
+        let between_ns = if r1.at >= r0.at {
+            r1.at.duration_since(r0.at).as_nanos() as f64
+        } else {
+            -(r0.at.duration_since(r1.at).as_nanos() as f64)
+        };
+        let between = between_ns * khz as f64 / 1e6;
+        skew.skews_cycles
+            .push((r1.tsc.wrapping_sub(r0.tsc) as i64 as f64 - between) as i64);
     }
-    best.ok_or_else(|| "no KVM_GET_MSRS reading".into())
+    Ok(skew)
 }
 
 /// Blocks a load phase is cut into: at each boundary the VMM reads the vCPU thread's clocks,

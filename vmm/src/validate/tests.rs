@@ -606,6 +606,29 @@ fn doorbells_and_hlts_are_counted_exactly_on_this_host() {
     s.shutdown();
 }
 
+/// The measuring VM's own vCPUs, read through KVM between phases: one TSC (the two threads
+/// read microseconds apart, which the correction takes out), every pair a sample on a quiet
+/// host, and the session still runs phases afterwards (the guest waited for work throughout).
+#[test]
+fn the_measuring_vms_vcpus_read_through_kvm_keep_one_tsc() {
+    let Some(kvm) = crate::host::test_kvm() else {
+        return;
+    };
+    let m = crate::host::manifest(&kvm).expect("manifest");
+    let mut s = probes::boot(&kvm, &image(), 2, IrqchipMode::Userspace).expect("boot");
+    let skew = probes::tsc_skew_kvm(&mut s, 32, m.tsc_khz).expect("readings");
+    assert_eq!(skew.skews_cycles.len() + skew.preempted, 32);
+    let j = tsc_vcpus(&e(m.kvm_flavour), &skew);
+    if m.emulated_cpu.is_none() {
+        assert_eq!(verdict_of(&j), Verdict::Pass, "{j:?}");
+    } else {
+        println!("emulated CPU: not judged: {j:?}");
+    }
+    let r = probes::insn_rounds(&mut s, &[InsnId::CLI], 16, 1).expect("a phase after the readings");
+    assert_eq!(r.nets[0].insn, InsnId::CLI);
+    s.shutdown();
+}
+
 #[test]
 fn the_kvm_tsc_readings_agree_with_kvm_get_tsc_khz_and_across_vcpus() {
     let Some(kvm) = crate::host::test_kvm() else {

@@ -31,6 +31,9 @@ pub use window::{
     VariantTotals,
 };
 
+/// A TSC reading whose ioctl took longer than this (the thread was preempted) is taken again.
+const TSC_READ_ENOUGH: std::time::Duration = std::time::Duration::from_micros(100);
+
 /// The signal that kicks a vCPU thread out of KVM_RUN (SIGRTMIN + this).
 const KICK_SIGNAL_OFFSET: i32 = 2;
 
@@ -38,6 +41,9 @@ const KICK_SIGNAL_OFFSET: i32 = 2;
 #[derive(Clone, Debug)]
 pub enum VcpuCommand {
     Run(PhaseDescriptor),
+    /// Read the vCPU's guest TSC through KVM (answered with [`VcpuEvent::Tsc`]), then wait
+    /// for the next command: the guest goes on waiting for work meanwhile.
+    ReadTsc,
     Shutdown,
 }
 
@@ -58,9 +64,18 @@ pub enum VcpuOutcome {
 /// instead (`measure::session::wake_waiters`): a stop was asked for, so a wait ends now.
 #[derive(Debug)]
 pub enum VcpuEvent {
-    Booted { index: u32 },
+    Booted {
+        index: u32,
+    },
     PhaseDone(Box<PhaseSample>),
-    Exited { index: u32, outcome: VcpuOutcome },
+    Exited {
+        index: u32,
+        outcome: VcpuOutcome,
+    },
+    Tsc {
+        index: u32,
+        reading: Result<crate::kvm::TscReading, String>,
+    },
     Wake,
 }
 
@@ -363,17 +378,29 @@ fn answer_command(
     sync_next: &mut Option<bool>,
 ) -> Result<(), VcpuOutcome> {
     ctx.control.awaiting_command.store(true, Ordering::SeqCst);
-    let command = ctx.commands.recv().unwrap_or(VcpuCommand::Shutdown);
+    // `Some(phase)` to run, `None` to shut down.
+    let command = loop {
+        match ctx.commands.recv().unwrap_or(VcpuCommand::Shutdown) {
+            VcpuCommand::ReadTsc => {
+                let reading = crate::kvm::read_guest_tsc(&ctx.vcpu, 3, TSC_READ_ENOUGH)
+                    .map_err(|e| format!("KVM_GET_MSRS: {e}"));
+                let index = ctx.index;
+                let _ = ctx.events.send(VcpuEvent::Tsc { index, reading });
+            }
+            VcpuCommand::Run(phase) => break Some(phase),
+            VcpuCommand::Shutdown => break None,
+        }
+    };
     ctx.control.awaiting_command.store(false, Ordering::SeqCst);
     let answer = match command {
-        VcpuCommand::Run(phase) => {
+        Some(phase) => {
             *sync_next = Some(phase.irq_source != abi::irq::NONE);
             if let Err(e) = ctx.mailbox.write_phase(ctx.index, &phase) {
                 return Err(fault(ctx, format!("writing the phase: {e}"), None));
             }
             abi::Command::RunPhase as u32
         }
-        VcpuCommand::Shutdown => {
+        None => {
             state.shutting_down = true;
             abi::Command::Shutdown as u32
         }
