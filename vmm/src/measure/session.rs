@@ -499,55 +499,71 @@ impl Session {
 
     /// Every vCPU's guest TSC read through KVM by its own thread while the guest waits for
     /// its next command (between phases: no guest code runs), each at its own host instant;
-    /// in vCPU order. Bounded by `timeout`; a vCPU that exited, a stop request or the timeout
-    /// end the wait as [`Session::dispatch`]'s do.
+    /// in vCPU order. Every vCPU's answer is awaited (a failed reading too, so that none is
+    /// left for a later call), bounded by `timeout`; a vCPU that exited, a stop request or the
+    /// timeout end the wait as [`Session::dispatch`]'s do, and say why the VM stopped.
     pub fn read_tscs(
         &mut self,
         timeout: Duration,
     ) -> Result<Vec<crate::kvm::TscReading>, PhaseError> {
         if self.dead {
-            return Err(PhaseError::Guest("the VM is no longer running".into()));
+            return Err(PhaseError::Guest(format!(
+                "the VM is no longer running: {}",
+                self.dead_why.as_deref().unwrap_or("stopped earlier")
+            )));
         }
         for tx in &self.commands {
             if tx.send(VcpuCommand::ReadTsc).is_err() {
-                self.dead = true;
-                return Err(PhaseError::Guest("a vCPU thread has exited".into()));
+                return Err(self.died(PhaseError::Guest("a vCPU thread has exited".into())));
             }
         }
         let started = Instant::now();
-        let mut readings = vec![None; self.vcpus as usize];
-        while readings.iter().any(Option::is_none) {
+        let mut answers: Vec<Option<Result<crate::kvm::TscReading, String>>> =
+            vec![None; self.vcpus as usize];
+        while answers.iter().any(Option::is_none) {
             if stop_requested() {
-                return Err(PhaseError::Interrupted);
+                self.stop_all();
+                return Err(self.died(PhaseError::Interrupted));
             }
             let left = timeout.saturating_sub(started.elapsed());
             if left.is_zero() {
                 let where_ = self.stop_all();
-                return Err(PhaseError::Timeout {
+                return Err(self.died(PhaseError::Timeout {
                     after: timeout,
                     where_,
-                });
+                }));
             }
             match self.events.recv_timeout(left.min(STOP_BACKSTOP)) {
                 Ok(VcpuEvent::Tsc { index, reading }) => {
-                    let r = reading.map_err(PhaseError::Guest)?;
-                    if let Some(slot) = readings.get_mut(index as usize) {
-                        *slot = Some(r);
+                    if let Some(slot) = answers.get_mut(index as usize) {
+                        *slot = Some(reading.map_err(|e| format!("vCPU {index}: {e}")));
                     }
                 }
                 Ok(VcpuEvent::Exited { outcome, .. }) => {
-                    self.dead = true;
-                    return Err(PhaseError::Guest(outcome_text(&outcome)));
+                    return Err(self.died(PhaseError::Guest(outcome_text(&outcome))));
                 }
                 Ok(VcpuEvent::Booted { .. } | VcpuEvent::PhaseDone(_) | VcpuEvent::Wake)
                 | Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => {
-                    self.dead = true;
-                    return Err(PhaseError::Guest("every vCPU thread has exited".into()));
+                    let why = PhaseError::Guest("every vCPU thread has exited".into());
+                    return Err(self.died(why));
                 }
             }
         }
-        Ok(readings.into_iter().flatten().collect())
+        answers
+            .into_iter()
+            .flatten()
+            .collect::<Result<Vec<_>, String>>()
+            .map_err(PhaseError::Guest)
+    }
+
+    /// Marks the session dead for `why`, which later calls name (as `await_samples` does).
+    fn died(&mut self, why: PhaseError) -> PhaseError {
+        self.dead = true;
+        if self.dead_why.is_none() {
+            self.dead_why = Some(why.to_string());
+        }
+        why
     }
 
     fn irqs_raised(&self) -> u64 {

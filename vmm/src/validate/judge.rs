@@ -99,7 +99,7 @@ impl Expectations {
 pub const DEFAULT_EMUL_BATCH: f64 = 1024.0;
 /// Guest TSC rate against KVM_GET_TSC_KHZ, over CLOCK_MONOTONIC.
 pub const TSC_RATE_TOLERANCE: f64 = 0.001;
-/// vCPU TSCs read right after a shared barrier: the median difference allowed.
+/// vCPU 1 − vCPU 0 TSC at one instant: the 25th percentile of |difference| allowed.
 pub const TSC_SKEW_MAX_US: f64 = 50.0;
 /// LAPIC timer ticks delivered against those programmed.
 pub const LAPIC_TOLERANCE: f64 = 0.10;

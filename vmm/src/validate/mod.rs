@@ -501,24 +501,37 @@ fn insn_checks(
 /// escape preemption, in the guest after a shared barrier; where the host is too busy for that
 /// too (or has one CPU), through KVM on a fresh VM's two vCPUs.
 fn vcpu_tsc_skew(kvm: &Kvm, s: &mut Session, khz: u64) -> Result<judge::TscSkew, String> {
+    // Why the readings between phases were not used, for the method of the one that is.
+    let mut instead = String::new();
     if s.vcpus > 1 {
-        if let Ok(between) = probes::tsc_skew_kvm(s, SKEW_ROUNDS as usize, khz) {
-            if between.skews_cycles.len() >= judge::TSC_SKEW_MIN_BLOCKS {
-                return Ok(between);
+        match probes::tsc_skew_kvm(s, SKEW_ROUNDS as usize, khz) {
+            Ok(between) if between.skews_cycles.len() >= judge::TSC_SKEW_MIN_BLOCKS => {
+                return Ok(between)
             }
+            Ok(between) => {
+                instead = format!(
+                    "; between phases through KVM {} of {} pairs were too loosely timed",
+                    between.preempted,
+                    between.preempted + between.skews_cycles.len()
+                );
+            }
+            // A VM that stopped cannot run the barrier either: say why it stopped.
+            Err(e) if s.dead => return Err(format!("reading the vCPUs' TSCs between phases: {e}")),
+            Err(e) => instead = format!("; between phases through KVM: {e}"),
         }
     }
-    let guest = if s.vcpus > 1 {
+    let mut guest = if s.vcpus > 1 {
         probes::tsc_skew(s, SKEW_ROUNDS, khz)?
     } else {
         judge::TscSkew::default()
     };
     if guest.skews_cycles.len() >= judge::TSC_SKEW_MIN_BLOCKS {
+        guest.method.push_str(&instead);
         return Ok(guest);
     }
     let mut kvm_side = probes::tsc_offsets(kvm, khz, SKEW_ROUNDS as usize)?;
     kvm_side.method = format!(
-        "{} (the guest's barrier blocks: {} of {} preempted)",
+        "{} (the guest's barrier blocks: {} of {} preempted{instead})",
         kvm_side.method,
         guest.preempted,
         guest.preempted + guest.skews_cycles.len()
