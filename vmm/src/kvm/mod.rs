@@ -125,14 +125,16 @@ pub struct TscReading {
     pub bracket: Duration,
 }
 
+/// Readings of which [`read_guest_tsc`] keeps the one with the tightest bracket.
+const TSC_READS: usize = 3;
+/// A reading whose ioctl took longer than this (the thread was preempted) is taken again, up
+/// to 8 in all; callers leave out readings still above it.
+pub const TSC_READ_MAX: Duration = Duration::from_micros(100);
+
 /// The guest TSC of `vcpu` (not running: KVM_GET_MSRS waits for a KVM_RUN to end) through
-/// KVM_GET_MSRS: the tightest-bracketed of `reads` readings (the first ioctl after a pause is
-/// the slowest), up to 8 while every bracket is above `enough` (the thread was preempted).
-pub fn read_guest_tsc(
-    vcpu: &VcpuFd,
-    reads: usize,
-    enough: Duration,
-) -> std::io::Result<TscReading> {
+/// KVM_GET_MSRS: the tightest-bracketed of [`TSC_READS`] readings (the first ioctl after a
+/// pause is the slowest), up to 8 while every bracket is above [`TSC_READ_MAX`].
+pub fn read_guest_tsc(vcpu: &VcpuFd) -> std::io::Result<TscReading> {
     let entry = kvm_bindings::kvm_msr_entry {
         index: MSR_IA32_TSC,
         ..Default::default()
@@ -154,9 +156,21 @@ pub fn read_guest_tsc(
                 bracket: took,
             });
         }
-        if i + 1 >= reads && best.is_some_and(|b| b.bracket <= enough) {
+        if i + 1 >= TSC_READS && best.is_some_and(|b| b.bracket <= TSC_READ_MAX) {
             break;
         }
     }
     best.ok_or_else(|| std::io::Error::other("no KVM_GET_MSRS reading"))
+}
+
+/// vCPU b − vCPU a TSC at one instant, in cycles: the difference of two readings less the
+/// host time between them (signed: they may be taken in either order) at `khz`.
+pub fn tsc_skew_cycles(a: &TscReading, b: &TscReading, khz: u64) -> i64 {
+    let between_ns = if b.at >= a.at {
+        b.at.duration_since(a.at).as_nanos() as f64
+    } else {
+        -(a.at.duration_since(b.at).as_nanos() as f64)
+    };
+    let between = between_ns * khz as f64 / 1e6;
+    (b.tsc.wrapping_sub(a.tsc) as i64 as f64 - between) as i64
 }

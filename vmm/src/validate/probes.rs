@@ -331,15 +331,12 @@ fn delay_spread(runs: &[Vec<(f64, f64)>], per_ns: f64) -> f64 {
         .fold(0.0, f64::max)
 }
 
-/// A reading whose ioctl took longer than this (the thread was preempted) is taken again.
-const MSR_READ_MAX: Duration = Duration::from_micros(100);
+use crate::kvm::TSC_READ_MAX as MSR_READ_MAX;
 /// A pair of readings for `tsc.vcpus` whose brackets could move their difference by more than
 /// this is left out: half the judge's limit, so that timing alone never fails a host (brackets
 /// are 5 µs on the AMD PVM host, 9–13 µs on an Intel one).
 const TSC_PAIR_UNCERTAINTY_MAX: Duration =
     Duration::from_micros((super::judge::TSC_SKEW_MAX_US / 2.0) as u64);
-/// Readings of which the one with the tightest bracket is kept.
-const MSR_READS: usize = 3;
 
 /// A vCPU that never runs, whose guest TSC the VMM reads through KVM_GET_MSRS: for `run`'s
 /// quick check, where no guest phase is long enough to time the guest's own `rdtsc` to 0.1%.
@@ -426,24 +423,27 @@ pub fn tsc_offsets(kvm: &Kvm, khz: u64, pairs: usize) -> Result<TscSkew, String>
         ..Default::default()
     };
     for _ in 0..pairs {
-        let (t0, tsc0, b0) = read_guest_tsc(&v0)?;
-        let (t1, tsc1, b1) = read_guest_tsc(&v1)?;
-        if b0.max(b1) > MSR_READ_MAX {
+        let r0 = kvm_reading(&v0)?;
+        let r1 = kvm_reading(&v1)?;
+        if r0.bracket.max(r1.bracket) > MSR_READ_MAX {
             skew.preempted += 1;
             continue;
         }
-        let between = t1.saturating_duration_since(t0).as_nanos() as f64 * khz as f64 / 1e6;
         skew.skews_cycles
-            .push((tsc1.wrapping_sub(tsc0) as i64 as f64 - between) as i64);
+            .push(crate::kvm::tsc_skew_cycles(&r0, &r1, khz));
     }
     Ok(skew)
+}
+
+/// [`crate::kvm::read_guest_tsc`] with its error as the checks say it.
+fn kvm_reading(vcpu: &kvm_ioctls::VcpuFd) -> Result<crate::kvm::TscReading, String> {
+    crate::kvm::read_guest_tsc(vcpu).map_err(|e| format!("KVM_GET_MSRS: {e}"))
 }
 
 /// (CLOCK_MONOTONIC at the middle of the ioctl, the guest TSC it returned, the ioctl's
 /// duration): the best of a few tries, so that a preempted one is taken again.
 fn read_guest_tsc(vcpu: &kvm_ioctls::VcpuFd) -> Result<(Instant, u64, Duration), String> {
-    let r = crate::kvm::read_guest_tsc(vcpu, MSR_READS, MSR_READ_MAX)
-        .map_err(|e| format!("KVM_GET_MSRS: {e}"))?;
+    let r = kvm_reading(vcpu)?;
     Ok((r.at, r.tsc, r.bracket))
 }
 
@@ -473,15 +473,9 @@ pub fn tsc_skew_kvm(s: &mut Session, pairs: usize, khz: u64) -> Result<TscSkew, 
             skew.preempted += 1;
             continue;
         }
-        // Signed: the two threads read in either order.
-        let between_ns = if r1.at >= r0.at {
-            r1.at.duration_since(r0.at).as_nanos() as f64
-        } else {
-            -(r0.at.duration_since(r1.at).as_nanos() as f64)
-        };
-        let between = between_ns * khz as f64 / 1e6;
+        // The two threads read in either order.
         skew.skews_cycles
-            .push((r1.tsc.wrapping_sub(r0.tsc) as i64 as f64 - between) as i64);
+            .push(crate::kvm::tsc_skew_cycles(r0, r1, khz));
     }
     Ok(skew)
 }

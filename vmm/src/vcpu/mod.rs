@@ -31,9 +31,6 @@ pub use window::{
     VariantTotals,
 };
 
-/// A TSC reading whose ioctl took longer than this (the thread was preempted) is taken again.
-const TSC_READ_ENOUGH: std::time::Duration = std::time::Duration::from_micros(100);
-
 /// The signal that kicks a vCPU thread out of KVM_RUN (SIGRTMIN + this).
 const KICK_SIGNAL_OFFSET: i32 = 2;
 
@@ -382,8 +379,8 @@ fn answer_command(
     let command = loop {
         match ctx.commands.recv().unwrap_or(VcpuCommand::Shutdown) {
             VcpuCommand::ReadTsc => {
-                let reading = crate::kvm::read_guest_tsc(&ctx.vcpu, 3, TSC_READ_ENOUGH)
-                    .map_err(|e| format!("KVM_GET_MSRS: {e}"));
+                let reading =
+                    crate::kvm::read_guest_tsc(&ctx.vcpu).map_err(|e| format!("KVM_GET_MSRS: {e}"));
                 let index = ctx.index;
                 let _ = ctx.events.send(VcpuEvent::Tsc { index, reading });
             }
