@@ -680,7 +680,7 @@ fn write_outputs(
         let export = report::render_export(report, *format);
         if !export.left_out.is_empty() {
             warn(format_args!(
-                "--export {}: left out {} row(s) without data: {}",
+                "--export {}: left out {} row(s) without data or without a CI (under 6 rounds): {}",
                 format.name(),
                 export.left_out.len(),
                 export.left_out.join(", ")

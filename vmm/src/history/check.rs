@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use crate::report::{compare_by, render_compare, CompareRow, Comparison};
+use crate::report::{compare_by, render_compare, CompareRow, Comparison, NoiseBasis};
 use crate::results::RunReport;
 
 /// A change below this is never a regression (back-to-back runs drift this much), unless
@@ -30,9 +30,12 @@ pub struct CheckOutcome {
 
 impl CheckOutcome {
     /// Passed only when every baseline row was found and judged and none regressed: a gate
-    /// that cannot judge does not pass.
+    /// that cannot judge does not pass, and one that compared nothing judged nothing.
     pub fn passed(&self) -> bool {
-        self.regressions.is_empty() && self.missing.is_empty() && self.unjudged.is_empty()
+        self.regressions.is_empty()
+            && self.missing.is_empty()
+            && self.unjudged.is_empty()
+            && !self.comparison.rows.is_empty()
     }
 }
 
@@ -81,8 +84,14 @@ pub fn check(
 
 fn row_line(r: &CompareRow) -> String {
     let change = crate::report::change_text(r);
+    // How the row was found beyond noise: a run without a CI was judged by a test instead.
+    let rule = match r.basis {
+        NoiseBasis::Welch => "Welch's t at 99%: a run has no CI",
+        NoiseBasis::Poisson => "Poisson counts at 99%: a run has no CI",
+        _ => "CIs apart",
+    };
     format!(
-        "- `{}` {}: {change} (old {} → new {}, CIs apart)",
+        "- `{}` {}: {change} (old {} → new {}, {rule})",
         crate::text::escape_line(&r.name),
         r.metric,
         ci_text(r.old, r.old_ci95),
@@ -104,7 +113,7 @@ pub fn render_check(o: &CheckOutcome) -> String {
     let mut out = render_compare(&o.comparison, true);
     // 5, 2.5: the threshold as it was given.
     let rule = format!(
-        "beyond noise (95% CIs apart) and at least {}%",
+        "beyond noise (95% CIs apart, or a 99% test where a run has no CI) and at least {}%",
         o.threshold_pct
     );
     let _ = writeln!(out);
@@ -119,6 +128,9 @@ pub fn render_check(o: &CheckOutcome) -> String {
         );
     } else {
         let mut also = String::new();
+        if o.comparison.rows.is_empty() {
+            also.push_str(", and no figure compared: a check that judged nothing does not pass");
+        }
         if !o.missing.is_empty() {
             let _ = write!(also, ", {} baseline row(s) missing", o.missing.len());
         }
@@ -148,6 +160,9 @@ pub fn render_check(o: &CheckOutcome) -> String {
             let in_loops = o.comparison.normalised && r.metric != "exits/op";
             let why = if r.old.is_finite() && r.new.is_finite() {
                 "too few rounds in a run to judge"
+            } else if r.metric == crate::report::METRIC_EXITS {
+                "no exits count in a run (too few kept rounds for one, or a kernel without KVM \
+                 binary stats)"
             } else if in_loops {
                 "no figure in units of the loop in a run (no kept round, or a file written \
                  before irqbench wrote cycles_per_loop and baseline_ns)"

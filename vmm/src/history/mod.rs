@@ -175,6 +175,11 @@ pub enum HistoryError {
          {MAX_BASELINE_NAME} characters, not only digits)"
     )]
     BadBaselineName { name: String, why: &'static str },
+    #[error(
+        "run {id} has no result rows: a check against it would judge nothing; name a run that \
+         measured something (`irqbench history` lists them with their rows)"
+    )]
+    EmptyBaseline { id: i64 },
     #[error("no stored run matches {what}; stored: {known}")]
     NoMatch { what: String, known: String },
 }

@@ -301,11 +301,15 @@ impl Store {
         let Some(json) = json else {
             return Err(self.no_such_run(id)?);
         };
-        serde_json::from_str(&json).map_err(|source| HistoryError::Decode {
-            path: self.path.clone(),
-            id,
-            source,
-        })
+        let mut report: RunReport =
+            serde_json::from_str(&json).map_err(|source| HistoryError::Decode {
+                path: self.path.clone(),
+                id,
+                source,
+            })?;
+        // A v1 run imported by an earlier build was stored with its absent CIs as [0, 0].
+        crate::report::forget_v1_cis(&mut report);
+        Ok(report)
     }
 
     fn no_such_run(&self, id: i64) -> Result<HistoryError, HistoryError> {
@@ -402,6 +406,17 @@ impl Store {
             Some(id) => self.resolve(&RunRef::Run(id))?,
             None => self.latest()?,
         };
+        let rows: i64 = self
+            .conn
+            .query_row(
+                "SELECT COUNT(*) FROM results WHERE run_id = ?1",
+                params![id],
+                |r| r.get(0),
+            )
+            .map_err(self.err())?;
+        if rows == 0 {
+            return Err(HistoryError::EmptyBaseline { id });
+        }
         let before = self.baseline_of(name)?;
         self.refuse_damage()?;
         self.conn

@@ -209,7 +209,11 @@ fn insert_rows(tx: &Transaction, id: i64, report: &RunReport) -> rusqlite::Resul
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
     )?;
     for (position, c) in report.comparisons.iter().enumerate() {
-        if c.no_ratio.is_some() || !c.ratio.median.is_finite() {
+        // Indexed only with a CI (too few rounds give none): the stored report keeps the rest.
+        let finite = [c.ratio.median, c.ratio.ci95[0], c.ratio.ci95[1]]
+            .iter()
+            .all(|v| v.is_finite());
+        if c.no_ratio.is_some() || !finite {
             continue;
         }
         let metric = match c.metric {

@@ -528,6 +528,53 @@ fn check_fails_on_a_slower_run_and_passes_on_the_same_one() {
     assert!(!o.passed() && o.missing.len() == 1);
 }
 
+/// A baseline with no rows leaves nothing to compare: the check fails and says so, where it
+/// had passed with "0 figures compared".
+#[test]
+fn check_fails_when_it_compared_nothing() {
+    let mut empty = report(10, 14_750.0);
+    empty.results.clear();
+    let o = check(&empty, &report(20, 14_750.0), "B", 1, 5.0, false);
+    let text = render_check(&o);
+    assert!(!o.passed(), "{text}");
+    assert!(
+        text.contains("check FAILED") && text.contains("no figure compared"),
+        "{text}"
+    );
+}
+
+/// A run with too few kept rounds for an exits count has no exits figure: `compare` says no
+/// data and the check does not judge it, where it had shown `0`.
+#[test]
+fn exits_without_a_count_are_no_data_not_zero() {
+    let mut base = report(10, 14_750.0);
+    for r in &mut base.results {
+        let exits = crate::results::CountEstimate {
+            per_op: 0.5,
+            ci95: [0.45, 0.55],
+            rounds: 25,
+            ops: 25_000,
+            ..Default::default()
+        };
+        r.counts.insert(crate::results::EXITS_STAT.into(), exits);
+    }
+    let few = report(20, 14_750.0);
+    let c = crate::report::compare(&base, &few);
+    let rows: Vec<_> = c.rows.iter().filter(|r| r.metric == "exits/op").collect();
+    assert_eq!(rows.len(), base.results.len());
+    for r in &rows {
+        assert_eq!(r.basis, crate::report::NoiseBasis::NoData, "{r:?}");
+    }
+    let text = crate::report::render_compare(&c, false);
+    assert!(!text.contains("NaN"), "{text}");
+    let line = text
+        .lines()
+        .find(|l| l.contains("exits/op"))
+        .unwrap_or_default();
+    assert!(line.contains("no data") && !line.contains("  0 "), "{text}");
+    assert!(!check(&base, &few, "B", 1, 5.0, false).passed());
+}
+
 /// A gate that cannot judge does not pass: a new run whose row has no data (it kept no
 /// round) fails the check with the row named, and `compare` shows "no data", never −100%.
 #[test]

@@ -229,13 +229,28 @@ pub(crate) fn summary_row(
 /// Exits per op: by the CIs of the per-round samples when both runs have them; otherwise the
 /// rates are treated as Poisson counts (variance of a rate = count / ops²).
 fn exits_row(name: &str, ra: &PhaseResult, rb: &PhaseResult, min_change_pct: f64) -> CompareRow {
-    let old = exits_stat(ra).unwrap_or(0.0);
-    let new = exits_stat(rb).unwrap_or(0.0);
-    let change = change_pct(old, new);
+    // A run without the stat (too few kept rounds for a count, or a kernel without binary
+    // stats) has no figure: not a 0.
+    let old = exits_stat(ra).unwrap_or(f64::NAN);
+    let new = exits_stat(rb).unwrap_or(f64::NAN);
     let cis = (
         exits_estimate(ra).and_then(|e| e.ci),
         exits_estimate(rb).and_then(|e| e.ci),
     );
+    if !(old.is_finite() && new.is_finite()) {
+        return CompareRow {
+            name: name.into(),
+            metric: METRIC_EXITS.into(),
+            old,
+            new,
+            old_ci95: cis.0,
+            new_ci95: cis.1,
+            change_pct: f64::NAN,
+            beyond_noise: false,
+            basis: NoiseBasis::NoData,
+        };
+    }
+    let change = change_pct(old, new);
     // From a baseline whose CI holds 0 (printed ≈0) a relative change is unbounded however
     // small the difference (back to back on a busy CI host: ≈0 → 0.027 exits/op, "+4380%"),
     // so the floor is then the same share of one exit per op (at 50%, half an exit per op).

@@ -6,26 +6,29 @@ use std::fmt::Write as _;
 
 use super::columns::Align;
 use super::compare::{CompareRow, Comparison, NoiseBasis, METRIC_EXITS, METRIC_OPS};
-use super::format::{fmt_cost, fmt_rate, fmt_si, fmt_sig, human_timestamp, Estimate};
+use super::format::{fmt_cost, fmt_rate, fmt_si, fmt_sig, human_timestamp, Estimate, NO_DATA};
 use super::markdown::md_table;
 use super::table::{push_wrapped, TextTable};
 
 /// A compared value at the resolution of its CI (cycles and exits follow the table's `≈0`
-/// rule); without a CI, 4 significant digits.
+/// rule); without a CI, 4 significant digits and `±?`, as the run's table has it; without a
+/// figure, `no data`.
 fn fmt_value(metric: &str, v: f64, ci: Option<[f64; 2]>) -> String {
     match (metric, ci) {
-        (METRIC_OPS, None) if v >= 0.0 => fmt_si(v),
+        _ if !v.is_finite() => NO_DATA.into(),
+        (METRIC_OPS, None) if v >= 0.0 => format!("{} ±?", fmt_si(v)),
         (_, Some(ci)) => fmt_cost(Estimate {
             median: v,
             ci: Some(ci),
         }),
-        (METRIC_EXITS, None) if v >= 0.0 => fmt_rate(v),
+        (METRIC_EXITS, None) if v == 0.0 => "0".into(),
+        (METRIC_EXITS, None) if v >= 0.0 => format!("{} ±?", fmt_rate(v)),
         // A plain number only at and above 0, as `fmt_cost` has it: `<0 (±?)` below.
         (_, None) if v < 0.0 => fmt_cost(Estimate {
             median: v,
             ci: None,
         }),
-        (_, None) => fmt_sig(v, 4),
+        (_, None) => format!("{} ±?", fmt_sig(v, 4)),
     }
 }
 
@@ -63,6 +66,11 @@ fn shown(v: f64, ci: Option<[f64; 2]>) -> Shown {
 pub(crate) fn change_text(r: &CompareRow) -> String {
     use Shown::{BelowZero, NearZero, NoData, Number, Zero};
     let about = |s: Shown| if s == Zero { "0" } else { "≈0" };
+    if r.basis == NoiseBasis::Unknown {
+        // Too few rounds for a CI or a test: a percentage would be a number without any
+        // uncertainty.
+        return "no %: too few rounds".into();
+    }
     match (shown(r.old, r.old_ci95), shown(r.new, r.new_ci95)) {
         (NoData, _) | (_, NoData) => "no data".into(),
         (Number, Number) => format!("{:+.1}%", r.change_pct),
@@ -80,9 +88,9 @@ fn fmt_change(r: &CompareRow) -> String {
 
 fn verdict(r: &CompareRow) -> String {
     let without = if r.old_ci95.is_none() {
-        "no CI in old file"
+        "no CI in the old run"
     } else {
-        "no CI in new file"
+        "no CI in the new run"
     };
     let no_data = |v: f64| !v.is_finite();
     match (r.beyond_noise, r.basis) {

@@ -40,7 +40,8 @@ pub struct Export {
     pub left_out: Vec<String>,
 }
 
-/// A row has a figure when rounds were kept and the median has an interval around it.
+/// A row has a figure when rounds were kept and the median has an interval around it (a row
+/// of under 6 rounds has a median but no CI, and a dashboard is given no figure without one).
 fn has_data(r: &PhaseResult) -> bool {
     r.rounds > 0
         && !r.cycles_per_op.samples.is_empty()
@@ -57,7 +58,8 @@ fn bencher(rows: &[&PhaseResult]) -> Value {
             format!("cycles_per_{}", r.kind.unit()),
             json!({"value": c.median, "lower_value": c.ci95[0], "upper_value": c.ci95[1]}),
         );
-        if let Some(e) = r.counts.get(crate::results::EXITS_STAT) {
+        let exits = r.counts.get(crate::results::EXITS_STAT);
+        if let Some(e) = exits.filter(|e| e.ci95.iter().all(|b| b.is_finite())) {
             let (exits, [lo, hi]) = (e.per_op, e.ci95);
             measures.insert(
                 format!("exits_per_{}", r.kind.unit()),

@@ -54,10 +54,10 @@ fn comparison_line(report: &RunReport, c: &PairedComparison) -> Line {
             ""
         }
     );
-    let value = c
-        .ratio
-        .median
-        .is_finite()
+    // A ratio from too few rounds for a CI is no point with whiskers.
+    let value = [c.ratio.median, c.ratio.ci95[0], c.ratio.ci95[1]]
+        .iter()
+        .all(|v| v.is_finite())
         .then(|| [c.ratio.median, c.ratio.ci95[0], c.ratio.ci95[1]].map(|r| (r - 1.0) * 100.0));
     Line::Estimate {
         label,

@@ -117,9 +117,14 @@ pub(crate) struct Estimate {
 }
 
 impl Estimate {
-    /// The CI of a summary of per-round samples; v1 files and short runs have none.
+    /// The CI of a summary of per-round samples; v1 files and short runs have none. A file's
+    /// CI stands without its samples when it is a real interval (a hand-made or trimmed file);
+    /// a point (`[m, m]`, how short runs were once written) or v1's `[0, 0]` is no CI.
     pub fn of(s: &Summary) -> Estimate {
-        let usable = s.samples.len() >= MIN_CI_SAMPLES && s.ci95[0] <= s.ci95[1];
+        let [lo, hi] = s.ci95;
+        let interval = lo.is_finite() && hi.is_finite() && lo <= hi;
+        let usable =
+            interval && (s.samples.len() >= MIN_CI_SAMPLES || (s.samples.is_empty() && lo < hi));
         Estimate {
             median: s.median,
             ci: usable.then_some(s.ci95),
@@ -129,7 +134,8 @@ impl Estimate {
     pub fn with_ci(median: f64, ci: [f64; 2], rounds: usize) -> Estimate {
         Estimate {
             median,
-            ci: (rounds >= MIN_CI_SAMPLES && ci[0] <= ci[1]).then_some(ci),
+            ci: (rounds >= MIN_CI_SAMPLES && ci.iter().all(|b| b.is_finite()) && ci[0] <= ci[1])
+                .then_some(ci),
         }
     }
 }
@@ -238,6 +244,9 @@ pub(crate) fn fmt_ratio_change(median: f64, ci: [f64; 2]) -> String {
             s.replace('-', "−")
         }
     };
+    if !ci.iter().all(|b| b.is_finite()) {
+        return format!("{}% [no CI]", pct(median));
+    }
     format!("{}% [{}, {}]", pct(median), pct(ci[0]), pct(ci[1]))
 }
 

@@ -68,7 +68,10 @@ pub fn scaling_rows(report: &RunReport) -> Vec<ScalingRow> {
             b_ci95: Estimate::of(&rb.ops_per_sec).ci,
             change_pct: (c.ratio.median - 1.0) * 100.0,
             // A comparison without a ratio stays as a line that says so.
-            ratio_ci95: c.ratio.median.is_finite().then_some(c.ratio.ci95),
+            ratio_ci95: [c.ratio.median, c.ratio.ci95[0], c.ratio.ci95[1]]
+                .iter()
+                .all(|v| v.is_finite())
+                .then_some(c.ratio.ci95),
             beyond_noise: c.ratio.excludes(1.0),
         });
     }

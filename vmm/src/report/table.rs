@@ -10,7 +10,8 @@ use crate::results::{
 
 use super::columns::{grid, stat_estimate, Align};
 use super::format::{
-    ellipsize, fmt_cost, fmt_count, fmt_interval, fmt_rate, fmt_ratio_change, fmt_spread, tsc_ghz,
+    ellipsize, fmt_cost, fmt_count, fmt_interval, fmt_rate, fmt_ratio_change, fmt_sig, fmt_spread,
+    tsc_ghz, MIN_CI_SAMPLES,
 };
 pub(crate) use super::warnings::figure_warnings;
 use super::width::{text_width, wrap};
@@ -299,7 +300,9 @@ pub(crate) fn comparison_lines(report: &RunReport, group: &Group) -> Vec<String>
                     metric_label(c.metric, group.kind),
                 );
             }
-            let verdict = if c.ratio.excludes(1.0) {
+            let verdict = if !c.ratio.ci95.iter().all(|b| b.is_finite()) {
+                format!("  too few rounds for a CI (a CI needs {MIN_CI_SAMPLES})")
+            } else if c.ratio.excludes(1.0) {
                 String::new()
             } else {
                 "  no difference beyond noise".into()
@@ -319,6 +322,14 @@ pub(crate) fn comparison_lines(report: &RunReport, group: &Group) -> Vec<String>
 /// A derived cost with its CI; like every net cost, one whose CI includes 0 is `≈0`.
 pub(crate) fn fmt_derived(d: &PairedDifference) -> String {
     let half = crate::statistics::half_width(d.cycles.median, d.cycles.ci95);
+    if !d.cycles.ci95.iter().all(|b| b.is_finite()) {
+        // Too few rounds for a CI: the sign is all that is shown of a negative cost.
+        return if d.cycles.median < 0.0 {
+            "<0 [no CI]".into()
+        } else {
+            format!("{} [no CI]", fmt_sig(d.cycles.median, 3))
+        };
+    }
     if crate::statistics::holds_zero(d.cycles.ci95) {
         format!("≈0 (±{})", fmt_spread(half))
     } else if d.cycles.ci95[1] < 0.0 {

@@ -615,6 +615,52 @@ fn json_roundtrips_and_leaves_no_temporary_file() {
     fs::remove_dir_all(dir).unwrap();
 }
 
+/// A row or comparison of fewer than 6 rounds has a median and no CI: the JSON writes `null`
+/// for it (a point is no interval), the file reads back, the table says the comparison has no
+/// CI instead of `[+x, +x]`, and a dashboard export leaves the row out.
+#[test]
+fn too_few_rounds_give_no_ci_anywhere() {
+    let mut report = sample_report();
+    let few = Summary::from_samples(&[9650.0, 9640.0, 9660.0]);
+    assert!(few.median.is_finite() && few.ci95.iter().all(|b| b.is_nan()));
+    report.results[0].cycles_per_op = few;
+    report.results[0].rounds = 3;
+    let name = report.results[0].name.clone();
+    let c = &mut report.comparisons[0];
+    c.rounds = 2;
+    c.ratio = crate::measure::estimators::interval(&[3.3, 3.4]);
+    assert!(c.ratio.ci95.iter().all(|b| b.is_nan()), "{:?}", c.ratio);
+
+    let json = serde_json::to_value(&report).unwrap();
+    assert!(
+        json["results"][0]["cycles_per_op"]["ci95"][0].is_null(),
+        "{json}"
+    );
+    assert!(
+        json["comparisons"][0]["ratio"]["ci95"][0].is_null(),
+        "{json}"
+    );
+    let dir = scratch_dir("few");
+    let path = dir.join("few.json");
+    write_json(&report, &path).unwrap();
+    let back = read_json(&path).unwrap();
+    fs::remove_dir_all(dir).unwrap();
+    assert_eq!(Estimate::of(&back.results[0].cycles_per_op).ci, None);
+
+    let table = render_table_at(&report, 160);
+    assert!(
+        table.contains("[no CI]") && table.contains("too few rounds for a CI"),
+        "{table}"
+    );
+    assert!(
+        !table.contains("no difference beyond noise (2 rounds)"),
+        "{table}"
+    );
+    let export = render_export(&report, ExportFormat::GithubBenchmark);
+    assert!(export.left_out.contains(&name), "{:?}", export.left_out);
+    assert!(!export.text.contains(&name), "{}", export.text);
+}
+
 #[test]
 fn read_json_refuses_devices_other_schemas_and_bad_json_naming_the_file() {
     let started = std::time::Instant::now();
@@ -698,10 +744,9 @@ fn compare_reads_a_v1_file_and_says_it_has_no_ci() {
     let old = read_json(&path).unwrap();
     fs::remove_dir_all(dir).unwrap();
     let r = &old.results[0];
-    assert_eq!(
-        (r.block_ops, r.rounds, r.cycles_per_op.ci95),
-        (20_000, 0, [0.0, 0.0])
-    );
+    assert_eq!((r.block_ops, r.rounds), (20_000, 0));
+    // No `ci95` in a v1 file is no CI, not the interval [0, 0].
+    assert!(r.cycles_per_op.ci95.iter().all(|b| b.is_nan()));
     assert!(old.comparisons.is_empty() && old.description.is_empty());
     // The flavour string of old files reads into the typed flavour; newer fields default.
     assert_eq!(old.host.kvm_flavour, crate::results::KvmFlavour::Pvm);
@@ -719,11 +764,36 @@ fn compare_reads_a_v1_file_and_says_it_has_no_ci() {
     // 13600 --> 12371: −9%, and three tight repeats against 25 rounds: beyond noise.
     assert!(row.beyond_noise);
     let text = render_compare(&c, false);
-    assert!(text.contains("no CI in old file"), "{text}");
+    assert!(text.contains("no CI in the old run"), "{text}");
     assert!(text.contains("old: quick, 2026-02-02"), "{text}");
     assert!(text.contains("(irqbench-results/1)"), "{text}");
     // The v1 table renders too: no CI, so `±?`.
     assert!(render_table_at(&old, 120).contains("13600 ±?"));
+}
+
+/// A v1 run of many repeats (the v1 `soak` config had 60) is still a run without CIs: its
+/// absent `ci95` is not taken for an interval around 0, which would have printed its rows
+/// `≈0 (±14000)` and judged them by "CIs apart".
+#[test]
+fn a_v1_file_of_many_repeats_has_no_ci() {
+    let samples: Vec<String> = (0..60).map(|i| format!("{}.0", 13_590 + i % 21)).collect();
+    let json = V1_JSON.replacen(
+        "[13590.0, 13600.0, 13610.0]",
+        &format!("[{}]", samples.join(", ")),
+        1,
+    );
+    let dir = scratch_dir("v1-many");
+    let path = dir.join("old.json");
+    fs::write(&path, json).unwrap();
+    let old = read_json(&path).unwrap();
+    fs::remove_dir_all(dir).unwrap();
+    assert_eq!(old.results[0].cycles_per_op.samples.len(), 60);
+    let c = compare(&old, &sample_report());
+    let row = c.rows.iter().find(|r| r.metric == "cycles/op").unwrap();
+    assert_eq!(row.basis, NoiseBasis::Welch, "{row:?}");
+    assert!(row.old_ci95.is_none(), "{row:?}");
+    let text = render_compare(&c, false);
+    assert!(text.contains("13600 ±?") && !text.contains("≈0"), "{text}");
 }
 
 #[test]

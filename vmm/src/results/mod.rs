@@ -110,7 +110,9 @@ pub struct HostManifest {
 pub struct Summary {
     #[serde(deserialize_with = "f64_or_null")]
     pub median: f64,
-    /// 95% CI of the median ([`CI_METHOD`]); `[median, median]` with too few samples to say.
+    /// 95% CI of the median ([`CI_METHOD`]); `[NaN, NaN]` (JSON `null`) with too few samples
+    /// to give one (fewer than 6): a point is not an interval. Files of earlier builds hold
+    /// `[median, median]` there, which readers take as no CI too.
     #[serde(default, deserialize_with = "pair_or_null")]
     pub ci95: [f64; 2],
     #[serde(default, deserialize_with = "f64_or_null")]
@@ -169,7 +171,7 @@ impl Summary {
         let median = percentile(&sorted, 50.0);
         Summary {
             median,
-            ci95: crate::statistics::median_ci95(&sorted).unwrap_or([median, median]),
+            ci95: crate::statistics::median_ci95(&sorted).unwrap_or([f64::NAN; 2]),
             min: sorted[0],
             p5: percentile(&sorted, 5.0),
             p95: percentile(&sorted, 95.0),
