@@ -403,17 +403,27 @@ fn ratio_line(out: &mut String, what: &str, i: &Interval, elapsed: Duration) -> 
     let pps = precision_per_second(h, elapsed);
     let _ = writeln!(
         out,
-        "  {what:<28} {:>10.4}  [{:.4}, {:.4}]  ±{:.2}% in {:.2} s: precision/s {:.3e} \
-         (±1% would take {:.2} s)",
+        "  {what:<28} {:>10.4}  [{:.4}, {:.4}]  ±{}% in {} s: precision/s {:.3e} \
+         (±1% would take {} s)",
         i.median,
         i.ci95[0],
         i.ci95[1],
-        100.0 * h,
-        elapsed.as_secs_f64(),
+        sig3(100.0 * h),
+        sig3(elapsed.as_secs_f64()),
         pps,
-        elapsed.as_secs_f64() * (h / 0.01).powi(2)
+        sig3(elapsed.as_secs_f64() * (h / 0.01).powi(2))
     );
     pps
+}
+
+/// A figure whose size is not known in advance (a ratio of precisions, seconds) with 3
+/// significant digits: a fixed count of decimals prints 1/545 as `0.00`.
+/// Below 0.001, exponent form (`1.83e-5`).
+fn sig3(v: f64) -> String {
+    if v != 0.0 && v.abs() < 1e-3 {
+        return format!("{v:.2e}");
+    }
+    crate::report::format::fmt_sig(v, 3)
 }
 
 fn us(cycles: f64, tsc_khz: u64) -> f64 {
@@ -484,9 +494,9 @@ pub fn text(c: &Comparison) -> String {
     if (irq_pps / ref_pps).is_finite() {
         let _ = writeln!(
             out,
-            "precision per second, irqbench / reference: {:.3} (reference {:.2}× irqbench's)",
-            irq_pps / ref_pps,
-            ref_pps / irq_pps
+            "precision per second, irqbench / reference: {} (reference {}× irqbench's)",
+            sig3(irq_pps / ref_pps),
+            sig3(ref_pps / irq_pps)
         );
     } else {
         let _ = writeln!(
@@ -543,6 +553,17 @@ impl RoundTrip {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A small nonzero ratio or time keeps its digits: `0.00×` read as "no precision at all".
+    #[test]
+    fn a_nonzero_figure_never_prints_as_zero() {
+        assert_eq!(sig3(1.0 / 545.0), "0.00183");
+        assert_eq!(sig3(545.3), "545");
+        assert_eq!(sig3(0.004), "0.00400");
+        assert_eq!(sig3(2.5e-5), "2.50e-5");
+        assert_eq!(sig3(12.34), "12.3");
+        assert_eq!(sig3(0.0), "0");
+    }
 
     /// Every probe round goes to exactly one slice, none gets fewer than a CI needs unless the
     /// whole probe is that short, and the order alternates so neither side always goes first.
