@@ -65,13 +65,34 @@ fn ignore_file_size_signal() {
     }
 }
 
+/// clap's message with each value it quotes from the command line (`invalid value '...'`,
+/// `unexpected argument '...'`) on one line: the escaping that follows keeps newlines, and
+/// a value's newline would start a line of the attacker's choosing.
+fn one_line_values(e: &clap::Error, mut text: String) -> String {
+    use clap::error::ContextValue;
+    for (_, value) in e.context() {
+        let values: &[String] = match value {
+            ContextValue::String(s) => std::slice::from_ref(s),
+            ContextValue::Strings(v) => v,
+            _ => &[],
+        };
+        for v in values {
+            let shown = irqbench::text::escape_line(v);
+            if shown != v.as_str() {
+                text = text.replace(&format!("'{v}'"), &format!("'{shown}'"));
+            }
+        }
+    }
+    text
+}
+
 /// What clap has to say instead of a command: `--help` and `--version` go to stdout through
 /// [`cli::output::emit`] (clap's own printing ignores a closed pipe or a full disk and exits
 /// 0), usage errors to stderr with clap's status (2).
 fn clap_exit(e: &clap::Error) -> Status {
     // Plain text, escaped: a usage error quotes the argument as typed, and an argument can
     // hold a terminal control sequence.
-    let text = e.render().to_string();
+    let text = one_line_values(e, e.render().to_string());
     if e.use_stderr() {
         use std::io::Write as _;
         // As `warn`: a closed stderr leaves nothing to report to.

@@ -75,6 +75,11 @@ pub fn escape_line(text: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// A path shown inside one line (a file an error names): its display form, [`escape_line`]d.
+pub fn escape_path(path: impl AsRef<std::path::Path>) -> String {
+    escape_line(&path.as_ref().display().to_string()).into_owned()
+}
+
 /// Bytes from outside (a guest's console, a file) as text: invalid UTF-8 as U+FFFD, then
 /// [`escape`]d.
 pub fn escape_bytes(bytes: &[u8]) -> String {

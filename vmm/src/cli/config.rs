@@ -108,13 +108,13 @@ fn load_unselected(config: Option<&str>, ctx: &Ctx) -> Result<(Plan, String), Cl
             Some((name, text)) => {
                 warn(format_args!(
                     "note: {} is a folder, not a config: running the shipped config {name}",
-                    path.display()
+                    irqbench::text::escape_path(path)
                 ));
                 load_shipped(name, text, ctx)
             }
             None => Err(CliError::Usage(format!(
                 "config {} is a folder, not a config file; shipped configs: {}",
-                path.display(),
+                irqbench::text::escape_path(path),
                 shipped_names()
             ))),
         },

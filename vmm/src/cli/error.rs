@@ -68,7 +68,10 @@ pub enum CliError {
     Config(#[from] irqbench::config::ConfigError),
     #[error(transparent)]
     ConfigFile(BoundedReadError),
-    #[error("cannot read config {path} ({errno})")]
+    #[error(
+        "cannot read config {path} ({errno})",
+        path = irqbench::text::escape_path(.path)
+    )]
     ConfigPath {
         path: PathBuf,
         errno: &'static str,
@@ -87,7 +90,10 @@ pub enum CliError {
     Write(OutputError),
     #[error(transparent)]
     History(Box<HistoryError>),
-    #[error("`{arg}` is no file, so it names a stored run")]
+    #[error(
+        "`{arg}` is no file, so it names a stored run",
+        arg = irqbench::text::escape_clipped(.arg, 80)
+    )]
     RunRef {
         arg: String,
         #[source]

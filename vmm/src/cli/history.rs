@@ -10,6 +10,7 @@ use irqbench::history::{
 };
 use irqbench::report;
 use irqbench::results::RunReport;
+use irqbench::text::{escape_line, escape_path};
 
 use super::error::{warn, CliError, Status};
 use super::output::{emit, write_one};
@@ -100,7 +101,7 @@ impl Saver {
                     warn(format_args!(
                         "{how} {} in {}",
                         saved.id(),
-                        self.loc.path.display()
+                        escape_path(&self.loc.path)
                     ));
                 }
                 Status::Success
@@ -203,7 +204,7 @@ pub(crate) fn cmd_history(args: HistoryArgs) -> Result<Status, CliError> {
             if !args.quiet {
                 warn(format_args!(
                     "no runs saved yet: {} does not exist (`irqbench run` creates it)",
-                    path.display()
+                    escape_path(&path)
                 ));
             }
             (Vec::new(), Vec::new())
@@ -276,7 +277,7 @@ enum BaselineAction {
     Save {
         name: String,
         /// The run id (`irqbench history` lists them).
-        #[arg(value_name = "RUN-ID", value_parser = clap::value_parser!(i64).range(1..))]
+        #[arg(value_name = "RUN-ID", value_parser = run_id, allow_negative_numbers = true)]
         run: Option<i64>,
     },
     /// List the baselines.
@@ -299,7 +300,7 @@ pub(crate) fn cmd_baseline(args: BaselineArgs) -> Result<Status, CliError> {
         Err(HistoryError::Missing { .. }) if list => {
             return emit(&format!(
                 "no baselines: {} does not exist yet\n",
-                loc.path.display()
+                escape_path(&loc.path)
             ));
         }
         Err(e) => return Err(e.into()),
@@ -307,9 +308,12 @@ pub(crate) fn cmd_baseline(args: BaselineArgs) -> Result<Status, CliError> {
     let text = match args.action {
         BaselineAction::Save { name, run } => baseline_save(&store, &name, run),
         BaselineAction::List => baseline_list(&store),
-        BaselineAction::Rm { name } => store
-            .remove_baseline(&name)
-            .map(|id| format!("removed baseline {name} (run {id} stays in the history)\n")),
+        BaselineAction::Rm { name } => store.remove_baseline(&name).map(|id| {
+            format!(
+                "removed baseline {} (run {id} stays in the history)\n",
+                escape_line(&name)
+            )
+        }),
     }?;
     emit(&text)
 }
@@ -320,7 +324,7 @@ fn baseline_save(store: &Store, name: &str, run: Option<i64>) -> Result<String, 
     if r.partial {
         warn(format_args!(
             "warning: run {id} is partial ({}): a check against it compares only what it has",
-            r.partial_reason.as_deref().unwrap_or("reason unknown")
+            escape_line(r.partial_reason.as_deref().unwrap_or("reason unknown"))
         ));
     }
     let moved = match before {
@@ -328,8 +332,9 @@ fn baseline_save(store: &Store, name: &str, run: Option<i64>) -> Result<String, 
         _ => String::new(),
     };
     Ok(format!(
-        "baseline {name}: run {id}{moved}, config {}, {} rows, started {}\n",
-        r.config_name,
+        "baseline {}: run {id}{moved}, config {}, {} rows, started {}\n",
+        escape_line(name),
+        escape_line(&r.config_name),
         r.results.len(),
         human_time(r.started_unix)
     ))
@@ -344,7 +349,7 @@ fn baseline_list(store: &Store) -> Result<String, HistoryError> {
     if rows.is_empty() {
         return Ok(format!(
             "no baselines in {} (`irqbench baseline save NAME` names the latest run)\n",
-            store.path().display()
+            escape_path(store.path())
         ));
     }
     Ok(history::render_baselines(&rows))
@@ -389,10 +394,13 @@ pub(crate) fn cmd_import(args: ImportArgs) -> Result<Status, CliError> {
             source_file: Some(file),
         };
         match store.save(&report, &meta)? {
-            Saved::New(id) => out.push_str(&format!("imported {} as run {id}\n", file.display())),
-            Saved::Duplicate(id) => {
-                out.push_str(&format!("{}: already stored as run {id}\n", file.display()))
+            Saved::New(id) => {
+                out.push_str(&format!("imported {} as run {id}\n", escape_path(file)))
             }
+            Saved::Duplicate(id) => out.push_str(&format!(
+                "{}: already stored as run {id}\n",
+                escape_path(file)
+            )),
         }
     }
     Ok(emit(&out)?.and(status))
@@ -409,10 +417,10 @@ fn load_ref(
     loc: &DbLocation,
     store: &mut Option<Store>,
 ) -> Result<(RunReport, String), CliError> {
-    let r = RunRef::parse(arg);
+    let r = RunRef::parse(arg)?;
     if let RunRef::File(path) = &r {
         // read_json is bounded: /dev/zero or a FIFO is refused before anything is read.
-        let shown = irqbench::text::escape_line(&path.display().to_string()).into_owned();
+        let shown = escape_path(path);
         return Ok((report::read_json(path)?, shown));
     }
     let s = match store {
@@ -425,7 +433,7 @@ fn load_ref(
     let id = s.resolve(&r)?;
     let shown = match &r {
         RunRef::Baseline(name) => {
-            format!("baseline {} (run {id})", irqbench::text::escape_line(name))
+            format!("baseline {} (run {id})", escape_line(name))
         }
         RunRef::Latest => format!("run {id} (latest)"),
         RunRef::Run(_) | RunRef::File(_) => format!("run {id}"),
@@ -557,7 +565,9 @@ fn json_target(args: &CheckArgs) -> Result<Outputs, CliError> {
                 "check --json takes a file: stdout carries the verdict".into(),
             ));
         }
-        Some(path) => Some(OutputTarget::new("--json", path).map_err(CliError::Output)?),
+        Some(path) => {
+            Some(OutputTarget::new("--json", path).map_err(|e| CliError::Output(e.file_only()))?)
+        }
         None => None,
     };
     let outputs = Outputs {
@@ -601,7 +611,9 @@ pub(crate) fn cmd_check(args: CheckArgs) -> Result<Status, CliError> {
     if base.config_name != report.config_name && !args.quiet {
         warn(format_args!(
             "warning: baseline {} is config {}, this run is config {}",
-            args.baseline, base.config_name, report.config_name
+            escape_line(&args.baseline),
+            escape_line(&base.config_name),
+            escape_line(&report.config_name)
         ));
     }
     let mut outcome = history::check(
@@ -612,18 +624,20 @@ pub(crate) fn cmd_check(args: CheckArgs) -> Result<Status, CliError> {
         args.max_regression,
         args.normalised,
     );
-    outcome.comparison.runs[0].source = format!(
-        "baseline {} (run {base_id})",
-        irqbench::text::escape_line(&args.baseline)
-    );
+    outcome.comparison.runs[0].source =
+        format!("baseline {} (run {base_id})", escape_line(&args.baseline));
     outcome.comparison.runs[1].source = "this run".into();
     let host_differs = &outcome.comparison.host_differs;
     if args.strict_host && !host_differs.is_empty() {
         return Err(CliError::Usage(format!(
             "baseline {} (run {base_id}) was measured on another host or setup, and \
              --strict-host refuses to judge across it: {}",
-            args.baseline,
-            host_differs.join("; ")
+            escape_line(&args.baseline),
+            host_differs
+                .iter()
+                .map(|d| escape_line(d))
+                .collect::<Vec<_>>()
+                .join("; ")
         )));
     }
     let verdict = if outcome.passed() {
@@ -641,6 +655,40 @@ pub(crate) fn cmd_check(args: CheckArgs) -> Result<Status, CliError> {
 fn last_runs(s: &str) -> Result<u32, String> {
     match s.parse::<u64>() {
         Ok(n @ 1..=100_000) => Ok(n as u32),
-        _ => Err(format!("`{s}` is not a count in 1..=100000")),
+        _ => Err(format!(
+            "`{}` is not a count in 1..=100000",
+            irqbench::text::escape_clipped(s, 40)
+        )),
+    }
+}
+
+/// `baseline save NAME RUN-ID`: a run id as `irqbench history` lists them, the argument shown
+/// on one line (clap's own parser quotes it as typed, newlines and all).
+fn run_id(s: &str) -> Result<i64, String> {
+    match s.parse::<i64>() {
+        Ok(n) if n >= 1 && !s.starts_with('+') => Ok(n),
+        _ => Err(format!(
+            "`{}` is not a run id: a number from 1 up, as `irqbench history` lists them",
+            irqbench::text::escape_clipped(s, 40)
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bad_count_or_run_id_is_named_on_one_line() {
+        for err in [
+            last_runs("1\nerror: FAKE").unwrap_err(),
+            run_id("1\nerror: FAKE").unwrap_err(),
+        ] {
+            assert!(!err.contains('\n'), "{err}");
+            assert!(err.contains("`1\\nerror: FAKE`"), "{err}");
+        }
+        assert_eq!(run_id("12"), Ok(12));
+        assert!(run_id("0").unwrap_err().contains("from 1 up"));
+        assert_eq!(last_runs("20"), Ok(20));
     }
 }

@@ -170,7 +170,14 @@ change leaves alone while a change to one strategy still shows.
 Exit status: 0 compared; 1 no row of one run matches a row of the other (nothing compared);
 2 no such file, run or baseline; 141 stdout was a closed pipe.")]
     Compare {
+        /// The run before: a results JSON file (from `run --json` or `--out`), a run id as
+        /// `irqbench history` lists it (`12` or `run:12`), `latest`, or a baseline name (`main`
+        /// or `baseline:main`).
+        #[arg(value_name = "OLD")]
         old: String,
+        /// The run after, named as OLD is: a results JSON file, a run id (`14`, `run:14`),
+        /// `latest`, or a baseline name (`baseline:NAME`).
+        #[arg(value_name = "NEW")]
         new: String,
         #[command(flatten)]
         db: history::DbArg,
@@ -217,12 +224,13 @@ Exit status: 0 compared; 1 no row of one run matches a row of the other (nothing
 /// A percentage a comparison can use: `nan` or a negative floor would call every change noise
 /// or none, silently.
 pub fn parse_min_change(s: &str) -> Result<f64, String> {
+    let shown = || irqbench::text::escape_clipped(s, 40);
     let v: f64 = s
         .trim()
         .parse()
-        .map_err(|_| format!("`{s}` is not a number"))?;
+        .map_err(|_| format!("`{}` is not a number", shown()))?;
     if !v.is_finite() || !(0.0..=1000.0).contains(&v) {
-        return Err(format!("`{s}` is outside 0..=1000 (percent)"));
+        return Err(format!("`{}` is outside 0..=1000 (percent)", shown()));
     }
     Ok(v)
 }

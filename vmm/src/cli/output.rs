@@ -64,7 +64,7 @@ pub fn write_one(
         warn(format_args!(
             "wrote {} {}",
             target.what(),
-            target.describe()
+            irqbench::text::escape_line(&target.describe())
         ));
     }
     Ok(())

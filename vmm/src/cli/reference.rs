@@ -60,8 +60,10 @@ pub struct ReferenceArgs {
     /// 1 runs the probe, then irqbench). Fewer when a slice would get under 6 probe rounds.
     #[arg(long, default_value_t = compare::SLICES, value_parser = slices)]
     pub slices: u32,
-    /// Seed of the shuffles.
-    #[arg(long, default_value_t = ProbeOptions::default().seed)]
+    /// Seed of the probe's shuffled block order: a whole number in 0..=18446744073709551615
+    /// (u64); the same seed gives the same order, another seed another order.
+    #[arg(long, default_value_t = ProbeOptions::default().seed, value_parser = seed,
+          allow_negative_numbers = true)]
     pub seed: u64,
     /// Run a reference estimated at more than an hour (refused without it).
     #[arg(long)]
@@ -73,8 +75,23 @@ pub struct ReferenceArgs {
 fn count_in(s: &str, (lo, hi): (u32, u32)) -> Result<u32, String> {
     match s.parse::<u64>() {
         Ok(n) if (u64::from(lo)..=u64::from(hi)).contains(&n) => Ok(n as u32),
-        _ => Err(format!("`{s}` is not a count in {lo}..={hi}")),
+        _ => Err(format!(
+            "`{}` is not a count in {lo}..={hi}",
+            irqbench::text::escape_clipped(s, 40)
+        )),
     }
+}
+
+/// `--seed`: any u64, the range named for a negative number or one past u64 (clap's own
+/// parser says only "invalid digit found in string" or, for `-1`, "unexpected argument").
+fn seed(s: &str) -> Result<u64, String> {
+    s.parse::<u64>().map_err(|_| {
+        format!(
+            "`{}` is not a seed: a whole number in 0..={}",
+            irqbench::text::escape_clipped(s, 40),
+            u64::MAX
+        )
+    })
 }
 
 fn rounds(s: &str) -> Result<u32, String> {
@@ -168,4 +185,20 @@ fn confirm(planned: &estimate::Estimate, yes: bool) -> Result<(), CliError> {
         )));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_seed_is_any_u64_and_a_bad_one_names_the_range() {
+        assert_eq!(seed("0"), Ok(0));
+        assert_eq!(seed("18446744073709551615"), Ok(u64::MAX));
+        for bad in ["-1", "18446744073709551616", "x", "1\nFAKE"] {
+            let err = seed(bad).unwrap_err();
+            assert!(err.contains("0..=18446744073709551615"), "{err}");
+            assert!(!err.contains('\n'), "{err}");
+        }
+    }
 }

@@ -435,7 +435,7 @@ fn confirm_length(plan: &Plan, yes: bool) -> Result<(), CliError> {
     Err(CliError::Usage(format!(
         "{}: the plan runs for about {length}, more than an hour; pass --yes to run it anyway, \
          or shorten its lists or run.max_seconds",
-        plan.source
+        irqbench::text::escape_line(&plan.source)
     )))
 }
 
@@ -508,7 +508,7 @@ fn measure_plan(p: &mut Prepared, signals: &Signals, req: &Request) -> Result<Ru
             if plan.phases.len() == 1 { "" } else { "s" },
             length.groups,
             if length.groups == 1 { "" } else { "s" },
-            plan.source,
+            irqbench::text::escape_line(&plan.source),
         ));
     }
     let mut progress = |i: usize, n: usize, group: &str, step: &measure::session::Step| {
@@ -641,7 +641,7 @@ fn run_error(plan: &Plan, e: measure::RunError) -> CliError {
     match e {
         measure::RunError::HypercallRefused { .. } | measure::RunError::HypercallVendor { .. } => {
             CliError::Unsupported {
-                source_name: plan.source.clone(),
+                source_name: irqbench::text::escape_line(&plan.source).into_owned(),
                 source: e,
             }
         }

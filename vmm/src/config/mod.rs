@@ -39,6 +39,7 @@ use toml::de::DeTable;
 
 use crate::config::plan::Plan;
 use crate::files::read::{self, BoundedReadError};
+use crate::text::escape_line;
 
 pub use overrides::Setting;
 pub use select::{matches as glob_matches, only, SelectError};
@@ -96,9 +97,15 @@ pub struct Location {
 impl fmt::Display for Location {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.line == 0 {
-            return write!(f, "{}", self.file);
+            return write!(f, "{}", escape_line(&self.file));
         }
-        write!(f, "{}:{}:{}", self.file, self.line, self.column)
+        write!(
+            f,
+            "{}:{}:{}",
+            escape_line(&self.file),
+            self.line,
+            self.column
+        )
     }
 }
 
@@ -109,7 +116,7 @@ pub enum ConfigError {
     #[error(transparent)]
     Read(#[from] BoundedReadError),
     /// Not TOML at all (toml's parser message, translated to our location format).
-    #[error("{at}: invalid TOML{}: {message}", key_suffix(key))]
+    #[error("{at}: invalid TOML{}: {}", key_suffix(key), escape_line(message))]
     Syntax {
         at: Location,
         key: Option<String>,
@@ -117,7 +124,9 @@ pub enum ConfigError {
     },
     /// A key the schema does not have (`table` is `[run]`, `` `bench[0]` ``, or `the top level`).
     #[error(
-        "{at}: unknown key `{key}` in {table}; valid keys: {}{}",
+        "{at}: unknown key `{}` in {}; valid keys: {}{}",
+        escape_line(key),
+        escape_line(table),
         valid.join(", "),
         did_you_mean(suggestion)
     )]
@@ -129,14 +138,14 @@ pub enum ConfigError {
         suggestion: Option<&'static str>,
     },
     /// A key irqbench used to have; `instead` says what replaced it.
-    #[error("{at}: `{key}` was removed: {instead}")]
+    #[error("{at}: `{}` was removed: {instead}", escape_line(key))]
     Removed {
         at: Location,
         key: String,
         instead: String,
     },
     /// A key with a wrong type or value, or missing; `key` is the path (`bench[0].nesting[1]`).
-    #[error("{at}: key `{key}`: {message}")]
+    #[error("{at}: key `{}`: {}", escape_line(key), escape_line(message))]
     Invalid {
         at: Location,
         key: String,
@@ -159,7 +168,7 @@ impl ConfigError {
 
 fn key_suffix(key: &Option<String>) -> String {
     key.as_ref()
-        .map(|k| format!(" at key `{k}`"))
+        .map(|k| format!(" at key `{}`", escape_line(k)))
         .unwrap_or_default()
 }
 

@@ -455,6 +455,19 @@ fn unknown_top_level_key() {
     );
 }
 
+/// A quoted key may hold any character: shown escaped, on the error's one line (`bad` checks
+/// there is no newline), never sent to the terminal.
+#[test]
+fn an_unknown_quoted_key_with_a_newline_is_shown_escaped() {
+    let msg = bad(
+        &format!("\"\\u001b[31mRED\\nFAKE\" = 1\n{H}"),
+        "1:1",
+        "unknown key `\\u{1b}[31mRED\\nFAKE` in the top level",
+        &["valid keys"],
+    );
+    assert!(!msg.contains('\u{1b}'), "{msg:?}");
+}
+
 #[test]
 fn unknown_run_key() {
     bad(

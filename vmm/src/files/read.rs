@@ -20,7 +20,10 @@ pub const RESULTS_MEMORY_PER_BYTE: u64 = 12;
 
 #[derive(Debug, thiserror::Error)]
 pub enum BoundedReadError {
-    #[error("cannot read {what} {path}")]
+    #[error(
+        "cannot read {what} {path}",
+        path = crate::text::escape_path(.path)
+    )]
     Open {
         what: &'static str,
         path: PathBuf,
@@ -29,25 +32,33 @@ pub enum BoundedReadError {
     },
     #[error(
         "{what} {path} is a {kind}, not a regular file: irqbench reads {what}s only from \
-         regular files (their size is known before reading)"
+         regular files (their size is known before reading)",
+        path = crate::text::escape_path(.path)
     )]
     NotRegular {
         what: &'static str,
         path: PathBuf,
         kind: &'static str,
     },
-    #[error("{what} {path} is {size} bytes, more than the {limit} bytes irqbench reads")]
+    #[error(
+        "{what} {path} is {size} bytes, more than the {limit} bytes irqbench reads",
+        path = crate::text::escape_path(.path)
+    )]
     TooLarge {
         what: &'static str,
         path: PathBuf,
         size: u64,
         limit: u64,
     },
-    #[error("{what} {path} is not UTF-8 text")]
+    #[error(
+        "{what} {path} is not UTF-8 text",
+        path = crate::text::escape_path(.path)
+    )]
     NotUtf8 { what: &'static str, path: PathBuf },
     #[error(
         "{what} {path} is {size} bytes; reading it takes about {need} bytes of memory, but \
-         {headroom} bytes are left ({why}): free memory or raise the limit"
+         {headroom} bytes are left ({why}): free memory or raise the limit",
+        path = crate::text::escape_path(.path)
     )]
     TooLittleMemory {
         what: &'static str,

@@ -27,18 +27,28 @@ pub const STDOUT_ARG: &str = "-";
 pub enum OutputError {
     #[error(
         "{what} {path} is a {kind}, not a regular file: irqbench replaces only regular files \
-         (name a new path, or `-` for stdout)"
+         (name a new path{}{})",
+        if *.stdout_ok { ", or `-` for stdout" } else { "" },
+        if *.stdout_ok { "" } else { "; stdout is not an option here" },
+        path = crate::text::escape_path(.path)
     )]
     NotRegular {
         what: String,
         path: PathBuf,
         kind: &'static str,
+        /// Whether this output could go to stdout instead (`-`): the message offers it only
+        /// where it is accepted ([`OutputError::file_only`]).
+        stdout_ok: bool,
     },
-    #[error("{what} {path} names no file")]
+    #[error(
+        "{what} {path} names no file",
+        path = crate::text::escape_path(.path)
+    )]
     NoFileName { what: String, path: PathBuf },
     #[error(
         "{what} {path}: the {part} is {len} bytes, longer than the {max} bytes this system allows \
-         (ENAMETOOLONG): no file can have this name, give a shorter one"
+         (ENAMETOOLONG): no file can have this name, give a shorter one",
+        path = crate::text::escape_path(.path)
     )]
     NameTooLong {
         what: String,
@@ -47,7 +57,11 @@ pub enum OutputError {
         len: usize,
         max: usize,
     },
-    #[error("{what} {path}: the folder {dir} does not exist or cannot be searched")]
+    #[error(
+        "{what} {path}: the folder {dir} does not exist or cannot be searched",
+        path = crate::text::escape_path(.path),
+        dir = crate::text::escape_path(.dir)
+    )]
     NoFolder {
         what: String,
         path: PathBuf,
@@ -55,13 +69,21 @@ pub enum OutputError {
         #[source]
         source: io::Error,
     },
-    #[error("{what} {path}: {dir} is not a folder")]
+    #[error(
+        "{what} {path}: {dir} is not a folder",
+        path = crate::text::escape_path(.path),
+        dir = crate::text::escape_path(.dir)
+    )]
     NotAFolder {
         what: String,
         path: PathBuf,
         dir: PathBuf,
     },
-    #[error("{what} {path}: irqbench cannot create files in {dir}")]
+    #[error(
+        "{what} {path}: irqbench cannot create files in {dir}",
+        path = crate::text::escape_path(.path),
+        dir = crate::text::escape_path(.dir)
+    )]
     FolderNotWritable {
         what: String,
         path: PathBuf,
@@ -69,26 +91,38 @@ pub enum OutputError {
         #[source]
         source: io::Error,
     },
-    #[error("cannot look at {what} {path}")]
+    #[error(
+        "cannot look at {what} {path}",
+        path = crate::text::escape_path(.path)
+    )]
     Inspect {
         what: String,
         path: PathBuf,
         #[source]
         source: io::Error,
     },
-    #[error("{what} and {other} both name {path}: give each output its own path")]
+    #[error(
+        "{what} and {other} both name {path}: give each output its own path",
+        path = crate::text::escape_path(.path)
+    )]
     Duplicate {
         what: String,
         other: String,
         path: PathBuf,
     },
-    #[error("{what} {path} is the {input} irqbench reads: it would be replaced")]
+    #[error(
+        "{what} {path} is the {input} irqbench reads: it would be replaced",
+        path = crate::text::escape_path(.path)
+    )]
     IsInput {
         what: String,
         path: PathBuf,
         input: String,
     },
-    #[error("cannot write {what} {path}")]
+    #[error(
+        "cannot write {what} {path}",
+        path = crate::text::escape_path(.path)
+    )]
     Write {
         what: String,
         path: PathBuf,
@@ -104,6 +138,22 @@ pub enum OutputError {
 }
 
 impl OutputError {
+    /// The error of an output that takes a file only (`check --json`, whose stdout carries
+    /// the verdict): its advice does not offer `-`.
+    pub fn file_only(self) -> OutputError {
+        match self {
+            OutputError::NotRegular {
+                what, path, kind, ..
+            } => OutputError::NotRegular {
+                what,
+                path,
+                kind,
+                stdout_ok: false,
+            },
+            other => other,
+        }
+    }
+
     /// Stdout is a pipe nobody reads any more: not worth a message.
     pub fn is_broken_pipe(&self) -> bool {
         matches!(self, OutputError::Stdout { source, .. } if source.kind() == io::ErrorKind::BrokenPipe)
@@ -291,6 +341,7 @@ fn check_not_special(what: &str, path: &Path) -> Result<(), OutputError> {
             what: what.to_owned(),
             path: path.to_owned(),
             kind: crate::files::read::file_kind(&meta),
+            stdout_ok: true,
         }),
         // Nothing there, or no such folder: the folder check names that.
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),

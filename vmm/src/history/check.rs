@@ -122,7 +122,7 @@ pub fn render_check(o: &CheckOutcome) -> String {
             out,
             "**check passed**: no regression {rule} against baseline `{}` (run {}); {} \
              figures compared.",
-            o.baseline,
+            crate::text::escape_line(&o.baseline),
             o.baseline_run,
             o.comparison.rows.len()
         );
@@ -144,7 +144,7 @@ pub fn render_check(o: &CheckOutcome) -> String {
         let _ = writeln!(
             out,
             "**check FAILED** against baseline `{}` (run {}): {} regression(s) {rule}{also}.",
-            o.baseline,
+            crate::text::escape_line(&o.baseline),
             o.baseline_run,
             o.regressions.len(),
         );

@@ -71,20 +71,32 @@ pub enum HistoryError {
          path (name a file with --db)"
     )]
     NoLocation,
-    #[error("cannot create the folder {dir} for the history database")]
+    #[error(
+        "cannot create the folder {dir} for the history database",
+        dir = crate::text::escape_path(.dir)
+    )]
     CreateDir {
         dir: PathBuf,
         #[source]
         source: io::Error,
     },
-    #[error("history database {path}: the folder {dir} does not exist or is not a folder")]
+    #[error(
+        "history database {path}: the folder {dir} does not exist or is not a folder",
+        path = crate::text::escape_path(.path),
+        dir = crate::text::escape_path(.dir)
+    )]
     NoFolder { path: PathBuf, dir: PathBuf },
     #[error(
-        "history database {path} is a {kind}, not a regular file: irqbench opens only a regular \
-         file there (remove it, or name another file with --db)"
+        "history database {path} is a {kind}, not a regular file: irqbench keeps its history \
+         only in a regular file; name another path with --db (a new one, or an existing irqbench \
+         history)",
+        path = crate::text::escape_path(.path)
     )]
     NotRegular { path: PathBuf, kind: &'static str },
-    #[error("cannot look at the history database {path}")]
+    #[error(
+        "cannot look at the history database {path}",
+        path = crate::text::escape_path(.path)
+    )]
     Inspect {
         path: PathBuf,
         #[source]
@@ -92,23 +104,27 @@ pub enum HistoryError {
     },
     #[error(
         "{path} is not an SQLite database ({what}): it is no irqbench history, and irqbench \
-         leaves it untouched; move it away or name another file with --db"
+         leaves it untouched; move it away or name another file with --db",
+        path = crate::text::escape_path(.path)
     )]
     NotSqlite { path: PathBuf, what: &'static str },
     #[error(
         "{path} is another application's SQLite database (application_id {found:#010x}; an \
          irqbench history has {APPLICATION_ID:#010x}): irqbench leaves it untouched; name \
-         another file with --db"
+         another file with --db",
+        path = crate::text::escape_path(.path)
     )]
     Foreign { path: PathBuf, found: i32 },
     #[error(
         "{path} is an SQLite database with tables but without irqbench's application_id: it is \
-         no irqbench history, and irqbench leaves it untouched; name another file with --db"
+         no irqbench history, and irqbench leaves it untouched; name another file with --db",
+        path = crate::text::escape_path(.path)
     )]
     Unmarked { path: PathBuf },
     #[error(
         "history database {path} is damaged: irqbench leaves it untouched; move it away (a new \
-         history then starts) or try `sqlite3 {path} .recover`"
+         history then starts) or try `sqlite3 {path} .recover`",
+        path = crate::text::escape_path(.path)
     )]
     Corrupt {
         path: PathBuf,
@@ -117,24 +133,34 @@ pub enum HistoryError {
     },
     #[error(
         "history database {path} has schema version {found}, newer than the {LATEST_VERSION} \
-         this irqbench knows: use a newer irqbench, or name another file with --db"
+         this irqbench knows: use a newer irqbench, or name another file with --db",
+        path = crate::text::escape_path(.path)
     )]
     Newer { path: PathBuf, found: i64 },
-    #[error("history database {path} cannot be written: {why}")]
+    #[error(
+        "history database {path} cannot be written: {why}",
+        path = crate::text::escape_path(.path)
+    )]
     ReadOnly {
         path: PathBuf,
         why: &'static str,
         #[source]
         source: rusqlite::Error,
     },
-    #[error("history database {path} cannot be written: {why}")]
+    #[error(
+        "history database {path} cannot be written: {why}",
+        path = crate::text::escape_path(.path)
+    )]
     NoSpace {
         path: PathBuf,
         why: String,
         #[source]
         source: rusqlite::Error,
     },
-    #[error("history database {path}")]
+    #[error(
+        "history database {path}",
+        path = crate::text::escape_path(.path)
+    )]
     Sqlite {
         path: PathBuf,
         #[source]
@@ -145,26 +171,41 @@ pub enum HistoryError {
         #[source]
         source: serde_json::Error,
     },
-    #[error("history database {path}: the report of run {id} cannot be read back")]
+    #[error(
+        "history database {path}: the report of run {id} cannot be read back",
+        path = crate::text::escape_path(.path)
+    )]
     Decode {
         path: PathBuf,
         id: i64,
         #[source]
         source: serde_json::Error,
     },
-    #[error("there is no history database at {path} yet: `irqbench run` creates it")]
+    #[error(
+        "there is no history database at {path} yet: `irqbench run` creates it",
+        path = crate::text::escape_path(.path)
+    )]
     Missing { path: PathBuf },
-    #[error("{path} holds no runs yet: `irqbench run` saves one")]
+    #[error(
+        "{path} holds no runs yet: `irqbench run` saves one",
+        path = crate::text::escape_path(.path)
+    )]
     NoRuns { path: PathBuf },
     #[error(
-        "there is no run {id} in {path}; its runs are {known} (`irqbench history` lists them)"
+        "there is no run {id} in {path}; its runs are {known} (`irqbench history` lists them)",
+        path = crate::text::escape_path(.path)
     )]
     NoSuchRun {
         path: PathBuf,
         id: i64,
         known: String,
     },
-    #[error("there is no baseline `{name}` in {path}; {known}")]
+    #[error(
+        "there is no baseline `{name}` in {path}; {known}",
+        name = crate::text::escape_clipped(.name, 64),
+        path = crate::text::escape_path(.path),
+        known = crate::text::escape_line(.known)
+    )]
     NoSuchBaseline {
         path: PathBuf,
         name: String,
@@ -172,7 +213,8 @@ pub enum HistoryError {
     },
     #[error(
         "`{name}` cannot name a baseline: {why} (use letters, digits, `.`, `_` and `-`, at most \
-         {MAX_BASELINE_NAME} characters, not only digits)"
+         {MAX_BASELINE_NAME} characters, not only digits)",
+        name = crate::text::escape_line(.name)
     )]
     BadBaselineName { name: String, why: &'static str },
     #[error(
@@ -180,8 +222,19 @@ pub enum HistoryError {
          measured something (`irqbench history` lists them with their rows)"
     )]
     EmptyBaseline { id: i64 },
-    #[error("no stored run matches {what}; stored: {known}")]
+    #[error(
+        "no stored run matches {what}; stored: {known}",
+        what = crate::text::escape_line(.what),
+        known = crate::text::escape_line(.known)
+    )]
     NoMatch { what: String, known: String },
+    #[error(
+        "`{arg}` names no run: after `run:` comes a run id, a number from 1 up as `irqbench \
+         history` lists them (`run:12`); a results file, `latest`, a run id or a baseline name \
+         (`baseline:NAME`) name a run too",
+        arg = crate::text::escape_clipped(.arg, 64)
+    )]
+    BadRunId { arg: String },
 }
 
 /// An SQLite error as ours: corruption and "not a database" name the damage, a write refused

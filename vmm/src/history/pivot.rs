@@ -22,6 +22,7 @@ pub fn render_history_pivot(
     let host = runs.first().map(host_text);
     match host.filter(|h| runs.iter().all(|r| host_text(r) == *h)) {
         Some(h) => {
+            let h = crate::text::escape_line(&h);
             out.push_str(&crate::report::wrap(&format!("every run on {h}"), width));
             out.push('\n');
             out.push_str(&runs_table_with(runs, false));
@@ -45,7 +46,10 @@ pub fn render_history_pivot(
     let names: Vec<&str> = trends.iter().map(|t| t.name).collect();
     let (short, pattern) = shortened(&names);
     let note = match pattern {
-        Some(p) => format!("{note}; every row is {p}, shown by its `*` parts"),
+        Some(p) => format!(
+            "{note}; every row is {}, shown by its `*` parts",
+            crate::text::escape_line(&p)
+        ),
         None => note,
     };
     let _ = writeln!(out, "\n{}", crate::report::wrap(&note, width));

@@ -84,25 +84,35 @@ pub enum RunRef {
 impl RunRef {
     /// An existing path, anything with a `/` or ending in `.json` is a file; `run:N` and
     /// `baseline:NAME` say which they mean; otherwise digits are a run id, `latest` the latest
-    /// run, and the rest a baseline name.
-    pub fn parse(arg: &str) -> RunRef {
-        if let Some(id) = arg.strip_prefix("run:").and_then(|n| n.parse().ok()) {
-            return RunRef::Run(id);
+    /// run, and the rest a baseline name. `run:` followed by anything but digits (`run:`,
+    /// `run:x`) is refused: it names no run, and as a baseline name it would only be reported
+    /// missing. An existing file of that name is still a file.
+    pub fn parse(arg: &str) -> Result<RunRef, HistoryError> {
+        if let Some(id) = arg.strip_prefix("run:") {
+            let digits = !id.is_empty() && id.bytes().all(|b| b.is_ascii_digit());
+            if let Some(id) = digits.then(|| id.parse().ok()).flatten() {
+                return Ok(RunRef::Run(id));
+            }
         }
         if let Some(name) = arg.strip_prefix("baseline:") {
-            return RunRef::Baseline(name.to_owned());
+            return Ok(RunRef::Baseline(name.to_owned()));
         }
         let path = std::path::Path::new(arg);
         if path.symlink_metadata().is_ok() || arg.contains('/') || arg.ends_with(".json") {
-            return RunRef::File(path.to_owned());
+            return Ok(RunRef::File(path.to_owned()));
+        }
+        if arg.starts_with("run:") {
+            return Err(HistoryError::BadRunId {
+                arg: arg.to_owned(),
+            });
         }
         if arg == "latest" {
-            return RunRef::Latest;
+            return Ok(RunRef::Latest);
         }
-        match arg.parse::<i64>() {
+        Ok(match arg.parse::<i64>() {
             Ok(id) if !arg.starts_with(['+', '-']) => RunRef::Run(id),
             _ => RunRef::Baseline(arg.to_owned()),
-        }
+        })
     }
 }
 

@@ -489,17 +489,30 @@ fn baselines_name_runs_and_refuse_ambiguous_names() {
 
 #[test]
 fn compare_arguments_name_files_runs_and_baselines() {
-    assert_eq!(RunRef::parse("12"), RunRef::Run(12));
-    assert_eq!(RunRef::parse("run:7"), RunRef::Run(7));
-    assert_eq!(RunRef::parse("latest"), RunRef::Latest);
-    assert_eq!(RunRef::parse("main"), RunRef::Baseline("main".into()));
-    assert_eq!(RunRef::parse("baseline:12"), RunRef::Baseline("12".into()));
-    assert_eq!(
-        RunRef::parse("a.json"),
-        RunRef::File(PathBuf::from("a.json"))
-    );
-    assert_eq!(RunRef::parse("out/x"), RunRef::File(PathBuf::from("out/x")));
-    assert!(matches!(RunRef::parse("/dev/zero"), RunRef::File(_)));
+    let parse = |arg: &str| RunRef::parse(arg).unwrap();
+    assert_eq!(parse("12"), RunRef::Run(12));
+    assert_eq!(parse("run:7"), RunRef::Run(7));
+    assert_eq!(parse("latest"), RunRef::Latest);
+    assert_eq!(parse("main"), RunRef::Baseline("main".into()));
+    assert_eq!(parse("baseline:12"), RunRef::Baseline("12".into()));
+    assert_eq!(parse("a.json"), RunRef::File(PathBuf::from("a.json")));
+    assert_eq!(parse("out/x"), RunRef::File(PathBuf::from("out/x")));
+    assert!(matches!(parse("/dev/zero"), RunRef::File(_)));
+}
+
+#[test]
+fn run_colon_without_an_id_says_the_id_is_missing_not_no_baseline() {
+    for arg in ["run:", "run:x", "run:-1", "run:+3"] {
+        let err = RunRef::parse(arg).unwrap_err().to_string();
+        assert!(err.starts_with(&format!("`{arg}` names no run")), "{err}");
+        assert!(
+            err.contains("`run:12`") && !err.contains("no baseline"),
+            "{err}"
+        );
+    }
+    // Shown on one line, however the argument was typed.
+    let err = RunRef::parse("run:\nFAKE").unwrap_err().to_string();
+    assert!(!err.contains('\n') && err.contains("run:\\nFAKE"), "{err}");
 }
 
 #[test]
@@ -776,6 +789,68 @@ fn history_text_json_and_svg_carry_the_intervals() {
         })
         .unwrap();
     assert!(why.to_string().contains("native-popf"), "{why}");
+}
+
+/// No line of `text` is one a newline in stored or typed text forged.
+fn no_forged_line(text: &str) {
+    assert!(
+        !text.lines().any(|l| l.trim_start().starts_with("FAKE")),
+        "a forged line:\n{text}"
+    );
+}
+
+/// A newline in an imported run's config name or host, or in a name given as an argument,
+/// is shown as `\n` inside its line: every listing and message that quotes one.
+#[test]
+fn newlines_in_stored_or_typed_names_never_start_a_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&loc(&db(&dir))).unwrap();
+    let mut r = report(50, 14_700.0);
+    r.config_name = "quick\nFAKE check passed".into();
+    r.host.cpu_model = "EPYC\nFAKE host".into();
+    store.save(&r, &meta()).unwrap();
+    store.save(&report(60, 14_700.0), &meta()).unwrap();
+    store.save_baseline("B", Some(1)).unwrap();
+    let all = RunFilter {
+        last: 20,
+        ..RunFilter::default()
+    };
+    let runs = store.runs(&all).unwrap();
+    let points = store.trend(&[1, 2], None).unwrap();
+    for text in [
+        render_history(store.path(), &runs, &points),
+        render_history_pivot(store.path(), &runs, &points, 100),
+        // One run: its host is said once, above the table.
+        render_history_pivot(store.path(), &runs[..1], &points, 100),
+        render_baselines(&store.baselines().unwrap()),
+    ] {
+        no_forged_line(&text);
+        assert!(text.contains("quick\\nFAKE check passed"), "{text}");
+        assert!(text.contains("EPYC\\nFAKE host"), "{text}");
+    }
+    for (filter, stored) in [
+        (
+            RunFilter {
+                config: Some("x\nFAKE".into()),
+                ..all.clone()
+            },
+            "quick\\nFAKE",
+        ),
+        (
+            RunFilter {
+                host: Some("x\nFAKE".into()),
+                ..all.clone()
+            },
+            "EPYC\\nFAKE",
+        ),
+    ] {
+        let why = store.explain_no_match(&filter).unwrap().to_string();
+        no_forged_line(&why);
+        assert!(why.contains("x\\nFAKE") && why.contains(stored), "{why}");
+    }
+    let err = store.baseline_run("x\nFAKE").unwrap_err().to_string();
+    no_forged_line(&err);
+    assert!(err.contains("`x\\nFAKE`"), "{err}");
 }
 
 #[test]

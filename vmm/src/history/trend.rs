@@ -125,7 +125,7 @@ pub(super) fn heading(db: &std::path::Path, runs: &[RunRow]) -> String {
     let s = if runs.len() == 1 { "" } else { "s" };
     format!(
         "history: {} ({} run{s} shown, oldest first)\n",
-        db.display(),
+        crate::text::escape_path(db),
         runs.len()
     )
 }
@@ -144,7 +144,7 @@ pub fn render_history(db: &std::path::Path, runs: &[RunRow], points: &[TrendPoin
         "\ntrend per row: median ±h, h = the farther end of its 95% CI"
     );
     for t in &trends {
-        let _ = writeln!(out, "\n{}", t.name);
+        let _ = writeln!(out, "\n{}", crate::text::escape_line(t.name));
         let mut table = TextTable::new(&[
             ("run", Align::Right),
             ("started (UTC)", Align::Left),

@@ -91,7 +91,7 @@ pub fn write(dir: &Path, group: &str, obs: &[Obs], before: &SchedSnapshot, after
         if let Err(e) = std::fs::write(&path, text) {
             eprintln!(
                 "irqbench: {DUMP_ENV}: could not write {}: {e}",
-                crate::text::escape(&path.display().to_string())
+                crate::text::escape_path(&path)
             );
         }
     }

@@ -62,7 +62,10 @@ pub enum ReportError {
     #[error(transparent)]
     Output(#[from] crate::files::write::OutputError),
     /// Malformed JSON, or JSON that is not a results file; line and column are serde_json's.
-    #[error("{path}:{line}:{column}: not a valid irqbench results file")]
+    #[error(
+        "{path}:{line}:{column}: not a valid irqbench results file",
+        path = crate::text::escape_path(.path)
+    )]
     Parse {
         path: PathBuf,
         line: usize,
@@ -72,31 +75,55 @@ pub enum ReportError {
     },
     #[error(
         "{path} has schema {found:?}, but this irqbench reads only {}",
-        crate::results::SCHEMAS_READ.join(", ")
+        crate::results::SCHEMAS_READ.join(", "),
+        path = crate::text::escape_path(.path)
     )]
     Schema { path: PathBuf, found: String },
     /// A figure no run can have produced: an inverted or non-finite CI, a median outside its
     /// CI, a count or rate below zero, a magnitude beyond any measurement.
-    #[error("{path}: {field} = {value}: {why}; irqbench never writes that, so the file was edited or damaged")]
+    #[error(
+        "{path}: {field} = {value}: {why}; irqbench never writes that, so the file was edited \
+         or damaged",
+        path = crate::text::escape_path(.path),
+        field = crate::text::escape_line(.field),
+        value = crate::text::escape_line(.value)
+    )]
     Implausible {
         path: PathBuf,
         field: String,
         value: String,
         why: &'static str,
     },
-    #[error("cannot encode the results for {path}")]
+    #[error(
+        "cannot encode the results for {path}",
+        path = crate::text::escape_path(.path)
+    )]
     Encode {
         path: PathBuf,
         #[source]
         source: serde_json::Error,
     },
     /// plotters' error type is generic over the backend, so only its text is kept.
-    #[error("cannot draw the chart for {path}: {message}")]
+    #[error(
+        "cannot draw the chart for {path}: {message}",
+        path = crate::text::escape_path(.path)
+    )]
     Chart { path: PathBuf, message: String },
-    #[error("cannot create the results folder {path}")]
+    #[error(
+        "cannot create the results folder {path}",
+        path = crate::text::escape_path(.path)
+    )]
     CreateDir {
         path: PathBuf,
         #[source]
         source: io::Error,
     },
+    /// `--out` names something that exists and is no folder (a file, a FIFO, a device, a link
+    /// to one of those).
+    #[error(
+        "--out {path} exists and is a {kind}, not a folder: --out needs a folder, an existing one \
+         or a new path in an existing folder (each run gets a new folder inside it)",
+        path = crate::text::escape_path(.path)
+    )]
+    OutNotAFolder { path: PathBuf, kind: String },
 }

@@ -2,6 +2,7 @@
 //! comparisons and derived costs, the legend, exits by KVM stat, exit sites, mixed phases,
 //! scaling and failures.
 
+use std::borrow::Cow;
 use std::fmt::Write as _;
 
 use crate::results::{
@@ -91,7 +92,29 @@ impl TextTable {
     /// The table in `max_width` columns: shrinkable columns first give up their excess, then
     /// a table still too wide continues below in panels, each repeating the first column (the
     /// row's name), so that no row is cut at the terminal's edge.
+    ///
+    /// A cell is one line: a newline or control character in one (a config's or a host's name
+    /// from an imported file) is shown escaped ([`crate::text::escape_line`]), never sent, so
+    /// it cannot start a line of its own.
     pub fn render(&self, indent: &str, max_width: usize) -> String {
+        let raw = |c: &String| matches!(crate::text::escape_line(c), Cow::Owned(_));
+        if self.rows.iter().flatten().any(raw) {
+            let rows = self
+                .rows
+                .iter()
+                .map(|r| {
+                    r.iter()
+                        .map(|c| crate::text::escape_line(c).into_owned())
+                        .collect()
+                })
+                .collect();
+            let safe = TextTable {
+                headers: self.headers.clone(),
+                rows,
+                shrinkable: self.shrinkable.clone(),
+            };
+            return safe.render(indent, max_width);
+        }
         let widths = self.widths(indent, max_width);
         self.panels(indent, &widths, max_width)
             .iter()

@@ -1137,10 +1137,22 @@ fn a_results_folder_whose_parent_is_missing_is_refused_and_nothing_is_created() 
     );
     let file = base.join("a-file");
     fs::write(&file, "x").unwrap();
+    let err = new_results_dir(&file, "quick").unwrap_err().to_string();
     assert!(
-        new_results_dir(&file, "quick").is_err(),
-        "a file is not a folder"
+        err.contains("exists and is a regular file, not a folder") && err.contains("--out needs"),
+        "{err}"
     );
+    let link = base.join("link-to-file");
+    std::os::unix::fs::symlink(&file, &link).unwrap();
+    let err = new_results_dir(&link, "quick").unwrap_err().to_string();
+    assert!(
+        err.contains("is a symbolic link to a regular file, not a folder"),
+        "{err}"
+    );
+    let err = new_results_dir(Path::new("/dev/null"), "quick")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("is a character device, not a folder"), "{err}");
 }
 
 #[test]
