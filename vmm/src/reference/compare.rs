@@ -423,7 +423,13 @@ fn sig3(v: f64) -> String {
     if v != 0.0 && v.abs() < 1e-3 {
         return format!("{v:.2e}");
     }
-    crate::report::format::fmt_sig(v, 3)
+    if !v.is_finite() || v == 0.0 {
+        return format!("{v}");
+    }
+    // Decimals for 3 significant digits (none at 100 and above): the reference sits below
+    // `report` and formats its own figures.
+    let decimals = (2 - v.abs().log10().floor() as i32).max(0) as usize;
+    format!("{v:.decimals$}")
 }
 
 fn us(cycles: f64, tsc_khz: u64) -> f64 {
