@@ -78,8 +78,15 @@ fn one_line_values(e: &clap::Error, mut text: String) -> String {
         };
         for v in values {
             let shown = irqbench::text::escape_line(v);
-            if shown != v.as_str() {
+            if shown == v.as_str() {
+                continue;
+            }
+            // Wherever clap quotes it: `'{v}'`, and its tips (`use '-- {v}'`). A value that
+            // is only whitespace would match the message's own line breaks: quoted forms only.
+            if v.trim().is_empty() {
                 text = text.replace(&format!("'{v}'"), &format!("'{shown}'"));
+            } else {
+                text = text.replace(v.as_str(), &shown);
             }
         }
     }

@@ -61,6 +61,21 @@ fn tiny_config(dir: &Path, strategies: &[&str]) -> PathBuf {
     path
 }
 
+/// An argument clap does not know is quoted twice in its error (the message and its tip, `use
+/// '-- ARG'`): a newline in it never starts a line of its own in either.
+#[test]
+fn a_newline_in_an_unknown_argument_never_starts_a_line() {
+    let out = run(&["compare", "--x\nerror: check passed", "a.json", "b.json"]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("--x\\nerror"), "{err}");
+    assert!(
+        !err.lines()
+            .any(|l| l.trim_start().starts_with("error: check passed")),
+        "{err}"
+    );
+}
+
 /// `history --last` past u64 said only "number too large to fit in target type": every
 /// refused value names the valid range.
 #[test]

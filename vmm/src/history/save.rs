@@ -210,10 +210,7 @@ fn insert_rows(tx: &Transaction, id: i64, report: &RunReport) -> rusqlite::Resul
     )?;
     for (position, c) in report.comparisons.iter().enumerate() {
         // Indexed only with a CI (too few rounds give none): the stored report keeps the rest.
-        let finite = [c.ratio.median, c.ratio.ci95[0], c.ratio.ci95[1]]
-            .iter()
-            .all(|v| v.is_finite());
-        if c.no_ratio.is_some() || !finite {
+        if c.no_ratio.is_some() || !c.has_ci() {
             continue;
         }
         let metric = match c.metric {

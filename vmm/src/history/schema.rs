@@ -10,7 +10,7 @@ use super::{HistoryError, Store, APPLICATION_ID};
 use crate::results::HostManifest;
 
 /// The schema this irqbench writes.
-pub const LATEST_VERSION: i64 = 2;
+pub const LATEST_VERSION: i64 = 3;
 
 /// Version 1, the first schema: runs, their result rows and paired comparisons, baselines.
 const V1: &str = "
@@ -109,6 +109,16 @@ fn v2(tx: &Connection) -> rusqlite::Result<()> {
     Ok(())
 }
 
+/// Version 3: results of `irqbench-results/1` runs keep no CI. Those files have none, and
+/// builds before this step indexed their absent `ci95` (read as `[0, 0]`) as the interval
+/// [0, 0] once a row had 6 or more repeats, which `history` then showed as `≈0 (±14000)`.
+const V3: &str = "
+UPDATE results SET cycles_lo = NULL, cycles_hi = NULL, ns_lo = NULL, ns_hi = NULL,
+    ops_per_sec_lo = NULL, ops_per_sec_hi = NULL, exits_lo = NULL, exits_hi = NULL
+WHERE run_id IN (SELECT id FROM runs WHERE results_schema = 'irqbench-results/1'
+    OR results_schema LIKE 'irqbench-results/1.%');
+";
+
 /// `AMD EPYC (2 CPUs), kernel 6.18.44, pvm (nested)`.
 pub(crate) fn host_label(h: &HostManifest) -> String {
     format!(
@@ -126,6 +136,7 @@ fn step(tx: &Connection, from: i64) -> rusqlite::Result<()> {
     match from {
         0 => tx.execute_batch(V1),
         1 => v2(tx),
+        2 => tx.execute_batch(V3),
         _ => Ok(()),
     }
 }

@@ -208,6 +208,48 @@ PRAGMA application_id = 1769107810;
 PRAGMA user_version = 1;
 ";
 
+/// Version 3: an `irqbench-results/1` run indexed by an earlier build with the interval
+/// [0, 0] (its absent CI) keeps no CI; a newer run keeps its own.
+#[test]
+fn a_version_2_database_forgets_the_cis_v1_runs_never_had() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db(&dir);
+    {
+        let store = Store::open(&loc(&path)).unwrap();
+        let mut v1 = report(1_600_000_000, 15_000.0);
+        v1.schema = "irqbench-results/1".into();
+        store.save(&v1, &meta()).unwrap();
+        store
+            .save(&report(1_600_000_100, 15_000.0), &meta())
+            .unwrap();
+        store
+            .conn
+            .execute_batch(
+                "UPDATE results SET cycles_lo = 0, cycles_hi = 0 WHERE run_id = 1;
+                 PRAGMA user_version = 2;",
+            )
+            .unwrap();
+    }
+    let store = Store::open(&loc(&path)).unwrap();
+    assert_eq!(store.schema_version().unwrap(), LATEST_VERSION);
+    let ci = |run: i64| -> (Option<f64>, Option<f64>) {
+        store
+            .conn
+            .query_row(
+                "SELECT cycles_lo, cycles_hi FROM results WHERE run_id = ?1 AND position = 0",
+                [run],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap()
+    };
+    assert_eq!(ci(1), (None, None));
+    let (lo, hi) = ci(2);
+    assert!(
+        lo.is_some_and(|lo| hi.is_some_and(|hi| lo < hi)),
+        "{lo:?} {hi:?}"
+    );
+}
+
 #[test]
 fn a_version_1_database_is_migrated_on_open_and_keeps_its_runs() {
     let dir = tempfile::tempdir().unwrap();

@@ -253,7 +253,7 @@ pub enum Metric {
     OpsPerSec,
 }
 
-/// Median and CI of per-round values (the CI collapses to the median below 6 samples).
+/// Median and CI of per-round values (no CI, NaN, below 6 samples).
 pub fn interval(samples: &[f64]) -> Interval {
     let s = Summary::from_samples(samples);
     Interval {

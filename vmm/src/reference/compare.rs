@@ -377,6 +377,15 @@ fn summary_line(out: &mut String, what: &str, s: &Summary) {
         median: s.median,
         ci95: s.ci95,
     };
+    if !s.ci95.iter().all(|b| b.is_finite()) {
+        let _ = writeln!(
+            out,
+            "  {what:<28} {:>10.1} cycles  no CI (too few undisturbed rounds: {})",
+            s.median,
+            s.samples.len()
+        );
+        return;
+    }
     let _ = writeln!(
         out,
         "  {what:<28} {:>10.1} cycles  [{:.1}, {:.1}]  ±{:.2}%  ({} rounds)",
@@ -389,7 +398,7 @@ fn summary_line(out: &mut String, what: &str, s: &Summary) {
 }
 
 /// Prints the ratio and returns its precision per second; NaN when it has no CI (fewer than 6
-/// kept rounds collapse the CI to the median).
+/// kept rounds give none).
 fn ratio_line(out: &mut String, what: &str, i: &Interval, elapsed: Duration) -> f64 {
     let h = relative_half_width(i);
     if !(h.is_finite() && h > 0.0) {
@@ -527,13 +536,16 @@ fn trip_text(out: &mut String, t: &RoundTrip, tsc_khz: u64) {
         ("raw out; dec; jnz", &t.raw, t.raw_host),
         ("irqbench PING (its loop)", &t.ping, t.ping_host),
     ] {
+        let ci = if s.ci95.iter().all(|b| b.is_finite()) {
+            format!("[{:.0}, {:.0}]", s.ci95[0], s.ci95[1])
+        } else {
+            "no CI (too few rounds)".into()
+        };
         let _ = writeln!(
             out,
-            "  {what:<28} {:>10.0} cycles = {:.2} µs  [{:.0}, {:.0}]; host side {:.2} µs",
+            "  {what:<28} {:>10.0} cycles = {:.2} µs  {ci}; host side {:.2} µs",
             s.median,
             us(s.median, tsc_khz),
-            s.ci95[0],
-            s.ci95[1],
             host.as_secs_f64() * 1e6
         );
     }
@@ -543,10 +555,15 @@ fn trip_text(out: &mut String, t: &RoundTrip, tsc_khz: u64) {
         t.ping_handled.as_secs_f64() * 1e6,
         t.ping_host.saturating_sub(t.ping_handled).as_secs_f64() * 1e6
     );
+    let ci = if t.ratio.ci95.iter().all(|b| b.is_finite()) {
+        format!("[{:.3}, {:.3}]", t.ratio.ci95[0], t.ratio.ci95[1])
+    } else {
+        "no CI (too few rounds)".into()
+    };
     let _ = writeln!(
         out,
-        "  PING / raw exit: {:.3}  [{:.3}, {:.3}]  (target ≤ 1.1)",
-        t.ratio.median, t.ratio.ci95[0], t.ratio.ci95[1]
+        "  PING / raw exit: {:.3}  {ci}  (target ≤ 1.1)",
+        t.ratio.median
     );
 }
 

@@ -266,8 +266,11 @@ impl ProbeResult {
     }
 }
 
-/// Relative CI half-width of an interval (NaN without one).
+/// Relative CI half-width of an interval (NaN without one: fewer than 6 kept rounds).
 pub fn relative_half_width(i: &Interval) -> f64 {
+    if !i.ci95.iter().all(|b| b.is_finite()) {
+        return f64::NAN;
+    }
     crate::statistics::half_width(i.median, i.ci95) / i.median.abs()
 }
 

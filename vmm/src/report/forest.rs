@@ -42,6 +42,8 @@ fn comparison_line(report: &RunReport, c: &PairedComparison) -> Line {
     let imprecise = [a, b]
         .iter()
         .any(|r| r.is_some_and(|r| !r.precision_reached));
+    // A ratio from too few rounds for a CI is no point with whiskers, and its label says so.
+    let finite = c.has_ci();
     // The group header names the condition; the line names what was compared.
     let label = format!(
         "{} vs {}{}{}",
@@ -50,14 +52,13 @@ fn comparison_line(report: &RunReport, c: &PairedComparison) -> Line {
         if imprecise { " ~" } else { "" },
         if c.no_ratio.is_some() {
             " (no ratio)"
+        } else if !finite {
+            " (too few rounds for a CI)"
         } else {
             ""
         }
     );
-    // A ratio from too few rounds for a CI is no point with whiskers.
-    let value = [c.ratio.median, c.ratio.ci95[0], c.ratio.ci95[1]]
-        .iter()
-        .all(|v| v.is_finite())
+    let value = finite
         .then(|| [c.ratio.median, c.ratio.ci95[0], c.ratio.ci95[1]].map(|r| (r - 1.0) * 100.0));
     Line::Estimate {
         label,

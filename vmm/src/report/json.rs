@@ -33,8 +33,8 @@ fn schema_supported(schema: &str) -> bool {
 }
 
 /// Reads a results file of any schema in [`SCHEMAS_READ`]; keys an older schema lacks take
-/// their defaults (a v1 file has no CIs: `ci95` is `[0, 0]` and no summary has enough samples
-/// for [`super::format::Estimate`] to use it).
+/// their defaults (a v1 file has no CIs: its absent `ci95` becomes NaN, no CI, in
+/// [`forget_v1_cis`]).
 pub fn read_json(path: &Path) -> Result<RunReport, ReportError> {
     let text = crate::files::read::read_text_to_parse(
         path,

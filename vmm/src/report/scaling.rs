@@ -28,6 +28,8 @@ pub struct ScalingRow {
     pub ratio_ci95: Option<[f64; 2]>,
     /// The ratio's CI excludes 1.
     pub beyond_noise: bool,
+    /// From a paired comparison of the run (else from the two rows' medians, unpaired).
+    pub paired: bool,
 }
 
 /// `epoll/n0/none/4v` → `epoll/n0/none`: the groups a scaling table joins differ only there.
@@ -68,11 +70,9 @@ pub fn scaling_rows(report: &RunReport) -> Vec<ScalingRow> {
             b_ci95: Estimate::of(&rb.ops_per_sec).ci,
             change_pct: (c.ratio.median - 1.0) * 100.0,
             // A comparison without a ratio stays as a line that says so.
-            ratio_ci95: [c.ratio.median, c.ratio.ci95[0], c.ratio.ci95[1]]
-                .iter()
-                .all(|v| v.is_finite())
-                .then_some(c.ratio.ci95),
+            ratio_ci95: c.has_ci().then_some(c.ratio.ci95),
             beyond_noise: c.ratio.excludes(1.0),
+            paired: true,
         });
     }
     if rows.is_empty() {
@@ -131,6 +131,7 @@ fn unpaired_rows(report: &RunReport) -> Vec<ScalingRow> {
                 change_pct: if x == 0.0 { 0.0 } else { (y - x) / x * 100.0 },
                 ratio_ci95: None,
                 beyond_noise: false,
+                paired: false,
             });
         }
     }
@@ -163,6 +164,10 @@ pub fn render_scaling(report: &RunReport) -> String {
                 },
             ),
             None if !r.change_pct.is_finite() => ("no ratio".to_string(), "no data"),
+            None if r.paired => (
+                format!("{:+.1}% [no CI]", r.change_pct),
+                "too few rounds for a CI",
+            ),
             None => (format!("{:+.1}%", r.change_pct), "no CI (unpaired)"),
         };
         let _ = writeln!(

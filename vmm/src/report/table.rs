@@ -323,7 +323,7 @@ pub(crate) fn comparison_lines(report: &RunReport, group: &Group) -> Vec<String>
                     metric_label(c.metric, group.kind),
                 );
             }
-            let verdict = if !c.ratio.ci95.iter().all(|b| b.is_finite()) {
+            let verdict = if !c.has_ci() {
                 format!("  too few rounds for a CI (a CI needs {MIN_CI_SAMPLES})")
             } else if c.ratio.excludes(1.0) {
                 String::new()
@@ -335,7 +335,14 @@ pub(crate) fn comparison_lines(report: &RunReport, group: &Group) -> Vec<String>
                 short_name(report, &c.b),
                 short_name(report, &c.a),
                 metric_label(c.metric, group.kind),
-                fmt_ratio_change(c.ratio.median, c.ratio.ci95),
+                fmt_ratio_change(
+                    c.ratio.median,
+                    if c.has_ci() {
+                        c.ratio.ci95
+                    } else {
+                        [f64::NAN; 2]
+                    }
+                ),
                 c.rounds,
             )
         })

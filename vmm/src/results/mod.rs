@@ -468,6 +468,17 @@ fn is_zero(n: &u32) -> bool {
     *n == 0
 }
 
+impl PairedComparison {
+    /// Whether the ratio has a CI: a finite one from 6 or more paired rounds. Files of earlier
+    /// builds wrote `[ratio, ratio]` for fewer, which is no CI either.
+    pub fn has_ci(&self) -> bool {
+        self.rounds >= 6
+            && [self.ratio.median, self.ratio.ci95[0], self.ratio.ci95[1]]
+                .iter()
+                .all(|v| v.is_finite())
+    }
+}
+
 /// A cost derived from two rows of one group by a paired difference per round, e.g. the popf
 /// inside `popf-set-if` (`cli; push; popf`) as `popf-set-if − cli`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
