@@ -116,6 +116,12 @@ pub fn half_width(median: f64, ci: [f64; 2]) -> f64 {
     (median - ci[0]).max(ci[1] - median).max(0.0)
 }
 
+/// Whether `ci` is an interval at all: both ends numbers. A figure from too few samples has
+/// `[NaN, NaN]` (JSON `null`) there, and `f64::max` would make its half-width 0.
+pub fn is_interval(ci: [f64; 2]) -> bool {
+    ci[0].is_finite() && ci[1].is_finite()
+}
+
 /// Whether a CI includes 0: such a value is printed `≈0`, never as a plain number.
 pub fn holds_zero(ci: [f64; 2]) -> bool {
     ci[0] <= 0.0 && ci[1] >= 0.0

@@ -377,7 +377,7 @@ fn summary_line(out: &mut String, what: &str, s: &Summary) {
         median: s.median,
         ci95: s.ci95,
     };
-    if !s.ci95.iter().all(|b| b.is_finite()) {
+    if !crate::statistics::is_interval(s.ci95) {
         let _ = writeln!(
             out,
             "  {what:<28} {:>10.1} cycles  no CI (too few undisturbed rounds: {})",
@@ -429,11 +429,11 @@ fn ratio_line(out: &mut String, what: &str, i: &Interval, elapsed: Duration) -> 
 /// significant digits: a fixed count of decimals prints 1/545 as `0.00`.
 /// Below 0.001, exponent form (`1.83e-5`).
 fn sig3(v: f64) -> String {
-    if v != 0.0 && v.abs() < 1e-3 {
-        return format!("{v:.2e}");
-    }
     if !v.is_finite() || v == 0.0 {
         return format!("{v}");
+    }
+    if v.abs() < 1e-3 {
+        return format!("{v:.2e}");
     }
     // Decimals for 3 significant digits (none at 100 and above): the reference sits below
     // `report` and formats its own figures.
@@ -536,7 +536,7 @@ fn trip_text(out: &mut String, t: &RoundTrip, tsc_khz: u64) {
         ("raw out; dec; jnz", &t.raw, t.raw_host),
         ("irqbench PING (its loop)", &t.ping, t.ping_host),
     ] {
-        let ci = if s.ci95.iter().all(|b| b.is_finite()) {
+        let ci = if crate::statistics::is_interval(s.ci95) {
             format!("[{:.0}, {:.0}]", s.ci95[0], s.ci95[1])
         } else {
             "no CI (too few rounds)".into()
@@ -555,7 +555,7 @@ fn trip_text(out: &mut String, t: &RoundTrip, tsc_khz: u64) {
         t.ping_handled.as_secs_f64() * 1e6,
         t.ping_host.saturating_sub(t.ping_handled).as_secs_f64() * 1e6
     );
-    let ci = if t.ratio.ci95.iter().all(|b| b.is_finite()) {
+    let ci = if crate::statistics::is_interval(t.ratio.ci95) {
         format!("[{:.3}, {:.3}]", t.ratio.ci95[0], t.ratio.ci95[1])
     } else {
         "no CI (too few rounds)".into()

@@ -268,7 +268,7 @@ impl ProbeResult {
 
 /// Relative CI half-width of an interval (NaN without one: fewer than 6 kept rounds).
 pub fn relative_half_width(i: &Interval) -> f64 {
-    if !i.ci95.iter().all(|b| b.is_finite()) {
+    if !crate::statistics::is_interval(i.ci95) {
         return f64::NAN;
     }
     crate::statistics::half_width(i.median, i.ci95) / i.median.abs()

@@ -33,7 +33,7 @@ pub(crate) fn condition_value(c: &AnswerCondition) -> String {
         " (not beyond noise)"
     };
     let rough = if c.precision_reached { "" } else { " ~" };
-    let no_ci = !c.ratio.ci95.iter().all(|b| b.is_finite()) || c.ratio.ci95[0] == c.ratio.ci95[1];
+    let no_ci = !crate::statistics::is_interval(c.ratio.ci95) || c.ratio.ci95[0] == c.ratio.ci95[1];
     if no_ci && (c.rounds as usize) < MIN_CI_SAMPLES {
         let pct = fmt_ratio_change(c.ratio.median, c.ratio.ci95);
         let pct = pct.split(' ').next().unwrap_or_default();

@@ -237,20 +237,12 @@ fn exits_row(name: &str, ra: &PhaseResult, rb: &PhaseResult, min_change_pct: f64
         exits_estimate(ra).and_then(|e| e.ci),
         exits_estimate(rb).and_then(|e| e.ci),
     );
-    if !(old.is_finite() && new.is_finite()) {
-        return CompareRow {
-            name: name.into(),
-            metric: METRIC_EXITS.into(),
-            old,
-            new,
-            old_ci95: cis.0,
-            new_ci95: cis.1,
-            change_pct: f64::NAN,
-            beyond_noise: false,
-            basis: NoiseBasis::NoData,
-        };
-    }
-    let change = change_pct(old, new);
+    let known = old.is_finite() && new.is_finite();
+    let change = if known {
+        change_pct(old, new)
+    } else {
+        f64::NAN
+    };
     // From a baseline whose CI holds 0 (printed ≈0) a relative change is unbounded however
     // small the difference (back to back on a busy CI host: ≈0 → 0.027 exits/op, "+4380%"),
     // so the floor is then the same share of one exit per op (at 50%, half an exit per op).
@@ -260,7 +252,9 @@ fn exits_row(name: &str, ra: &PhaseResult, rb: &PhaseResult, min_change_pct: f64
     } else {
         change.abs() >= min_change_pct
     };
-    let (beyond_noise, basis) = if let (Some(ca), Some(cb)) = cis {
+    let (beyond_noise, basis) = if !known {
+        (false, NoiseBasis::NoData)
+    } else if let (Some(ca), Some(cb)) = cis {
         (disjoint(ca, cb) && big_enough, NoiseBasis::Ci)
     } else {
         let var = |rate: f64, ops: u64| {

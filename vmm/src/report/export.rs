@@ -46,7 +46,7 @@ fn has_data(r: &PhaseResult) -> bool {
     r.rounds > 0
         && !r.cycles_per_op.samples.is_empty()
         && r.cycles_per_op.median.is_finite()
-        && r.cycles_per_op.ci95.iter().all(|x| x.is_finite())
+        && crate::statistics::is_interval(r.cycles_per_op.ci95)
 }
 
 fn bencher(rows: &[&PhaseResult]) -> Value {
@@ -59,7 +59,7 @@ fn bencher(rows: &[&PhaseResult]) -> Value {
             json!({"value": c.median, "lower_value": c.ci95[0], "upper_value": c.ci95[1]}),
         );
         let exits = r.counts.get(crate::results::EXITS_STAT);
-        if let Some(e) = exits.filter(|e| e.ci95.iter().all(|b| b.is_finite())) {
+        if let Some(e) = exits.filter(|e| crate::statistics::is_interval(e.ci95)) {
             let (exits, [lo, hi]) = (e.per_op, e.ci95);
             measures.insert(
                 format!("exits_per_{}", r.kind.unit()),

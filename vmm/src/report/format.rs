@@ -122,7 +122,7 @@ impl Estimate {
     /// a point (`[m, m]`, how short runs were once written) or v1's `[0, 0]` is no CI.
     pub fn of(s: &Summary) -> Estimate {
         let [lo, hi] = s.ci95;
-        let interval = lo.is_finite() && hi.is_finite() && lo <= hi;
+        let interval = crate::statistics::is_interval(s.ci95) && lo <= hi;
         let usable =
             interval && (s.samples.len() >= MIN_CI_SAMPLES || (s.samples.is_empty() && lo < hi));
         Estimate {
@@ -134,7 +134,7 @@ impl Estimate {
     pub fn with_ci(median: f64, ci: [f64; 2], rounds: usize) -> Estimate {
         Estimate {
             median,
-            ci: (rounds >= MIN_CI_SAMPLES && ci.iter().all(|b| b.is_finite()) && ci[0] <= ci[1])
+            ci: (rounds >= MIN_CI_SAMPLES && crate::statistics::is_interval(ci) && ci[0] <= ci[1])
                 .then_some(ci),
         }
     }
@@ -244,7 +244,7 @@ pub(crate) fn fmt_ratio_change(median: f64, ci: [f64; 2]) -> String {
             s.replace('-', "−")
         }
     };
-    if !ci.iter().all(|b| b.is_finite()) {
+    if !crate::statistics::is_interval(ci) {
         return format!("{}% [no CI]", pct(median));
     }
     format!("{}% [{}, {}]", pct(median), pct(ci[0]), pct(ci[1]))

@@ -23,13 +23,16 @@ struct SchemaProbe {
     schema: Option<String>,
 }
 
-/// A schema we read, or a minor revision of one (`irqbench-results/2.1`); not `/20`.
+/// `schema` is `known` or a minor revision of it (`irqbench-results/2.1`); not `/20`.
+fn schema_is(schema: &str, known: &str) -> bool {
+    schema
+        .strip_prefix(known)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'))
+}
+
+/// A schema we read, or a minor revision of one.
 fn schema_supported(schema: &str) -> bool {
-    SCHEMAS_READ.iter().any(|known| {
-        schema
-            .strip_prefix(known)
-            .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'))
-    })
+    SCHEMAS_READ.iter().any(|known| schema_is(schema, known))
 }
 
 /// Reads a results file of any schema in [`SCHEMAS_READ`]; keys an older schema lacks take
@@ -72,9 +75,7 @@ pub fn read_json(path: &Path) -> Result<RunReport, ReportError> {
 
 /// `irqbench-results/1` or one of its minor versions (`/1.1`), not `/10`.
 fn is_v1(schema: &str) -> bool {
-    schema
-        .strip_prefix("irqbench-results/1")
-        .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'))
+    schema_is(schema, "irqbench-results/1")
 }
 
 /// A v1 file has no CIs: its `ci95` fields are absent and read as `[0, 0]`, which with 60
@@ -85,18 +86,10 @@ pub(crate) fn forget_v1_cis(report: &mut RunReport) {
         return;
     }
     for r in &mut report.results {
-        for s in [
-            &mut r.cycles_per_op,
-            &mut r.ns_per_op,
-            &mut r.baseline_cycles,
-            &mut r.baseline_ns,
-            &mut r.raw_cycles_per_op,
-            &mut r.raw_ns_per_op,
-            &mut r.ops_per_sec,
-            &mut r.cycles_per_loop,
-        ] {
+        for s in r.summaries_mut() {
             s.ci95 = [f64::NAN; 2];
         }
+        r.cycles_per_loop.ci95 = [f64::NAN; 2];
     }
 }
 
@@ -108,15 +101,7 @@ fn mark_rows_without_data(report: &mut RunReport) {
     }
     for r in &mut report.results {
         if r.rounds == 0 && r.cycles_per_op.samples.is_empty() && r.cycles_per_op.has_data() {
-            for s in [
-                &mut r.cycles_per_op,
-                &mut r.ns_per_op,
-                &mut r.baseline_cycles,
-                &mut r.baseline_ns,
-                &mut r.raw_cycles_per_op,
-                &mut r.raw_ns_per_op,
-                &mut r.ops_per_sec,
-            ] {
+            for s in r.summaries_mut() {
                 *s = crate::results::Summary::no_data();
             }
         }
@@ -210,7 +195,7 @@ fn check_figures(report: &RunReport) -> Result<(), Implausible> {
             // A stat of a file written before `counts` may have no CI (null): its mean is
             // still checked.
             let what = at(&format!("counts.{name}"));
-            if e.ci95.iter().all(|b| b.is_finite()) {
+            if crate::statistics::is_interval(e.ci95) {
                 check_interval(what, e.per_op, e.ci95, false)?;
             } else if !e.per_op.is_finite() || e.per_op.abs() > MAX_MAGNITUDE {
                 return Err((

@@ -352,7 +352,7 @@ pub(crate) fn comparison_lines(report: &RunReport, group: &Group) -> Vec<String>
 /// A derived cost with its CI; like every net cost, one whose CI includes 0 is `≈0`.
 pub(crate) fn fmt_derived(d: &PairedDifference) -> String {
     let half = crate::statistics::half_width(d.cycles.median, d.cycles.ci95);
-    if !d.cycles.ci95.iter().all(|b| b.is_finite()) {
+    if !crate::statistics::is_interval(d.cycles.ci95) {
         // Too few rounds for a CI: the sign is all that is shown of a negative cost.
         return if d.cycles.median < 0.0 {
             "<0 [no CI]".into()
