@@ -21,6 +21,8 @@ pub struct Obs {
     pub vcpu: u32,
     pub cycles: u64,
     pub ops: u64,
+    /// Loop iterations of the block.
+    pub loops: u64,
     /// Userspace exits the VMM handled in the block (doorbells excluded).
     pub userspace_exits: u64,
     pub hypercalls_seen: u64,
@@ -129,6 +131,7 @@ impl Collected {
                     vcpu: s.index,
                     cycles: v.tsc_cycles,
                     ops: v.ops,
+                    loops: v.loops,
                     userspace_exits: b.userspace_exits,
                     hypercalls_seen: b.hypercalls_seen,
                     guest: v.counts,
@@ -237,6 +240,7 @@ impl Collected {
             cell.cycles_mean += o.cycles as f64;
             cell.cycles_max = cell.cycles_max.max(o.cycles as f64);
             cell.ops = o.ops;
+            cell.loops = o.loops;
             cell.userspace_exits += o.userspace_exits;
             cell.hypercalls_seen += o.hypercalls_seen;
             cell.guest += o.guest;
@@ -310,6 +314,7 @@ mod tests {
                         vcpu,
                         cycles,
                         ops: 8,
+                        loops: 8,
                         userspace_exits: 0,
                         hypercalls_seen: 0,
                         guest: GuestCounts::default(),

@@ -3,8 +3,10 @@
 //! Exits, interrupts, hypercalls and lock spins are sparse: a block of a dozen operations holds
 //! 0 or 1 of an event that costs 0.05 per op, so the median of per-round nets (what cycles
 //! use) is 0 for anything rarer than one event per block. A count is estimated as a mean
-//! instead: over the kept rounds, (Σ row events − Σ baseline events scaled to the row's
-//! operations) / Σ row operations, a ratio of sums that no sparse round rounds away.
+//! instead: over the kept rounds, (Σ row events − Σ paired baseline events) / Σ row
+//! operations, a ratio of sums that no sparse round rounds away. The baseline is scaled by
+//! loop iterations, never by operations: an `insn` probe's op is one instruction where the
+//! `empty` loop's is an eighth of an iteration.
 //!
 //! The CI is the ratio estimator's ([`COUNT_CI_METHOD`]); the invariant checks below compare
 //! such estimates, and counts the VMM kept as totals.
@@ -26,7 +28,7 @@ pub const LOCK_SPINS: &str = "guest:lock_spins";
 /// How the CI of every count per op is computed; the report legend quotes it.
 ///
 /// The ratio estimator R = Σ dᵢ / Σ nᵢ over kept rounds i, with dᵢ = row events − baseline
-/// events × (row ops / baseline ops) and nᵢ the row's ops, has the delta-method variance
+/// events × (row loop iterations / baseline loop iterations) and nᵢ the row's ops, has the delta-method variance
 /// Σ (dᵢ − R nᵢ)² / (k (k − 1) n̄²) over k rounds; the interval is R ± t₀.₉₇₅(k − 1) × its
 /// square root. Rounds are the resampling unit, so bursts of events (one interrupt costing
 /// several exits) widen it as they should. Chosen over a percentile bootstrap over rounds
@@ -37,7 +39,7 @@ pub const LOCK_SPINS: &str = "guest:lock_spins";
 /// of 16 000 rounds, the ratio CI 1 ms). Both undercover when the kept rounds hold fewer than
 /// ~10 events in all (0.01/op over 30 rounds of 12 ops: 3.5 events, 88%); `events` says when.
 pub const COUNT_CI_METHOD: &str = "mean per op over kept rounds (Σ row events − Σ baseline \
-     events scaled to the row's ops) / Σ row ops, 95% CI from the ratio estimator's \
+     events of the paired blocks, scaled by loop iterations) / Σ row ops, 95% CI from the ratio estimator's \
      delta-method variance over rounds with Student's t (k − 1 df), widened where wider to the \
      same over 10 to 20 batches of contiguous rounds (B − 1 df; rounds close in time can share \
      the host's state)";
@@ -48,14 +50,16 @@ pub const COUNT_CI_METHOD: &str = "mean per op over kept rounds (Σ row events �
 /// events (82% for bursts of 4); more rounds are the cure, not a higher floor.
 pub const MIN_ROUNDS: usize = 6;
 
-/// One kept round of a row: its events and operations, and the empty baseline's in the same
-/// round. Operations are summed over vCPUs, like the events.
+/// One kept round of a row: its events, operations and loop iterations, and the empty
+/// baseline's events and loop iterations in the same round. All are summed over vCPUs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RoundCount {
     pub events: u64,
     pub ops: u64,
+    /// Loop iterations of the row's blocks: ops / the row's unroll.
+    pub loops: u64,
     pub baseline_events: u64,
-    pub baseline_ops: u64,
+    pub baseline_loops: u64,
 }
 
 impl RoundCount {
@@ -68,12 +72,13 @@ impl RoundCount {
         }
     }
 
-    /// Row events minus the baseline's, scaled to the row's operations.
+    /// Row events minus the baseline's, scaled by loop iterations (the baseline's unit of one
+    /// op never enters: its blocks ran as many iterations as the row's).
     fn net(&self) -> f64 {
-        let scaled = if self.baseline_ops == 0 {
+        let scaled = if self.baseline_loops == 0 {
             0.0
         } else {
-            self.baseline_events as f64 * self.ops as f64 / self.baseline_ops as f64
+            self.baseline_events as f64 * self.loops as f64 / self.baseline_loops as f64
         };
         self.events as f64 - scaled
     }
@@ -394,8 +399,9 @@ mod tests {
                 .map(|_| RoundCount {
                     events: self.draw(rng, (self.rate + self.load) * n as f64),
                     ops: n,
+                    loops: n,
                     baseline_events: self.draw(rng, self.load * n as f64),
-                    baseline_ops: n,
+                    baseline_loops: n,
                 })
                 .collect()
         }
@@ -424,13 +430,14 @@ mod tests {
     }
 
     #[test]
-    fn the_mean_subtracts_the_baseline_scaled_to_the_rows_ops() {
-        // Row 20 ops with 7 events, baseline 10 ops with 2: net 7 − 2 × 20/10 = 3 per round.
+    fn the_mean_subtracts_the_baseline_scaled_by_loop_iterations() {
+        // Row 20 iterations with 7 events, baseline 10 with 2: net 7 − 2 × 20/10 = 3 per round.
         let round = RoundCount {
             events: 7,
             ops: 20,
+            loops: 20,
             baseline_events: 2,
-            baseline_ops: 10,
+            baseline_loops: 10,
         };
         let e = estimate(&[round; 8]).expect("8 rounds");
         assert!((e.per_op - 0.15).abs() < 1e-12, "{e:?}");
@@ -450,14 +457,37 @@ mod tests {
         assert!(!e.is_zero());
     }
 
+    /// The `insn` case: a probe of one op per iteration (pio-exit) against the `empty` loop
+    /// that counts 8 ops per iteration. Paired blocks run the same iterations, so the baseline's
+    /// events come off whole: one exit per instruction, not 1 + 7/8 of the baseline's rate.
+    #[test]
+    fn a_baseline_whose_op_is_an_eighth_of_the_rows_is_subtracted_whole() {
+        let rounds: Vec<RoundCount> = (0..40u64)
+            .map(|i| {
+                let background = i % 3; // the host's own exits, in both blocks alike
+                RoundCount {
+                    events: 100 + background,
+                    ops: 100,
+                    loops: 100,
+                    baseline_events: background,
+                    baseline_loops: 100,
+                }
+            })
+            .collect();
+        let e = estimate(&rounds).expect("40 rounds");
+        assert_eq!(e.per_op, 1.0, "{e:?}");
+        assert_eq!(e.ci95, [1.0, 1.0], "every round nets exactly 100: {e:?}");
+    }
+
     #[test]
     fn an_all_zero_row_has_a_zero_width_ci_at_zero() {
         let rounds = vec![
             RoundCount {
                 events: 0,
                 ops: 12,
+                loops: 12,
                 baseline_events: 0,
-                baseline_ops: 12,
+                baseline_loops: 12,
             };
             30
         ];

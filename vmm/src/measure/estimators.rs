@@ -23,6 +23,9 @@ pub struct Cell {
     pub cycles_max: f64,
     /// Operations per vCPU in the block.
     pub ops: u64,
+    /// Loop iterations per vCPU in the block: what a baseline is scaled by (an `insn` probe's
+    /// ops are its iterations × its unroll, the `empty` loop's × 8).
+    pub loops: u64,
     pub vcpus: u32,
     /// Userspace exits over the block, summed over vCPUs.
     pub userspace_exits: u64,
@@ -59,6 +62,11 @@ impl Cell {
     /// Operations over all vCPUs.
     fn total_ops(&self) -> u64 {
         self.ops * u64::from(self.vcpus.max(1))
+    }
+
+    /// Loop iterations over all vCPUs.
+    fn total_loops(&self) -> u64 {
+        self.loops * u64::from(self.vcpus.max(1))
     }
 
     /// Operations per second over all vCPUs, from the slowest vCPU's block.
@@ -147,17 +155,18 @@ impl RoundTable {
             .collect()
     }
 
-    /// Per kept round: the `events` of `v` and of the baseline with their operations (all
-    /// vCPUs), for [`super::counts::estimate`]; rounds where either has no such count are
-    /// left out.
+    /// Per kept round: the `events` of `v` and of the baseline with their loop iterations, and
+    /// `v`'s operations (all vCPUs), for [`super::counts::estimate`]; rounds where either has
+    /// no such count are left out.
     pub fn counts(&self, v: usize, events: impl Fn(&Cell) -> Option<u64>) -> Vec<RoundCount> {
         self.pairs(0, v)
             .filter_map(|(e, x)| {
                 Some(RoundCount {
                     events: events(x)?,
                     ops: x.total_ops(),
+                    loops: x.total_loops(),
                     baseline_events: events(e)?,
-                    baseline_ops: e.total_ops(),
+                    baseline_loops: e.total_loops(),
                 })
             })
             .collect()
@@ -550,6 +559,7 @@ mod tests {
         for r in 0..41u64 {
             let block = |exits: u64| Cell {
                 ops: 12,
+                loops: 12,
                 vcpus: 2,
                 userspace_exits: exits,
                 stats: Some(BTreeMap::from([(0, exits)])),
@@ -571,8 +581,9 @@ mod tests {
             RoundCount {
                 events: 2,
                 ops: 24,
+                loops: 24,
                 baseline_events: 1,
-                baseline_ops: 24
+                baseline_loops: 24
             }
         );
         let e = super::super::counts::estimate(&rounds).expect("40 rounds");

@@ -179,6 +179,7 @@ pub fn run_probe(kvm: &Kvm, options: &ProbeOptions) -> Result<ProbeResult, Refer
                 cycles_mean: t.cycles as f64,
                 cycles_max: t.cycles as f64,
                 ops: u64::from(n),
+                loops: u64::from(n),
                 vcpus: 1,
                 userspace_exits: t.exits,
                 disturbed: t.switches > 0,

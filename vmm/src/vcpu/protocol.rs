@@ -263,6 +263,8 @@ pub struct ValidBlock {
     pub position: u32,
     pub tsc_cycles: u64,
     pub ops: u64,
+    /// Loop iterations of the block (the descriptor's; `ops` = loops × the variant's unroll).
+    pub loops: u64,
     pub counts: Counts,
 }
 
@@ -309,6 +311,7 @@ pub fn validate_block(
         position: rec.position,
         tsc_cycles,
         ops,
+        loops: desc.iterations,
         counts: rec.counts,
     })
 }
