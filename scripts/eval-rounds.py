@@ -3,8 +3,8 @@
 
 usage: scripts/eval-rounds.py DIR/<group>.csv [CHUNK]
 
-Per comparison b/a of the group (variant 0 is the empty baseline), every estimator of
-vmm/src/measure/ratio.rs is computed on all kept rounds (the reference) and on consecutive
+Per comparison b/a of the group (variant 0 is the empty baseline), each candidate estimator
+(paired ratio, ratio of medians, Hodges-Lehmann, batched) is computed on all kept rounds (the reference) and on consecutive
 chunks of CHUNK kept rounds (default 100): how often a chunk's CI holds the reference (the
 paired-ratio estimate over all rounds, common to every estimator) and the chunk CIs' median
 relative half-width. Kept: blocks the thread-clock rules did not flag, and not block-time

@@ -317,13 +317,10 @@ fn read_rounds(slot: *mut VcpuSlot, seq: u32, kind: u32) -> Option<Rounds> {
     })
 }
 
-/// splitmix64: a well-mixed 64-bit value from a counter (the shuffle of round r is a function
-/// of the seed and r alone, so every vCPU of a phase draws the same order).
-fn mix(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
+/// The shuffle of round r is a function of the seed and r alone, so every vCPU of a phase draws
+/// the same order.
+fn mix(z: u64) -> u64 {
+    abi::SplitMix64::mix(z)
 }
 
 /// Runs every round; returns (operations, IF violations) over all blocks.

@@ -10,27 +10,7 @@ use irqbench::machine::image::GuestImage;
 use super::error::{errno_name, warn, CliError};
 
 /// The configs shipped in configs/, runnable by name (`irqbench run strategies`).
-pub const BUILTIN_CONFIGS: [(&str, &str); 7] = [
-    ("quick", include_str!("../../../configs/quick.toml")),
-    (
-        "strategies",
-        include_str!("../../../configs/strategies.toml"),
-    ),
-    ("insn-cost", include_str!("../../../configs/insn-cost.toml")),
-    (
-        "pv-restore-skip",
-        include_str!("../../../configs/pv-restore-skip.toml"),
-    ),
-    (
-        "epoll-irqsave-vs-irq",
-        include_str!("../../../configs/epoll-irqsave-vs-irq.toml"),
-    ),
-    ("soak", include_str!("../../../configs/soak.toml")),
-    (
-        "answers-load",
-        include_str!("../../../configs/answers-load.toml"),
-    ),
-];
+pub use irqbench::config::SHIPPED_CONFIGS as BUILTIN_CONFIGS;
 
 /// Ad-hoc changes to the plan, for `run` and `check`.
 #[derive(Debug, Default, clap::Args)]

@@ -8,7 +8,8 @@ use super::raw::{RawBench, RawIrq, SpannedList};
 use super::schema;
 use super::schema::fmt_int;
 use super::values::{int_range_of, Checked, Ctx, RunValues};
-use super::{defaults, MAX_PHASES};
+use super::MAX_PHASES;
+use crate::config::plan::defaults;
 use crate::config::plan::{GroupKey, InsnId, IrqBuild, IrqSource, PhasePlan, StrategyId, Workload};
 
 /// A floor of one operation's cost on any host, in ns: a loop iteration takes at least a

@@ -46,8 +46,32 @@ pub use select::{matches as glob_matches, only, SelectError};
 
 /// The name of the built-in config ([`DEFAULT_CONFIG_TOML`]).
 pub const DEFAULT_CONFIG_NAME: &str = "quick";
-/// `configs/quick.toml`, compiled in: what runs when no config is given.
-pub const DEFAULT_CONFIG_TOML: &str = include_str!("../../../configs/quick.toml");
+/// The configs shipped in configs/, compiled in once: runnable by name (`irqbench run
+/// strategies`), the first of them when no config is given.
+pub const SHIPPED_CONFIGS: [(&str, &str); 7] = [
+    ("quick", include_str!("../../../configs/quick.toml")),
+    (
+        "strategies",
+        include_str!("../../../configs/strategies.toml"),
+    ),
+    ("insn-cost", include_str!("../../../configs/insn-cost.toml")),
+    (
+        "pv-restore-skip",
+        include_str!("../../../configs/pv-restore-skip.toml"),
+    ),
+    (
+        "epoll-irqsave-vs-irq",
+        include_str!("../../../configs/epoll-irqsave-vs-irq.toml"),
+    ),
+    ("soak", include_str!("../../../configs/soak.toml")),
+    (
+        "answers-load",
+        include_str!("../../../configs/answers-load.toml"),
+    ),
+];
+/// `configs/quick.toml`: what runs when no config is given.
+pub const DEFAULT_CONFIG_TOML: &str = SHIPPED_CONFIGS[0].1;
+const _: () = assert!(matches!(SHIPPED_CONFIGS[0].0.as_bytes(), b"quick"));
 /// [`Plan::source`] of [`default_plan`].
 pub const DEFAULT_SOURCE: &str = "<built-in default>";
 
@@ -59,16 +83,6 @@ pub const MAX_MEMORY_MIB: u32 = 1024;
 pub const MAX_PHASES: usize = 10_000;
 
 const _: () = assert!(MIN_MEMORY_MIB as u64 * 1024 * 1024 >= abi::MIN_MEM_BYTES);
-
-/// Defaults of the optional keys that are not measurement knobs (those are in
-/// [`crate::config::plan::defaults`]).
-pub mod defaults {
-    pub const MEMORY_MIB: u32 = 32;
-    pub const VCPUS: u32 = 1;
-    pub const BODY_OPS: u32 = 4;
-    pub const SEED: u64 = 1;
-    pub const NESTING: f64 = 0.0;
-}
 
 /// What the host allows; the caller asks KVM.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -328,8 +328,13 @@ pub struct Plan {
 /// of them the `empty` baseline).
 pub const MAX_GROUP_VARIANTS: usize = 15;
 
-/// Defaults of the measurement knobs (the config loader documents them).
+/// Defaults of the optional config keys (the config loader's key table documents them).
 pub mod defaults {
+    pub const MEMORY_MIB: u32 = 32;
+    pub const VCPUS: u32 = 1;
+    pub const BODY_OPS: u32 = 4;
+    pub const SEED: u64 = 1;
+    pub const NESTING: f64 = 0.0;
     pub const PRECISION: f64 = 0.02;
     pub const MAX_SECONDS: f64 = 8.0;
     pub const MIN_ROUNDS: u32 = 20;

@@ -1,5 +1,5 @@
 //! The file as serde sees it: loose types (i64, f64, String) with spans, checked afterwards in
-//! `validate` and `expand` so every error can quote the schema's range and the value's place.
+//! `values` and `expand` so every error can quote the schema's range and the value's place.
 //!
 //! Removed keys (`run.repeats`, `bench.iterations`, ...) are absent: `translate` finds them in
 //! the spanned document before serde runs and says what replaced them.

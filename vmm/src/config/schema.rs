@@ -4,8 +4,7 @@
 
 use irqbench_abi as abi;
 
-use super::defaults;
-use crate::config::plan::defaults as plan_defaults;
+use crate::config::plan::defaults;
 use crate::results::redact::Redaction;
 
 /// What values a key accepts, in a form both the checks and the docs read.
@@ -124,16 +123,16 @@ pub(super) const KEYS: &[Key] = &[
           default: KeyDefault::Int(defaults::MEMORY_MIB as i64),
           meaning: "guest RAM in MiB; the guest layout needs at least 16" },
     Key { table: "run", key: "precision", ty: "a number", range: Range::Num { lo: 0.0, hi: 0.5, lo_open: true },
-          default: KeyDefault::Num(plan_defaults::PRECISION),
+          default: KeyDefault::Num(defaults::PRECISION),
           meaning: "the target half-width of each row's 95% confidence interval, relative to its value (for a net below 2% of the baseline loop's cycles, relative to that 2%), and of each of the group's comparisons' ratio CI relative to the ratio; rounds stop once every row and comparison of a group reaches it" },
     Key { table: "run", key: "max_seconds", ty: "a number", range: Range::Num { lo: 0.1, hi: 3600.0, lo_open: false },
-          default: KeyDefault::Num(plan_defaults::MAX_SECONDS),
+          default: KeyDefault::Num(defaults::MAX_SECONDS),
           meaning: "the time budget of one group (warm-up, calibration and rounds), in seconds; rounds stop when it runs out, precision reached or not, within about one round" },
     Key { table: "run", key: "min_rounds", ty: "an integer", range: Range::Int(3, 100_000),
-          default: KeyDefault::Int(plan_defaults::MIN_ROUNDS as i64),
+          default: KeyDefault::Int(defaults::MIN_ROUNDS as i64),
           meaning: "rounds every group runs at least, past max_seconds if need be; only a cap of 10 × max_seconds ends a group short of them, and its rows are then marked min_rounds_missed with a warning" },
     Key { table: "run", key: "block_us", ty: "an integer", range: Range::Int(20, 100_000),
-          default: KeyDefault::Int(plan_defaults::BLOCK_US as i64),
+          default: KeyDefault::Int(defaults::BLOCK_US as i64),
           meaning: "the target length of one block (one row's operations within a round), in microseconds" },
     Key { table: "run", key: "pin", ty: "true or false", range: Range::Text(""), default: KeyDefault::Toml("false"),
           meaning: "pin vCPU i's thread to the i-th CPU the process may run on (its affinity mask, so taskset is respected); the report says pinned only if every pin held" },
@@ -280,10 +279,10 @@ fn substitute(text: &str) -> String {
         let placeholder = format!("{{sources_taking:{}}}", param.key);
         text = text.replace(&placeholder, &joined(takers, "", "and"));
     }
-    text.replace("{precision}", &fmt_num(plan_defaults::PRECISION))
-        .replace("{max_seconds}", &fmt_num(plan_defaults::MAX_SECONDS))
-        .replace("{min_rounds}", &plan_defaults::MIN_ROUNDS.to_string())
-        .replace("{block_us}", &plan_defaults::BLOCK_US.to_string())
+    text.replace("{precision}", &fmt_num(defaults::PRECISION))
+        .replace("{max_seconds}", &fmt_num(defaults::MAX_SECONDS))
+        .replace("{min_rounds}", &defaults::MIN_ROUNDS.to_string())
+        .replace("{block_us}", &defaults::BLOCK_US.to_string())
 }
 
 /// `"cmdline" and "hostname"`: what `report.redact` may name.

@@ -5,7 +5,7 @@ use super::schema::fmt_int;
 use super::spans::{key_norm, Source};
 use super::values::closest;
 use super::*;
-use crate::config::plan::{HypercallTransport, InsnId, IrqSource, StrategyId, Workload};
+use crate::config::plan::{defaults, HypercallTransport, InsnId, IrqSource, StrategyId, Workload};
 use irqbench_abi as abi;
 
 const CONFIG_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../configs");
@@ -1115,15 +1115,14 @@ fn default_config_parses() {
 
 #[test]
 fn defaults_applied() {
-    use crate::config::plan::defaults as plan_defaults;
     let plan = ok("name = \"min\"\n[[bench]]\nname = \"b\"\n");
     assert_eq!(plan.description, "");
     assert_eq!(plan.source, FILE);
     assert_eq!(plan.memory_mib, defaults::MEMORY_MIB);
-    assert_eq!(plan.precision, plan_defaults::PRECISION);
-    assert_eq!(plan.max_seconds, plan_defaults::MAX_SECONDS);
-    assert_eq!(plan.min_rounds, plan_defaults::MIN_ROUNDS);
-    assert_eq!(plan.block_us, plan_defaults::BLOCK_US);
+    assert_eq!(plan.precision, defaults::PRECISION);
+    assert_eq!(plan.max_seconds, defaults::MAX_SECONDS);
+    assert_eq!(plan.min_rounds, defaults::MIN_ROUNDS);
+    assert_eq!(plan.block_us, defaults::BLOCK_US);
     assert!(!plan.pin_vcpus);
     assert_eq!(plan.hypercall, HypercallTransport::Port);
     assert_eq!(plan.phase_timeout_ms, None);

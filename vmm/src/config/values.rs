@@ -11,7 +11,8 @@ use toml::Spanned;
 use super::raw::{RawBench, RawConfig, RawRun, SpannedList};
 use super::schema::{self, fmt_int, Key};
 use super::spans::{key_norm, Source};
-use super::{defaults, ConfigError, Limits, MAX_PHASES};
+use super::{ConfigError, Limits, MAX_PHASES};
+use crate::config::plan::defaults;
 use crate::config::plan::{HypercallTransport, InsnId, IrqSource, Plan, Workload};
 use crate::results::redact::Redaction;
 
@@ -144,8 +145,7 @@ impl Ctx<'_> {
     /// A block length whose round (a row's block and the `empty` baseline's, at least) fits
     /// the budget: known before boot, so not left to the calibration to refuse.
     fn block_us(&self, v: &Option<Spanned<i64>>, max_seconds: f64) -> Checked<u32> {
-        use crate::config::plan::defaults as plan_defaults;
-        let us: u32 = self.opt_int(v, "run.block_us", plan_defaults::BLOCK_US)?;
+        let us: u32 = self.opt_int(v, "run.block_us", defaults::BLOCK_US)?;
         let round_s = 2.0 * f64::from(us) / 1e6;
         let Some(v) = v.as_ref().filter(|_| round_s > max_seconds) else {
             return Ok(us);
@@ -415,7 +415,6 @@ impl Ctx<'_> {
 
     /// A plan with the `[run]` values and no name, description or phases yet.
     fn run(&self, run: &RawRun) -> Checked<Plan> {
-        use crate::config::plan::defaults as plan_defaults;
         let hypercall = match &run.hypercall {
             None => HypercallTransport::Port,
             Some(v) => self.choice(v, "run.hypercall", "hypercall transport", &HYPERCALLS)?,
@@ -425,23 +424,16 @@ impl Ctx<'_> {
             .as_ref()
             .map(|v| self.int(v, "run.phase_timeout_ms"))
             .transpose()?;
-        let max_seconds = self.opt_num(
-            &run.max_seconds,
-            "run.max_seconds",
-            plan_defaults::MAX_SECONDS,
-        )?;
+        let max_seconds =
+            self.opt_num(&run.max_seconds, "run.max_seconds", defaults::MAX_SECONDS)?;
         Ok(Plan {
             name: String::new(),
             description: String::new(),
             source: self.src.file.to_string(),
             memory_mib: self.opt_int(&run.memory_mib, "run.memory_mib", defaults::MEMORY_MIB)?,
-            precision: self.opt_num(&run.precision, "run.precision", plan_defaults::PRECISION)?,
+            precision: self.opt_num(&run.precision, "run.precision", defaults::PRECISION)?,
             max_seconds,
-            min_rounds: self.opt_int(
-                &run.min_rounds,
-                "run.min_rounds",
-                plan_defaults::MIN_ROUNDS,
-            )?,
+            min_rounds: self.opt_int(&run.min_rounds, "run.min_rounds", defaults::MIN_ROUNDS)?,
             block_us: self.block_us(&run.block_us, max_seconds)?,
             pin_vcpus: run.pin.unwrap_or(false),
             hypercall,

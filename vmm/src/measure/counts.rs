@@ -296,34 +296,24 @@ pub fn check_hypercalls_match(
 mod tests {
     use super::*;
 
-    /// A small seeded PRNG (SplitMix64): the tests' synthetic counts are reproducible.
-    struct Rng(u64);
+    /// The tests' synthetic counts are reproducible from a seed.
+    use irqbench_abi::SplitMix64 as Rng;
 
-    impl Rng {
-        fn next_u64(&mut self) -> u64 {
-            self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let mut z = self.0;
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            z ^ (z >> 31)
-        }
+    /// Poisson and clustered draws for the synthetic counts.
+    trait Draws {
+        fn poisson(&mut self, mean: f64) -> u64;
+        fn clustered(&mut self, mean_clusters: f64, size: f64) -> u64;
+    }
 
-        fn uniform(&mut self) -> f64 {
-            (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-        }
-
-        fn below(&mut self, n: usize) -> usize {
-            ((u128::from(self.next_u64()) * n as u128) >> 64) as usize
-        }
-
+    impl Draws for Rng {
         /// Knuth's method: fine for the means below ~50 used here.
         fn poisson(&mut self, mean: f64) -> u64 {
             let limit = (-mean).exp();
             let mut k = 0;
-            let mut p = self.uniform();
+            let mut p = self.unit();
             while p > limit {
                 k += 1;
-                p *= self.uniform();
+                p *= self.unit();
             }
             k
         }
@@ -333,7 +323,7 @@ mod tests {
             (0..self.poisson(mean_clusters))
                 .map(|_| {
                     let mut n = 1;
-                    while self.uniform() > 1.0 / size {
+                    while self.unit() > 1.0 / size {
                         n += 1;
                     }
                     n
@@ -352,8 +342,8 @@ mod tests {
         for _ in 0..trials {
             let mut rounds = Vec::new();
             for _ in 0..20 {
-                let u = 1.0 - rng.uniform();
-                let z = (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * rng.uniform()).cos();
+                let u = 1.0 - rng.unit();
+                let z = (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * rng.unit()).cos();
                 let rate = 0.5 * (1.0 + 0.05 * z);
                 rounds.extend((0..30).map(|_| RoundCount::gross(rng.poisson(rate * 100.0), 100)));
             }
@@ -647,7 +637,7 @@ mod tests {
             .map(|_| {
                 let (mut d, mut n) = (0.0, 0.0);
                 for _ in 0..rounds.len() {
-                    let i = rng.below(rounds.len());
+                    let i = rng.below(rounds.len() as u64) as usize;
                     d += nets[i];
                     n += ops[i];
                 }

@@ -353,11 +353,11 @@ mod tests {
         n: usize,
         between: f64,
         within: f64,
-        rng: &mut super::super::ratio::Rng,
+        rng: &mut irqbench_abi::SplitMix64,
     ) -> Vec<f64> {
         let mut normal = || {
-            let u = 1.0 - rng.uniform();
-            (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * rng.uniform()).cos()
+            let u = 1.0 - rng.unit();
+            (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * rng.unit()).cos()
         };
         (0..batches)
             .flat_map(|_| {
@@ -372,7 +372,7 @@ mod tests {
     /// Coverage of the true value (1) and the median CI width, distribution-free alone and
     /// batched, over 300 synthetic groups.
     fn coverage(stretches: usize, n: usize, between: f64, within: f64) -> [(f64, f64); 2] {
-        let mut rng = super::super::ratio::Rng(7);
+        let mut rng = irqbench_abi::SplitMix64(7);
         let trials = 300;
         let (mut covered, mut widths) = ([0usize; 2], [Vec::new(), Vec::new()]);
         for _ in 0..trials {

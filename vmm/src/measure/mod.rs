@@ -38,7 +38,6 @@ pub mod irq_load;
 pub mod pacing;
 pub mod pinning;
 mod preflight;
-pub mod ratio;
 mod rows;
 pub mod session;
 pub mod shadow;
@@ -1107,6 +1106,18 @@ mod tests {
                     r.cycles_per_op,
                     r.baseline_cycles.median
                 );
+            }
+            // KVM's own stat for the reason counts exactly one per instruction; PVM leaves
+            // `io_exits` still (its port exits come from emulation).
+            let reason = match *name {
+                "pio-exit" if flavour != KvmFlavour::Pvm => Some("io_exits"),
+                "mmio-exit" => Some("mmio_exits"),
+                "hlt-exit" => Some("halt_exits"),
+                _ => None,
+            };
+            if let Some(stat) = reason {
+                let c = r.counts.get(stat).map(|c| (c.per_op, c.ci95));
+                assert_eq!(c, Some((1.0, [1.0, 1.0])), "{name}: {stat} per op");
             }
             if exiting || flavour != KvmFlavour::Pvm {
                 assert!(

@@ -138,12 +138,9 @@ pub struct ProbeResult {
     pub host_per_exit: Duration,
 }
 
-/// splitmix64, as the guest's shuffle uses.
-fn mix(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
+/// The guest's shuffle step.
+fn mix(z: u64) -> u64 {
+    irqbench_abi::SplitMix64::mix(z)
 }
 
 /// Round `round`'s order of `n` variants: Fisher–Yates from the seed and the round alone.

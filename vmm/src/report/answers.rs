@@ -3,6 +3,8 @@
 //! factor, as the difference of the two groups' median per-round log-ratios with a seeded
 //! bootstrap CI over rounds ([`INTERACTION_METHOD`]). Rendered by `answers_text`.
 
+use irqbench_abi::SplitMix64;
+
 use crate::results::answers::{INTERACTION_METHOD, INTERACTION_REPLICATES, INTERACTION_SEED};
 use crate::results::{
     Answer, AnswerCondition, Condition, Factor, Interaction, Interval, PairedComparison,
@@ -304,12 +306,12 @@ fn boot(values: &[f64], replicates: usize, seed: u64) -> Option<Boot> {
     }
     let n = values.len();
     let block = block_len(n);
-    let mut rng = SplitMix(seed);
+    let mut rng = SplitMix64(seed);
     let mut buf = vec![0.0; n];
     let replicates = (0..replicates)
         .map(|_| {
             for chunk in buf.chunks_mut(block) {
-                let start = rng.below(n - block + 1);
+                let start = below_by_modulo(&mut rng, n - block + 1);
                 chunk.copy_from_slice(&values[start..start + chunk.len()]);
             }
             median_of(&mut buf)
@@ -379,28 +381,10 @@ fn seed_for(names: &[&str]) -> u64 {
     INTERACTION_SEED ^ h
 }
 
-/// SplitMix64: small, fast and well mixed; the bootstrap needs reproducibility, not secrecy.
-pub(crate) struct SplitMix(pub u64);
-
-impl SplitMix {
-    pub(crate) fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `0..n` (n ≥ 1; the modulo bias is below 2⁻⁵⁰ for any slice that fits).
-    pub(crate) fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-
-    /// Uniform in [0, 1).
-    #[cfg(test)]
-    pub(crate) fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
-    }
+/// Uniform in `0..n` by modulo (n ≥ 1; the bias is below 2⁻⁵⁰ for any slice that fits), as
+/// the answers' bootstrap has always drawn, so its CIs stay what earlier runs printed.
+fn below_by_modulo(rng: &mut SplitMix64, n: usize) -> usize {
+    (rng.next_u64() % n as u64) as usize
 }
 
 #[cfg(test)]

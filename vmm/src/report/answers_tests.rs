@@ -2,20 +2,20 @@ use super::*;
 use crate::results::{ComparedMetric, Summary};
 
 /// A standard normal draw (Box–Muller).
-fn normal(rng: &mut SplitMix) -> f64 {
+fn normal(rng: &mut SplitMix64) -> f64 {
     let u = rng.unit().max(f64::MIN_POSITIVE);
     let v = rng.unit();
     (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()
 }
 
-fn draws(rng: &mut SplitMix, n: usize, centre: f64, sd: f64) -> Vec<f64> {
+fn draws(rng: &mut SplitMix64, n: usize, centre: f64, sd: f64) -> Vec<f64> {
     (0..n).map(|_| centre + sd * normal(rng)).collect()
 }
 
 /// `stretches` stretches of `n` rounds around `centre`, each at a level of its own (sd
 /// `between`), each round at sd `within` about it: rounds that drift together.
 fn drifting(
-    rng: &mut SplitMix,
+    rng: &mut SplitMix64,
     stretches: usize,
     n: usize,
     centre: f64,
@@ -38,7 +38,7 @@ fn rounds_that_drift_together_are_resampled_in_blocks_and_covered() {
     let from = 0.91f64.ln();
     let mut holds_zero = 0;
     for t in 0..100 {
-        let mut rng = SplitMix(4000 + t);
+        let mut rng = SplitMix64(4000 + t);
         let a = drifting(&mut rng, 20, 15, from, 0.02, 0.03);
         let b = drifting(&mut rng, 20, 15, from, 0.02, 0.03);
         assert_eq!(block_len(a.len()), 15);
@@ -59,7 +59,7 @@ fn the_interaction_estimates_a_known_difference_and_its_ci_covers_it() {
     let trials = 200;
     let (mut covered, mut sum) = (0, 0.0);
     for t in 0..trials {
-        let mut rng = SplitMix(1000 + t);
+        let mut rng = SplitMix64(1000 + t);
         let a = draws(&mut rng, 60, from, 0.02);
         let b = draws(&mut rng, 45, to, 0.03);
         let d = interaction(
@@ -88,7 +88,7 @@ fn the_interaction_estimates_a_known_difference_and_its_ci_covers_it() {
     // No interaction at all: the CI holds 0 about 95% of the time, as it must to say "noise".
     let mut holds_zero = 0;
     for t in 0..100 {
-        let mut rng = SplitMix(9000 + t);
+        let mut rng = SplitMix64(9000 + t);
         let a = draws(&mut rng, 50, from, 0.02);
         let b = draws(&mut rng, 50, from, 0.02);
         let d = interaction(&a, &b, INTERACTION_REPLICATES, t).expect("an estimate");
@@ -100,7 +100,7 @@ fn the_interaction_estimates_a_known_difference_and_its_ci_covers_it() {
 
 #[test]
 fn the_bootstrap_is_reproducible_and_refuses_nothing_to_resample() {
-    let mut rng = SplitMix(7);
+    let mut rng = SplitMix64(7);
     let a = draws(&mut rng, 30, 0.0, 0.01);
     let b = draws(&mut rng, 30, 0.01, 0.01);
     assert_eq!(interaction(&a, &b, 500, 42), interaction(&a, &b, 500, 42));
@@ -177,7 +177,7 @@ pub(crate) fn two_by_two() -> RunReport {
         config_name: "answers".into(),
         ..RunReport::default()
     };
-    let mut rng = SplitMix(3);
+    let mut rng = SplitMix64(3);
     for nesting in [0.0, 0.5] {
         for irq in ["none", "inject@1000Hz"] {
             let a = strategy_row("pvop-popf", nesting, irq);

@@ -1,4 +1,4 @@
-//! What the checks measure: plain data that measure.rs and noise.rs fill in and the judges
+//! What the checks measure: plain data that probes.rs and noise.rs fill in and the judges
 //! read. Synthetic values of these types are how the tests fail every check by construction.
 
 use crate::identity::InsnId;
