@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use irqbench::files::write::{OutputError, OutputTarget};
+use irqbench::files::write::{Form, OutputError, OutputTarget};
 use irqbench::history::{
     self, DbLocation, HistoryError, Origin, RunFilter, RunMeta, RunRef, Saved, Store,
 };
@@ -13,7 +13,7 @@ use irqbench::results::RunReport;
 use irqbench::text::{escape_line, escape_path};
 
 use super::error::{warn, CliError, Status};
-use super::output::{emit, write_one};
+use super::output::{emit, emit_json, write_one};
 use super::run::{pipeline, Outputs, ReportArgs, Request};
 
 /// Where a run is saved: every command that measures takes these.
@@ -224,7 +224,7 @@ pub(crate) fn cmd_history(args: HistoryArgs) -> Result<Status, CliError> {
     if args.json {
         let text = history::render_history_json(&loc.path, &runs, &points)
             .map_err(|e| CliError::Failed(format!("cannot encode the history: {e}")))?;
-        emit(&text)
+        emit_json(&text)
     } else if args.long {
         emit(&history::render_history(&loc.path, &runs, &points))
     } else {
@@ -565,9 +565,11 @@ fn json_target(args: &CheckArgs) -> Result<Outputs, CliError> {
                 "check --json takes a file: stdout carries the verdict".into(),
             ));
         }
-        Some(path) => {
-            Some(OutputTarget::new("--json", path).map_err(|e| CliError::Output(e.file_only()))?)
-        }
+        Some(path) => Some(
+            OutputTarget::new("--json", path)
+                .map_err(|e| CliError::Output(e.file_only()))?
+                .holding(Form::Json),
+        ),
         None => None,
     };
     let outputs = Outputs {

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use irqbench::config::plan::Plan;
 use irqbench::config::Limits;
-use irqbench::files::write::{self, OutputTarget};
+use irqbench::files::write::{self, Form, OutputTarget};
 use irqbench::history::Origin;
 use irqbench::machine::image::GuestImage;
 use irqbench::measure::session::RunOptions;
@@ -141,7 +141,8 @@ impl Outputs {
         for (format, path) in &args.export {
             let what = format!("--export {}", format.name());
             let target = OutputTarget::new(what, path).map_err(CliError::Output)?;
-            self.exports.push((*format, target));
+            // Both export formats are JSON.
+            self.exports.push((*format, target.holding(Form::Json)));
         }
         Ok(self)
     }
@@ -176,7 +177,7 @@ fn check_outputs(args: &RunArgs) -> Result<Outputs, CliError> {
         let target = p.as_deref().map(|p| OutputTarget::new(what, p));
         target.transpose().map_err(CliError::Output)
     };
-    let json = target("--json", &args.json)?;
+    let json = target("--json", &args.json)?.map(|t| t.holding(Form::Json));
     let svg = json
         .as_ref()
         .and_then(|j| j.sibling("the chart beside --json", "svg"))

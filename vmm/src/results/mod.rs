@@ -546,7 +546,9 @@ impl Adhoc {
 
     /// `--set run.max_seconds=1 --only 'quick/pvop-*'`: the flags as a shell would take them.
     pub fn flags(&self) -> String {
+        // For a reader: each value on this one line, escaped and clipped.
         let quote = |s: &str| {
+            let s = &*crate::text::outside(s);
             let plain = s
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || "-_.=/,:@".contains(c));
