@@ -81,12 +81,18 @@ fn one_line_values(e: &clap::Error, mut text: String) -> String {
             if shown == v.as_str() {
                 continue;
             }
-            // Wherever clap quotes it: `'{v}'`, and its tips (`use '-- {v}'`). A value that
-            // is only whitespace would match the message's own line breaks: quoted forms only.
-            if v.trim().is_empty() {
-                text = text.replace(&format!("'{v}'"), &format!("'{shown}'"));
-            } else {
-                text = text.replace(v.as_str(), &shown);
+            // The rendered message has the value as clap's styling left it: its escape
+            // sequences stripped (`\e[1m\nerror: x` is printed as `\nerror: x`).
+            let stripped = clap::builder::StyledStr::from(v.clone()).to_string();
+            for v in [v.as_str(), stripped.as_str()] {
+                // Wherever clap quotes it: `'{v}'`, and its tips (`use '-- {v}'`). A value
+                // that is only whitespace would match the message's own line breaks: quoted
+                // forms only.
+                if v.trim().is_empty() {
+                    text = text.replace(&format!("'{v}'"), &format!("'{shown}'"));
+                } else {
+                    text = text.replace(v, &shown);
+                }
             }
         }
     }

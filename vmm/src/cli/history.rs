@@ -577,6 +577,12 @@ fn json_target(args: &CheckArgs) -> Result<Outputs, CliError> {
         ..Outputs::default()
     }
     .with_exports(&args.reporting)?;
+    if let Some((format, _)) = outputs.exports.iter().find(|(_, t)| t.is_stdout()) {
+        return Err(CliError::Usage(format!(
+            "check --export {} takes a file: stdout carries the verdict",
+            format.name()
+        )));
+    }
     outputs.check(
         Some(&args.config),
         args.guest.as_deref(),

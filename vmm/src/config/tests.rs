@@ -1574,8 +1574,16 @@ fn report_redact_names_facts_and_refuses_others_with_their_place() {
         &format!("{H}[report]\nredact = [\"cmdline\", \"cmdline\"]\n"),
         "5:22",
         "report.redact[1]",
-        &["duplicate value"],
+        &["duplicate value", "listed twice"],
     );
+    let err = load_str(
+        &format!("{H}[report]\nredact = [\"cmdline\", \"cmdline\"]\n"),
+        FILE,
+        &limits(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(!err.contains("row names"), "{err}");
     bad(
         &format!("{H}[report]\nredac = []\n"),
         "5:1",

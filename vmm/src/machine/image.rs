@@ -26,9 +26,15 @@ pub enum ImageError {
     /// A missing, oversized or non-regular file: the bounded read names the path and limit.
     #[error(transparent)]
     Read(#[from] crate::files::read::BoundedReadError),
-    #[error("guest image {source_name} is not a valid guest kernel: {reason}")]
+    #[error(
+        "guest image {} is not a valid guest kernel: {reason}",
+        crate::text::outside(source_name)
+    )]
     Invalid { source_name: String, reason: String },
-    #[error("loading guest image {source_name} into guest memory failed")]
+    #[error(
+        "loading guest image {} into guest memory failed",
+        crate::text::outside(source_name)
+    )]
     Load {
         source_name: String,
         #[source]
@@ -149,7 +155,7 @@ impl GuestImage {
             format!(
                 "guest image {} has no symbol table: exit sites cannot be attributed to \
                  strategies and disasm finds no functions (do not strip the guest)",
-                self.source
+                crate::text::outside(&self.source)
             )
         })
     }

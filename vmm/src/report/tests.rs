@@ -579,6 +579,22 @@ fn csv_has_ci_columns_quoting_and_no_negative_zero() {
     }
 }
 
+/// A row without the `exits` stat has empty exits CI cells, as its empty `exits_per_op`: not
+/// `0,0`, which reads as a measured CI.
+#[test]
+fn csv_leaves_an_absent_exits_ci_empty() {
+    let mut report = sample_report();
+    report.results[1].counts.remove("exits");
+    let text = render_csv(&report);
+    let lines: Vec<&str> = text.lines().collect();
+    let header: Vec<&str> = lines[0].split(',').collect();
+    let at = |name: &str| header.iter().position(|h| *h == name).expect(name);
+    let row: Vec<&str> = lines[2].split(',').collect();
+    for col in ["exits_per_op", "exits_ci_lo", "exits_ci_hi"] {
+        assert_eq!(row[at(col)], "", "{col} in {}", lines[2]);
+    }
+}
+
 /// Equal JSON values, numbers to the last few bits: serde_json without `float_roundtrip` may
 /// misread the last bit of a 17-digit float.
 fn assert_json_close(a: &serde_json::Value, b: &serde_json::Value) {
