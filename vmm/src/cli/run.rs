@@ -233,19 +233,36 @@ pub struct Finished {
 /// The pipeline. `Err` only when nothing was measured; a failed phase, output or save is
 /// reported on stderr and counted in [`Finished::status`].
 pub fn pipeline(req: &Request) -> Result<Finished, CliError> {
+    // Installed before anything is created (main installed them already for a command that
+    // measures; this returns the same).
+    let signals = install_signals();
     let mut p = prepare(req)?;
-    // After KVM, config and guest: a run that cannot start leaves no new database behind.
+    // A signal while the config, guest and KVM were checked: nothing was created yet.
+    if let Some((signal, status)) = signals.arrived() {
+        return Err(CliError::StoppedBefore { signal, status });
+    }
+    // Checked, not created: a run that cannot start leaves no new database or folder behind.
     let (saver, mut status) = Saver::prepare(req.save)?;
-    let out_dir = req
+    if let Some(base) = req.out_dir {
+        report::check_out_base(base)?;
+    }
+    let mut report = measure_plan(&mut p, &signals, req)?;
+    let out_dir = match req
         .out_dir
         .map(|base| OutputDir::create(base, &p.plan.name))
-        .transpose()?;
-    let signals = install_signals();
-    let mut report = measure_plan(&mut p, &signals, req)?;
+    {
+        Some(Err(e)) => {
+            status = status.and(CliError::Report(e).report());
+            None
+        }
+        made => made.and_then(Result::ok),
+    };
     if signals.stop.load(Ordering::SeqCst) && !report.partial {
         report.partial = true;
         report.partial_reason = Some("stopped by signal after the measuring".into());
     }
+    // From here a signal leaves the results whole: the stop message says so.
+    RESULTS_WHOLE.store(true, Ordering::SeqCst);
     report.adhoc = req.adhoc.recorded();
     report::fill_answers(&mut report);
     // Before anything is written or saved: a redacted fact reaches no output.
@@ -276,6 +293,11 @@ pub fn pipeline(req: &Request) -> Result<Finished, CliError> {
 }
 
 pub fn cmd_run(args: &RunArgs) -> Result<Status, CliError> {
+    if args.save.no_save && args.save.db.is_some() {
+        return Err(CliError::Usage(
+            "run --db names the history to save in and --no-save saves nothing: give one".into(),
+        ));
+    }
     let outputs = check_outputs(args)?;
     let done = pipeline(&Request {
         config: args.config.as_deref(),
@@ -301,7 +323,8 @@ pub fn cmd_run(args: &RunArgs) -> Result<Status, CliError> {
 }
 
 /// Which signal stopped the run (0: none), for the exit status.
-pub(super) struct Signals {
+#[derive(Clone)]
+pub(crate) struct Signals {
     pub(super) stop: Arc<AtomicBool>,
     which: Arc<AtomicUsize>,
 }
@@ -356,10 +379,20 @@ fn monotonic_ns() -> u64 {
     (ts.tv_sec as u64).saturating_mul(1_000_000_000) + ts.tv_nsec as u64
 }
 
+/// Set once the measuring has ended and a late signal could no longer mark the run partial.
+static RESULTS_WHOLE: AtomicBool = AtomicBool::new(false);
+
+/// The handlers, installed once per process ([`install_signals`]).
+static SIGNALS: std::sync::OnceLock<Signals> = std::sync::OnceLock::new();
+
 /// SIGINT, SIGTERM and SIGHUP (a closed terminal or ssh session) stop the run cleanly so the
 /// measured part is written; a second one exits at once, unless it is the first delivered
-/// twice (within [`REPEAT_NS`]).
-pub(super) fn install_signals() -> Signals {
+/// twice (within [`REPEAT_NS`]). Installed once: a later call returns the same flags.
+pub(crate) fn install_signals() -> Signals {
+    SIGNALS.get_or_init(register_signals).clone()
+}
+
+fn register_signals() -> Signals {
     use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
     let stop = Arc::new(AtomicBool::new(false));
     let which = Arc::new(AtomicUsize::new(0));
@@ -413,10 +446,17 @@ fn announce_stop(bar: Option<indicatif::ProgressBar>) {
                 SIGTERM => "SIGTERM",
                 _ => "SIGHUP",
             };
-            let msg = format!(
-                "{name}: stopping; what was measured so far is written, marked partial (a second \
-                 signal exits at once)"
-            );
+            let msg = if RESULTS_WHOLE.load(Ordering::SeqCst) {
+                format!(
+                    "{name}: stopping; the measuring had ended, so the results are written whole, \
+                     not marked partial (a second signal exits at once)"
+                )
+            } else {
+                format!(
+                    "{name}: stopping; what was measured so far is written, marked partial (a \
+                     second signal exits at once)"
+                )
+            };
             match &bar {
                 Some(b) if !b.is_hidden() && !b.is_finished() => {
                     b.println(format!("irqbench: {msg}"));

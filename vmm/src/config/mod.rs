@@ -42,7 +42,7 @@ use crate::files::read::{self, BoundedReadError};
 use crate::text::escape_line;
 
 pub use overrides::Setting;
-pub use select::{matches as glob_matches, only, SelectError};
+pub use select::{matches as glob_matches, only, round_fits, RoundTooLong, SelectError};
 
 /// The name of the built-in config ([`DEFAULT_CONFIG_TOML`]).
 pub const DEFAULT_CONFIG_NAME: &str = "quick";
