@@ -405,6 +405,38 @@ fn imported_files_and_host_facts_reach_no_terminal_and_keep_json_valid() {
         assert_output(&format!("{name}: history --json"), &out);
         assert_json(&format!("{name}: history --json"), &out.stdout);
     }
+    // Long outside text is clipped with a mark in every text output: a 1 MB name had printed
+    // 3 MB for one run.
+    let mut json = original.clone();
+    json["description"] = "d".repeat(100_000).into();
+    json["config_source"] = "s".repeat(100_000).into();
+    json["results"][0]["name"] = format!("quick/{}", "x".repeat(1_000_000)).into();
+    let file = dir.path().join("long.json");
+    std::fs::write(&file, serde_json::to_vec(&json).unwrap()).unwrap();
+    let db = dir.path().join("long.sqlite");
+    let (f, d) = (file.as_os_str(), db.as_os_str());
+    let run = |args: &[&OsStr]| irqbench(&data).args(args).output().expect("spawn");
+    assert_output(
+        "long: import",
+        &run(&["import".as_ref(), "--db".as_ref(), d, f]),
+    );
+    for (what, args) in [
+        ("history", vec!["history".as_ref(), "--db".as_ref(), d]),
+        (
+            "history --long",
+            vec!["history".as_ref(), "--long".as_ref(), "--db".as_ref(), d],
+        ),
+        ("compare", vec!["compare".as_ref(), base.as_os_str(), f]),
+    ] {
+        let out = run(&args);
+        assert_output(&format!("long: {what}"), &out);
+        let shown = out.stdout.len() + out.stderr.len();
+        assert!(shown < 20_000, "long: {what} printed {shown} bytes");
+        assert!(
+            what == "compare" || String::from_utf8_lossy(&out.stdout).contains('…'),
+            "long: {what} marks the clipped name"
+        );
+    }
     // A host fact: the KVM device's path, through a link to the real one.
     for (name, payload) in PAYLOADS {
         let link = dir.path().join(value(payload).replace('/', "_"));

@@ -10,7 +10,7 @@ use irqbench::history::{
 };
 use irqbench::report;
 use irqbench::results::RunReport;
-use irqbench::text::{escape_line, escape_path};
+use irqbench::text::{escape_path, outside as escape_line};
 
 use super::error::{warn, CliError, Status};
 use super::output::{emit, emit_json, write_one};

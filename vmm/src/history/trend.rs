@@ -144,7 +144,7 @@ pub fn render_history(db: &std::path::Path, runs: &[RunRow], points: &[TrendPoin
         "\ntrend per row: median ±h, h = the farther end of its 95% CI"
     );
     for t in &trends {
-        let _ = writeln!(out, "\n{}", crate::text::escape_line(t.name));
+        let _ = writeln!(out, "\n{}", crate::text::outside(t.name));
         let mut table = TextTable::new(&[
             ("run", Align::Right),
             ("started (UTC)", Align::Left),

@@ -2,7 +2,6 @@
 //! comparisons and derived costs, the legend, exits by KVM stat, exit sites, mixed phases,
 //! scaling and failures.
 
-use std::borrow::Cow;
 use std::fmt::Write as _;
 
 use crate::text::{escape_line, outside};
@@ -96,15 +95,15 @@ impl TextTable {
     /// row's name), so that no row is cut at the terminal's edge.
     ///
     /// A cell is one line: a newline or control character in one (a config's or a host's name
-    /// from an imported file) is shown escaped ([`crate::text::escape_line`]), never sent, so
+    /// from an imported file) is shown escaped and clipped ([`outside`]), never sent, so
     /// it cannot start a line of its own.
     pub fn render(&self, indent: &str, max_width: usize) -> String {
-        let raw = |c: &String| matches!(escape_line(c), Cow::Owned(_));
+        let raw = |c: &String| outside(c) != c.as_str();
         if self.rows.iter().flatten().any(raw) {
             let rows = self
                 .rows
                 .iter()
-                .map(|r| r.iter().map(|c| escape_line(c).into_owned()).collect())
+                .map(|r| r.iter().map(|c| outside(c).into_owned()).collect())
                 .collect();
             let safe = TextTable {
                 headers: self.headers.clone(),
