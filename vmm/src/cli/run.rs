@@ -12,7 +12,7 @@ use irqbench::history::Origin;
 use irqbench::machine::image::GuestImage;
 use irqbench::measure::session::RunOptions;
 use irqbench::report::{self, ExportFormat, OutputDir};
-use irqbench::results::redact::{redact, Redaction};
+use irqbench::results::redact::{redact, redact_text, Redaction};
 use irqbench::results::{HostManifest, RunReport};
 use irqbench::{host, measure, validate};
 
@@ -266,7 +266,9 @@ pub fn pipeline(req: &Request) -> Result<Finished, CliError> {
     report.adhoc = req.adhoc.recorded();
     report::fill_answers(&mut report);
     // Before anything is written or saved: a redacted fact reaches no output.
-    redact(&mut report, &p.redact, host::hostname().as_deref());
+    let hostname = host::hostname();
+    redact(&mut report, &p.redact, hostname.as_deref());
+    let config_text = redact_text(&p.config_text, &p.redact, hostname.as_deref());
     status = status.and(signals.status_of(&report));
     status = status.and(write_outputs(
         &report,
@@ -275,7 +277,7 @@ pub fn pipeline(req: &Request) -> Result<Finished, CliError> {
         req.quiet,
     ));
     if let Some(s) = &saver {
-        let meta = run_meta(req.origin, &p.config_text, &p.image);
+        let meta = run_meta(req.origin, &config_text, &p.image);
         status = status.and(s.save(&report, &meta, req.quiet));
     }
     // A signal while the outputs were written or the run saved said "stopping": its status.
