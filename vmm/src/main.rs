@@ -11,10 +11,10 @@ use cli::{Cli, Command};
 
 fn main() -> ExitCode {
     ignore_file_size_signal();
-    // Before anything can be created: a signal 2 ms after exec had killed a run by the default
-    // action and left an empty database.
-    if measures() {
-        cli::run::install_signals();
+    // Before anything can be created (the loader caught the earliest signals already, see
+    // `cli::signals::catch_early_signals`).
+    if measures(std::env::args_os()) {
+        cli::signals::install_signals();
     }
     let status = match Cli::try_parse() {
         Ok(args) => dispatch(args.command).unwrap_or_else(|e| e.report()),
@@ -60,15 +60,7 @@ fn dispatch(command: Command) -> Result<Status, CliError> {
     }
 }
 
-/// Whether the command boots a guest or creates files a signal must not leave half made: its
-/// stop signals are handled from the start (a query keeps the default action, so ^C ends it).
-fn measures() -> bool {
-    const MEASURING: [&str; 5] = ["run", "check", "validate", "host", "reference"];
-    std::env::args_os()
-        .skip(1)
-        .find(|a| !a.as_encoded_bytes().starts_with(b"-"))
-        .is_some_and(|a| MEASURING.iter().any(|m| a == *m))
-}
+use cli::signals::measures;
 
 /// A file-size limit (`ulimit -f`) must be a write error irqbench reports (EFBIG), as a full
 /// disk is, not SIGXFSZ killing the run before its table is printed and its results saved.
