@@ -153,7 +153,6 @@ pub(crate) fn folder_safe(name: &str) -> String {
 /// existing folder), creating nothing: checked before the run, the folder made after it, so
 /// a run that cannot start (a host that fails validation) leaves no empty folder.
 pub fn check_out_base(base: &Path) -> Result<(), ReportError> {
-    use std::os::unix::ffi::OsStrExt;
     let exists = fs::symlink_metadata(base).is_ok();
     if exists && !base.is_dir() {
         let link = fs::symlink_metadata(base).is_ok_and(|m| m.file_type().is_symlink());
@@ -182,13 +181,13 @@ pub fn check_out_base(base: &Path) -> Result<(), ReportError> {
     if !folder.is_dir() {
         return Err(cannot(io::Error::from_raw_os_error(libc::ENOENT)));
     }
-    let c = std::ffi::CString::new(folder.as_os_str().as_bytes())
-        .map_err(|e| cannot(io::Error::new(io::ErrorKind::InvalidInput, e)))?;
-    // SAFETY: access only reads the NUL-terminated path, which outlives the call.
-    if unsafe { libc::access(c.as_ptr(), libc::W_OK | libc::X_OK) } != 0 {
-        return Err(cannot(io::Error::last_os_error()));
-    }
-    Ok(())
+    // root passes access(2) where no folder can be made (/proc): making a temporary folder
+    // there, removed at once, is the only sure test.
+    tempfile::Builder::new()
+        .prefix(".irqbench-probe")
+        .tempdir_in(folder)
+        .map(drop)
+        .map_err(cannot)
 }
 
 pub fn new_results_dir(base: &Path, config_name: &str) -> Result<PathBuf, ReportError> {
