@@ -111,6 +111,29 @@ pub fn json_for_terminal(json: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// Serialized SVG (XML) safe for a terminal: a DEL, C1 or bidi character as an XML character
+/// reference (`&#x202e;`, the same text to an XML reader), a C0 control, which XML 1.0 cannot
+/// hold even as a reference, shown as `\u{1b}`.
+pub fn xml_for_terminal(xml: &str) -> Cow<'_, str> {
+    let needs = |c: char| acts_on_terminal(c) && !matches!(c, '\n' | '\t');
+    if !xml.chars().any(needs) {
+        return Cow::Borrowed(xml);
+    }
+    let mut out = String::with_capacity(xml.len() + 8);
+    for c in xml.chars() {
+        match c {
+            c if !needs(c) => out.push(c),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(out, "\\u{{{:x}}}", c as u32);
+            }
+            c => {
+                let _ = write!(out, "&#x{:x};", c as u32);
+            }
+        }
+    }
+    Cow::Owned(out)
+}
+
 /// A path shown inside one line (a file an error names): its display form, [`escape_line`]d.
 pub fn escape_path(path: impl AsRef<std::path::Path>) -> String {
     outside(&path.as_ref().display().to_string()).into_owned()
@@ -171,6 +194,14 @@ mod tests {
         );
         let back: serde_json::Value = serde_json::from_str(&safe).unwrap();
         assert_eq!(back, value);
+    }
+
+    #[test]
+    fn svg_keeps_bidi_and_c1_as_references_and_shows_c0() {
+        let svg = "<text>a\u{202e}b\u{9b}c\u{1b}d\u{7f}</text>";
+        let safe = xml_for_terminal(svg);
+        assert_eq!(safe, "<text>a&#x202e;b&#x9b;c\\u{1b}d&#x7f;</text>");
+        assert!(no_control(&safe));
     }
 
     #[test]

@@ -345,6 +345,11 @@ pub fn check_not_over(
 /// stdout may hold names from configs, imported files and the guest.
 pub fn print_stdout(bytes: &[u8], form: Form) -> io::Result<()> {
     let text = match form {
+        // A terminal gets no CR at all: CSV's CRLF line ends are for a file or a pipe.
+        // SAFETY: isatty only asks about descriptor 1.
+        Form::Text if unsafe { libc::isatty(libc::STDOUT_FILENO) } == 1 => {
+            crate::text::escape_bytes(bytes).replace("\r\n", "\n")
+        }
         Form::Text => crate::text::escape_bytes(bytes),
         Form::Json => crate::text::json_for_terminal(&String::from_utf8_lossy(bytes)).into_owned(),
     };

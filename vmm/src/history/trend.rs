@@ -347,7 +347,7 @@ pub fn render_trend_svg(points: &[TrendPoint]) -> Result<String, String> {
         root.present().map_err(|e| e.to_string())?;
     }
     // As the run chart: a stored name with a control character stays well-formed XML.
-    Ok(crate::text::escape(&svg).into_owned())
+    Ok(crate::text::xml_for_terminal(&svg).into_owned())
 }
 
 /// `2026-03-21 14:25:01 UTC`.
