@@ -12,8 +12,9 @@ use std::fmt::Write as _;
 fn acts_on_terminal(c: char) -> bool {
     (c.is_control() && c != '\n' && c != '\t')
         // Bidirectional overrides and isolates reorder what a reader sees (U+202A–U+202E,
-        // U+2066–U+2069).
-        || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+        // U+2066–U+2069); the line and paragraph separators break a line for many readers
+        // (U+2028, U+2029).
+        || matches!(c, '\u{2028}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
 }
 
 /// `text` with every character that would act on a terminal written as `\u{1b}` (what Rust's
@@ -184,12 +185,12 @@ mod tests {
 
     #[test]
     fn json_keeps_its_meaning_and_sends_nothing_to_a_terminal() {
-        let value = serde_json::json!({ "d": HOSTILE, "n": "\u{1f600}\u{2066}" });
+        let value = serde_json::json!({ "d": HOSTILE, "n": "\u{1f600}\u{2066}\u{2028}" });
         let json = serde_json::to_string_pretty(&value).unwrap();
         let safe = json_for_terminal(&json);
         assert!(no_control(&safe), "{safe}");
         assert!(
-            !safe.contains('\u{202e}') && !safe.contains('\u{2066}'),
+            !safe.contains('\u{202e}') && !safe.contains('\u{2066}') && !safe.contains('\u{2028}'),
             "{safe}"
         );
         let back: serde_json::Value = serde_json::from_str(&safe).unwrap();

@@ -11,7 +11,7 @@ use std::process::{Command, Output};
 
 /// The hostile payloads: each is put between `AAA` and `ZZZ`, so a value split over two lines
 /// is seen, and a forged line starts with `FORGED`.
-const PAYLOADS: [(&str, &str); 8] = [
+const PAYLOADS: [(&str, &str); 9] = [
     ("ESC", "\u{1b}[2J\u{1b}[1m"),
     ("OSC-8", "\u{1b}]8;;http:x.invalid\u{7}L\u{1b}]8;;\u{7}"),
     ("BEL", "\u{7}"),
@@ -19,6 +19,7 @@ const PAYLOADS: [(&str, &str); 8] = [
     ("LF", "\nFORGED lf"),
     ("CRLF", "\r\nFORGED crlf"),
     ("bidi", "\u{202e}\u{2066}"),
+    ("LS/PS", "\u{2028}FORGED ls\u{2029}"),
     ("C1", "\u{9b}31m\u{85}"),
 ];
 
@@ -33,6 +34,9 @@ fn raw_value() -> OsString {
     OsString::from_vec([b"AAA", RAW_C1, b"ZZZ"].concat())
 }
 
+/// Every run here takes `--force`: a host that fails validation under the load of parallel
+/// tests must not keep the outputs under test from being written.
+///
 /// Wide enough that no message is wrapped inside a value (a wrap is not a forged line, but
 /// would hide one from the check).
 fn irqbench(data: &Path) -> Command {
@@ -49,7 +53,7 @@ fn kvm_or_skip() -> bool {
 fn acts(c: char) -> bool {
     (c < ' ' && c != '\n' && c != '\t')
         || ('\u{7f}'..='\u{9f}').contains(&c)
-        || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+        || matches!(c, '\u{2028}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
 }
 
 /// (a) and (b) for what one stream of a command printed.
@@ -158,7 +162,16 @@ fn config_values_and_paths_reach_no_terminal_and_keep_json_valid() {
         let v = value(payload);
         let set = format!("description={}", toml_string(&v));
         let out = irqbench(&data)
-            .args(["run", "quick", "--no-save", "--set", &set, "--json", "-"])
+            .args([
+                "run",
+                "quick",
+                "--no-save",
+                "--force",
+                "--set",
+                &set,
+                "--json",
+                "-",
+            ])
             .args(QUICK)
             .output()
             .expect("spawn");
@@ -176,7 +189,7 @@ fn config_values_and_paths_reach_no_terminal_and_keep_json_valid() {
         let out = irqbench(&data)
             .arg("run")
             .arg(&config)
-            .args(["--no-save", "--json"])
+            .args(["--no-save", "--force", "--json"])
             .arg(&json_file)
             .output()
             .expect("spawn");
@@ -192,7 +205,7 @@ fn config_values_and_paths_reach_no_terminal_and_keep_json_valid() {
         let out = irqbench(&data)
             .arg("run")
             .arg(&config)
-            .args(["--no-save", "--markdown", "-"])
+            .args(["--no-save", "--force", "--markdown", "-"])
             .output()
             .expect("spawn");
         assert_output(&format!("{name}: --markdown -"), &out);
@@ -330,7 +343,7 @@ fn the_guest_console_reaches_no_terminal() {
     for (name, text) in texts {
         let guest = console_guest(dir.path(), &text);
         let out = irqbench(&data)
-            .args(["run", "quick", "--no-save", "--guest"])
+            .args(["run", "quick", "--no-save", "--force", "--guest"])
             .arg(&guest)
             .args(QUICK)
             .output()
@@ -365,7 +378,7 @@ fn imported_files_and_host_facts_reach_no_terminal_and_keep_json_valid() {
     let data = dir.path().join("data");
     let base = dir.path().join("base.json");
     let out = irqbench(&data)
-        .args(["run", "quick", "--no-save", "--json"])
+        .args(["run", "quick", "--no-save", "--force", "--json"])
         .arg(&base)
         .args(QUICK)
         .output()
