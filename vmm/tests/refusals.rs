@@ -214,8 +214,8 @@ fn nothing_is_created_by_what_never_started() {
 }
 
 /// SIGINT a few milliseconds after exec. Before the loader has run irqbench's first function
-/// (about 2 ms here) only the default action can act, and nothing was created; from then on the
-/// signal is noted, the run stops with 130 and a message, and a history created only for a
+/// (about 2 ms here, longer in an emulator) only the default action can act, and nothing was
+/// created; from then on the signal is noted, the run stops with 130 and a message, and a history created only for a
 /// run that measured something is absent (it had been left empty when the signal came between
 /// its creation and the handlers' installation).
 #[test]
@@ -245,7 +245,6 @@ fn a_signal_in_the_first_milliseconds_stops_cleanly() {
         let err = text(&out.stderr);
         let files = listing(&sub);
         if out.status.signal() == Some(libc::SIGINT) {
-            assert!(delay_ms < 30, "killed at {delay_ms} ms: {err}");
             assert!(files.is_empty(), "killed at {delay_ms} ms, left {files:?}");
             continue;
         }
