@@ -11,12 +11,14 @@ use std::process::{Command, Output};
 
 /// The hostile payloads: each is put between `AAA` and `ZZZ`, so a value split over two lines
 /// is seen, and a forged line starts with `FORGED`.
-const PAYLOADS: [(&str, &str); 9] = [
+const PAYLOADS: [(&str, &str); 10] = [
     ("ESC", "\u{1b}[2J\u{1b}[1m"),
     ("OSC-8", "\u{1b}]8;;http:x.invalid\u{7}L\u{1b}]8;;\u{7}"),
     ("BEL", "\u{7}"),
     ("CR", "\rFORGED cr"),
     ("LF", "\nFORGED lf"),
+    // clap's styling strips the ESC sequence from the value it quotes, leaving the LF.
+    ("ESC+LF", "\u{1b}[1m\nFORGED esc-lf"),
     ("CRLF", "\r\nFORGED crlf"),
     ("bidi", "\u{202e}\u{2066}"),
     ("LS/PS", "\u{2028}FORGED ls\u{2029}"),

@@ -579,6 +579,23 @@ mod tests {
         assert!(table.lookup(0xF).is_none());
     }
 
+    /// A path from the command line is shown on one line in the image's errors and warning.
+    #[test]
+    fn the_image_path_stays_on_one_line() {
+        let err = GuestImage::parse(b"\x7fELF junk".to_vec(), "g\nFORGED.elf")
+            .expect_err("junk")
+            .to_string();
+        assert!(
+            err.contains("g\\nFORGED.elf") && !err.contains('\n'),
+            "{err}"
+        );
+        let mut bytes = EMBEDDED_GUEST.to_vec();
+        bytes[60..62].copy_from_slice(&0u16.to_le_bytes());
+        let image = GuestImage::parse(bytes, "g\u{1b}\nFORGED.elf").expect("a guest");
+        let warning = image.symbol_warning().expect("a warning");
+        assert!(warning.contains("g\\u{1b}\\nFORGED.elf"), "{warning}");
+    }
+
     #[test]
     fn a_stripped_guest_loads_with_a_warning() {
         let mut bytes = EMBEDDED_GUEST.to_vec();
