@@ -87,6 +87,7 @@ extern "C" fn note_early_signal(sig: libc::c_int) {
 /// Run by the loader before `main` (glibc passes argc and argv to `.init_array` functions):
 /// for a measuring command a stop signal is noted from here on, not acted on by the default
 /// action (a SIGINT 2 ms after exec had killed a run and left an empty history).
+#[cfg_attr(not(target_env = "gnu"), allow(dead_code))]
 extern "C" fn catch_early_signals(
     argc: libc::c_int,
     argv: *const *const libc::c_char,
@@ -114,6 +115,8 @@ extern "C" fn catch_early_signals(
     }
 }
 
+// glibc only: it passes argc and argv to `.init_array` functions (musl passes nothing).
+#[cfg(target_env = "gnu")]
 #[used]
 #[link_section = ".init_array"]
 static CATCH_EARLY_SIGNALS: extern "C" fn(
