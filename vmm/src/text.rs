@@ -89,6 +89,26 @@ pub fn outside(text: &str) -> Cow<'_, str> {
     escape_line(text)
 }
 
+/// A message that quotes outside text among its own words (a config error naming a value, a
+/// filter): [`escape_line`]d, each word longer than [`OUTSIDE_MAX_CHARS`] clipped with `…`.
+pub fn escape_message(text: &str) -> Cow<'_, str> {
+    let shown = escape_line(text);
+    if !shown
+        .split(' ')
+        .any(|w| w.chars().nth(OUTSIDE_MAX_CHARS).is_some())
+    {
+        return shown;
+    }
+    let words: Vec<String> = shown
+        .split(' ')
+        .map(|w| match w.char_indices().nth(OUTSIDE_MAX_CHARS) {
+            Some((at, _)) => format!("{}…", &w[..at]),
+            None => w.to_owned(),
+        })
+        .collect();
+    Cow::Owned(words.join(" "))
+}
+
 /// Serialized JSON safe for a terminal and still the same JSON: every character that would act
 /// on a terminal (serde_json writes DEL, C1 and bidi characters raw) as JSON's own `\uXXXX`
 /// escape. Outside a string valid JSON holds only ASCII punctuation, digits, letters and
@@ -203,6 +223,20 @@ mod tests {
         let safe = xml_for_terminal(svg);
         assert_eq!(safe, "<text>a&#x202e;b&#x9b;c\\u{1b}d&#x7f;</text>");
         assert!(no_control(&safe));
+    }
+
+    #[test]
+    fn a_message_keeps_its_words_and_clips_a_long_value() {
+        let long = "q".repeat(5000);
+        let text = format!("found string \"{long}\"; expected a number\n");
+        let shown = escape_message(&text);
+        assert!(shown.starts_with("found string \"qqq"), "{shown}");
+        assert!(
+            shown.ends_with("…; expected a number\\n") || shown.contains("… "),
+            "{shown}"
+        );
+        assert!(shown.len() < 400, "{} bytes", shown.len());
+        assert_eq!(escape_message("short words"), "short words");
     }
 
     #[test]

@@ -479,3 +479,30 @@ fn the_checks_catch_what_they_look_for() {
     let forged = std::panic::catch_unwind(|| assert_safe("t", b"x AAA\nFORGED ZZZ\n"));
     assert!(forged.is_err());
 }
+
+/// A long outside value quoted in an error (a config's value or key, a filter) is clipped with
+/// a mark: a 5 000-character string had been printed whole, over 50 wrapped lines.
+#[test]
+fn long_values_quoted_in_errors_are_clipped() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let data = dir.path().join("data");
+    let long = "q".repeat(5000);
+    let configs = [
+        format!("name = \"k\"\n[run]\nmax_seconds = \"{long}\"\n[[bench]]\nname = \"b\"\n"),
+        format!("name = \"k\"\n{long} = 1\n[[bench]]\nname = \"b\"\n"),
+        format!("name = \"k\"\n[[bench]]\nname = \"b\"\nstrategies = [\"{long}\"]\n"),
+    ];
+    for (i, text) in configs.iter().enumerate() {
+        let path = dir.path().join(format!("long-{i}.toml"));
+        std::fs::write(&path, text).unwrap();
+        let out = irqbench(&data)
+            .arg("run")
+            .arg(&path)
+            .arg("--no-save")
+            .output()
+            .expect("spawn");
+        assert_eq!(out.status.code(), Some(2), "config {i}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.len() < 1000 && err.contains('…'), "config {i}: {err}");
+    }
+}

@@ -39,7 +39,7 @@ use toml::de::DeTable;
 
 use crate::config::plan::Plan;
 use crate::files::read::{self, BoundedReadError};
-use crate::text::escape_line;
+use crate::text::{escape_message as escape_line, outside};
 
 pub use overrides::Setting;
 pub use select::{matches as glob_matches, only, round_fits, RoundTooLong, SelectError};
@@ -97,15 +97,9 @@ pub struct Location {
 impl fmt::Display for Location {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.line == 0 {
-            return write!(f, "{}", escape_line(&self.file));
+            return write!(f, "{}", outside(&self.file));
         }
-        write!(
-            f,
-            "{}:{}:{}",
-            escape_line(&self.file),
-            self.line,
-            self.column
-        )
+        write!(f, "{}:{}:{}", outside(&self.file), self.line, self.column)
     }
 }
 

@@ -214,7 +214,7 @@ pub enum HistoryError {
     #[error(
         "`{name}` cannot name a baseline: {why} (use letters, digits, `.`, `_` and `-`, at most \
          {MAX_BASELINE_NAME} characters, not only digits)",
-        name = crate::text::escape_line(.name)
+        name = crate::text::outside(.name)
     )]
     BadBaselineName { name: String, why: &'static str },
     #[error(
@@ -224,8 +224,8 @@ pub enum HistoryError {
     EmptyBaseline { id: i64 },
     #[error(
         "no stored run matches {what}; stored: {known}",
-        what = crate::text::escape_line(.what),
-        known = crate::text::escape_line(.known)
+        what = crate::text::escape_message(.what),
+        known = crate::text::escape_message(.known)
     )]
     NoMatch { what: String, known: String },
     #[error(
