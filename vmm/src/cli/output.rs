@@ -73,7 +73,7 @@ pub fn write_one(
         warn(format_args!(
             "wrote {} {}",
             target.what(),
-            irqbench::text::escape_line(&target.describe())
+            irqbench::text::outside(&target.describe())
         ));
     }
     Ok(())
