@@ -11,6 +11,11 @@ use cli::{Cli, Command};
 
 fn main() -> ExitCode {
     ignore_file_size_signal();
+    // Before anything can be created (the loader caught the earliest signals already, see
+    // `cli::signals::catch_early_signals`).
+    if measures(std::env::args_os()) {
+        cli::signals::install_signals();
+    }
     let status = match Cli::try_parse() {
         Ok(args) => dispatch(args.command).unwrap_or_else(|e| e.report()),
         Err(e) => clap_exit(&e),
@@ -55,6 +60,8 @@ fn dispatch(command: Command) -> Result<Status, CliError> {
     }
 }
 
+use cli::signals::measures;
+
 /// A file-size limit (`ulimit -f`) must be a write error irqbench reports (EFBIG), as a full
 /// disk is, not SIGXFSZ killing the run before its table is printed and its results saved.
 fn ignore_file_size_signal() {
@@ -81,12 +88,18 @@ fn one_line_values(e: &clap::Error, mut text: String) -> String {
             if shown == v.as_str() {
                 continue;
             }
-            // Wherever clap quotes it: `'{v}'`, and its tips (`use '-- {v}'`). A value that
-            // is only whitespace would match the message's own line breaks: quoted forms only.
-            if v.trim().is_empty() {
-                text = text.replace(&format!("'{v}'"), &format!("'{shown}'"));
-            } else {
-                text = text.replace(v.as_str(), &shown);
+            // The rendered message has the value as clap's styling left it: its escape
+            // sequences stripped (`\e[1m\nerror: x` is printed as `\nerror: x`).
+            let stripped = clap::builder::StyledStr::from(v.clone()).to_string();
+            for v in [v.as_str(), stripped.as_str()] {
+                // Wherever clap quotes it: `'{v}'`, and its tips (`use '-- {v}'`). A value
+                // that is only whitespace would match the message's own line breaks: quoted
+                // forms only.
+                if v.trim().is_empty() {
+                    text = text.replace(&format!("'{v}'"), &format!("'{shown}'"));
+                } else {
+                    text = text.replace(v, &shown);
+                }
             }
         }
     }

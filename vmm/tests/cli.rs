@@ -653,6 +653,11 @@ fn a_signal_during_the_save_exits_130() {
     let _ = std::io::Read::read_to_string(&mut stderr, &mut seen);
     assert_eq!(status.code(), Some(130), "stderr:\n{seen}");
     assert!(seen.contains("SIGINT: stopping"), "{seen}");
+    // The run was saved whole (partial = false): the message had said "marked partial".
+    assert!(
+        seen.contains("written whole") && !seen.contains("so far is written"),
+        "{seen}"
+    );
 }
 
 #[test]

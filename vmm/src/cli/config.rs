@@ -69,6 +69,7 @@ pub fn load_plan(
     let ctx = Ctx { limits, adhoc };
     let (mut plan, text) = load_unselected(config, &ctx)?;
     config::only(&mut plan, &adhoc.only).map_err(|e| CliError::Usage(e.to_string()))?;
+    config::round_fits(&plan).map_err(|e| CliError::Usage(e.to_string()))?;
     Ok((plan, text))
 }
 

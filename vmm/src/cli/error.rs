@@ -120,6 +120,12 @@ pub enum CliError {
     Run(irqbench::measure::RunError),
     #[error("cannot write to stdout")]
     Stdout(#[source] io::Error),
+    /// A signal came before the run started: nothing was created.
+    #[error("stopped by {signal} before the run started: nothing was measured, written or saved")]
+    StoppedBefore {
+        signal: &'static str,
+        status: Status,
+    },
     /// A stage failed after a signal asked the run to stop: the signal's status, not the
     /// failure's.
     #[error("stopped by {signal}")]
@@ -152,7 +158,7 @@ impl CliError {
             CliError::History(e) | CliError::RunRef { source: e, .. } => history_status(e),
             CliError::Stdout(e) if e.kind() == io::ErrorKind::BrokenPipe => Status::BrokenPipe,
             CliError::Write(e) if e.is_broken_pipe() => Status::BrokenPipe,
-            CliError::Stopped { status, .. } => *status,
+            CliError::Stopped { status, .. } | CliError::StoppedBefore { status, .. } => *status,
             CliError::Failed(_)
             | CliError::Guest(_)
             | CliError::Host(_)

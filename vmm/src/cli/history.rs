@@ -4,16 +4,16 @@
 
 use std::path::{Path, PathBuf};
 
-use irqbench::files::write::{OutputError, OutputTarget};
+use irqbench::files::write::{Form, OutputError, OutputTarget};
 use irqbench::history::{
     self, DbLocation, HistoryError, Origin, RunFilter, RunMeta, RunRef, Saved, Store,
 };
 use irqbench::report;
 use irqbench::results::RunReport;
-use irqbench::text::{escape_line, escape_path};
+use irqbench::text::{escape_path, outside as escape_line};
 
 use super::error::{warn, CliError, Status};
-use super::output::{emit, write_one};
+use super::output::{emit, emit_json, write_one};
 use super::run::{pipeline, Outputs, ReportArgs, Request};
 
 /// Where a run is saved: every command that measures takes these.
@@ -73,7 +73,7 @@ impl Saver {
             return Ok((None, Status::Success));
         }
         let opened = DbLocation::resolve(args.db.as_deref())
-            .and_then(|loc| Store::open(&loc)?.check_writable().map(|()| loc));
+            .and_then(|loc| Store::check_can_save(&loc).map(|()| loc));
         match opened {
             Ok(loc) => Ok((Some(Saver { loc }), Status::Success)),
             Err(e) if args.db.is_some() => Err(CliError::SaveTarget(Box::new(e))),
@@ -224,7 +224,7 @@ pub(crate) fn cmd_history(args: HistoryArgs) -> Result<Status, CliError> {
     if args.json {
         let text = history::render_history_json(&loc.path, &runs, &points)
             .map_err(|e| CliError::Failed(format!("cannot encode the history: {e}")))?;
-        emit(&text)
+        emit_json(&text)
     } else if args.long {
         emit(&history::render_history(&loc.path, &runs, &points))
     } else {
@@ -376,7 +376,10 @@ pub(crate) struct ImportArgs {
 
 pub(crate) fn cmd_import(args: ImportArgs) -> Result<Status, CliError> {
     let loc = location(args.db.db.as_deref())?;
-    let store = Store::open(&loc)?;
+    // Checked up front, created with the first file that reads: a failed import leaves no
+    // new database.
+    Store::check_can_save(&loc)?;
+    let mut opened: Option<Store> = None;
     let mut out = String::new();
     let mut status = Status::Success;
     for file in &args.files {
@@ -392,6 +395,10 @@ pub(crate) fn cmd_import(args: ImportArgs) -> Result<Status, CliError> {
             config_text: None,
             guest: None,
             source_file: Some(file),
+        };
+        let store = match &mut opened {
+            Some(s) => s,
+            None => opened.insert(Store::open(&loc)?),
         };
         match store.save(&report, &meta)? {
             Saved::New(id) => {
@@ -565,9 +572,11 @@ fn json_target(args: &CheckArgs) -> Result<Outputs, CliError> {
                 "check --json takes a file: stdout carries the verdict".into(),
             ));
         }
-        Some(path) => {
-            Some(OutputTarget::new("--json", path).map_err(|e| CliError::Output(e.file_only()))?)
-        }
+        Some(path) => Some(
+            OutputTarget::new("--json", path)
+                .map_err(|e| CliError::Output(e.file_only()))?
+                .holding(Form::Json),
+        ),
         None => None,
     };
     let outputs = Outputs {
@@ -575,6 +584,12 @@ fn json_target(args: &CheckArgs) -> Result<Outputs, CliError> {
         ..Outputs::default()
     }
     .with_exports(&args.reporting)?;
+    if let Some((format, _)) = outputs.exports.iter().find(|(_, t)| t.is_stdout()) {
+        return Err(CliError::Usage(format!(
+            "check --export {} takes a file: stdout carries the verdict",
+            format.name()
+        )));
+    }
     outputs.check(
         Some(&args.config),
         args.guest.as_deref(),
@@ -589,6 +604,9 @@ pub(crate) fn cmd_check(args: CheckArgs) -> Result<Status, CliError> {
     let (base_id, mut base) = load_baseline(&args)?;
     only_selected(&mut base, &args.adhoc.only);
     let outputs = json_target(&args)?;
+    if args.strict_host {
+        refuse_another_host(&args.baseline, base_id, &base)?;
+    }
     let done = pipeline(&Request {
         config: Some(&args.config),
         guest: args.guest.as_deref(),
@@ -629,16 +647,7 @@ pub(crate) fn cmd_check(args: CheckArgs) -> Result<Status, CliError> {
     outcome.comparison.runs[1].source = "this run".into();
     let host_differs = &outcome.comparison.host_differs;
     if args.strict_host && !host_differs.is_empty() {
-        return Err(CliError::Usage(format!(
-            "baseline {} (run {base_id}) was measured on another host or setup, and \
-             --strict-host refuses to judge across it: {}",
-            escape_line(&args.baseline),
-            host_differs
-                .iter()
-                .map(|d| escape_line(d))
-                .collect::<Vec<_>>()
-                .join("; ")
-        )));
+        return Err(strict_host_refusal(&args.baseline, base_id, host_differs));
     }
     let verdict = if outcome.passed() {
         Status::Success
@@ -648,6 +657,35 @@ pub(crate) fn cmd_check(args: CheckArgs) -> Result<Status, CliError> {
     Ok(emit(&history::render_check(&outcome))?
         .and(done.status)
         .and(verdict))
+}
+
+/// `check --strict-host` against a baseline from another host or setup, refused before the
+/// run (the hypercall transport, the plan's, is compared after it).
+fn refuse_another_host(name: &str, base_id: i64, base: &RunReport) -> Result<(), CliError> {
+    let kvm = irqbench::host::open_kvm()?;
+    let now = RunReport {
+        host: irqbench::host::manifest(&kvm)?,
+        hypercall_transport: base.hypercall_transport.clone(),
+        ..RunReport::default()
+    };
+    let differs = report::host_differences(base, &now);
+    if differs.is_empty() {
+        return Ok(());
+    }
+    Err(strict_host_refusal(name, base_id, &differs))
+}
+
+fn strict_host_refusal(name: &str, base_id: i64, differs: &[String]) -> CliError {
+    CliError::Usage(format!(
+        "baseline {} (run {base_id}) was measured on another host or setup, and --strict-host \
+         refuses to judge across it: {}",
+        escape_line(name),
+        differs
+            .iter()
+            .map(|d| escape_line(d))
+            .collect::<Vec<_>>()
+            .join("; ")
+    ))
 }
 
 /// `--last N`: a count in range, with the range named also for a number past u64 (clap's own

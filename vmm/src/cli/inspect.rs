@@ -11,7 +11,7 @@ use irqbench::{host, validate};
 
 use super::config::{load_image, BUILTIN_CONFIGS};
 use super::error::{CliError, Status};
-use super::output::emit;
+use super::output::{emit, emit_json};
 
 /// How much of the kernel command line `irqbench host` shows without `--verbose`.
 const CMDLINE_SHOWN: usize = 120;
@@ -47,7 +47,7 @@ pub(crate) fn cmd_host(json: bool, verbose: bool) -> Result<Status, CliError> {
     if json {
         let text = serde_json::to_string_pretty(&m)
             .map_err(|e| CliError::Failed(format!("cannot encode the host manifest: {e}")))?;
-        emit(&format!("{text}\n"))
+        emit_json(&format!("{text}\n"))
     } else {
         if !verbose {
             if let irqbench::results::Readable::Value(c) = &mut m.kernel_cmdline {

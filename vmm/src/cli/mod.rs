@@ -10,6 +10,7 @@ pub mod output;
 pub mod progress;
 pub mod reference;
 pub mod run;
+pub mod signals;
 pub mod validate;
 
 use std::path::PathBuf;

@@ -3,7 +3,7 @@
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use irqbench::files::write::{self, OutputTarget};
+use irqbench::files::write::{self, Form, OutputTarget};
 
 use super::error::{warn, CliError, Status};
 
@@ -14,8 +14,17 @@ pub fn emit(text: &str) -> Result<Status, CliError> {
 }
 
 pub fn emit_bytes(bytes: &[u8]) -> Result<Status, CliError> {
+    emit_as(bytes, Form::Text)
+}
+
+/// Prints a command's whole output, serialized JSON (`--json`): it stays JSON on a terminal.
+pub fn emit_json(json: &str) -> Result<Status, CliError> {
+    emit_as(json.as_bytes(), Form::Json)
+}
+
+fn emit_as(bytes: &[u8], form: Form) -> Result<Status, CliError> {
     stdout_open()?;
-    write::print_stdout(bytes).map_err(CliError::Stdout)?;
+    write::print_stdout(bytes, form).map_err(CliError::Stdout)?;
     Ok(Status::Success)
 }
 
@@ -64,7 +73,7 @@ pub fn write_one(
         warn(format_args!(
             "wrote {} {}",
             target.what(),
-            irqbench::text::escape_line(&target.describe())
+            irqbench::text::outside(&target.describe())
         ));
     }
     Ok(())

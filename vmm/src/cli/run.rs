@@ -2,17 +2,17 @@
 //! validate → measure → write → save. The same outcome gives the same status in both.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use irqbench::config::plan::Plan;
 use irqbench::config::Limits;
-use irqbench::files::write::{self, OutputTarget};
+use irqbench::files::write::{self, Form, OutputTarget};
 use irqbench::history::Origin;
 use irqbench::machine::image::GuestImage;
 use irqbench::measure::session::RunOptions;
 use irqbench::report::{self, ExportFormat, OutputDir};
-use irqbench::results::redact::{redact, Redaction};
+use irqbench::results::redact::{redact, redact_text, Redaction};
 use irqbench::results::{HostManifest, RunReport};
 use irqbench::{host, measure, validate};
 
@@ -21,6 +21,9 @@ use super::error::{warn, CliError, Status};
 use super::history::{not_over_history, run_meta, SaveArgs, Saver};
 use super::output::{emit, reported, write_one};
 use super::progress::Progress;
+// Where the other commands have always found them.
+use super::signals::{announce_stop, RESULTS_WHOLE};
+pub(crate) use super::signals::{install_signals, Signals};
 
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
@@ -141,7 +144,8 @@ impl Outputs {
         for (format, path) in &args.export {
             let what = format!("--export {}", format.name());
             let target = OutputTarget::new(what, path).map_err(CliError::Output)?;
-            self.exports.push((*format, target));
+            // Both export formats are JSON.
+            self.exports.push((*format, target.holding(Form::Json)));
         }
         Ok(self)
     }
@@ -176,7 +180,7 @@ fn check_outputs(args: &RunArgs) -> Result<Outputs, CliError> {
         let target = p.as_deref().map(|p| OutputTarget::new(what, p));
         target.transpose().map_err(CliError::Output)
     };
-    let json = target("--json", &args.json)?;
+    let json = target("--json", &args.json)?.map(|t| t.holding(Form::Json));
     let svg = json
         .as_ref()
         .and_then(|j| j.sibling("the chart beside --json", "svg"))
@@ -232,23 +236,46 @@ pub struct Finished {
 /// The pipeline. `Err` only when nothing was measured; a failed phase, output or save is
 /// reported on stderr and counted in [`Finished::status`].
 pub fn pipeline(req: &Request) -> Result<Finished, CliError> {
+    // Installed before anything is created (main installed them already for a command that
+    // measures; this returns the same).
+    let signals = install_signals();
     let mut p = prepare(req)?;
-    // After KVM, config and guest: a run that cannot start leaves no new database behind.
+    // A signal while the config, guest and KVM were checked: nothing was created yet.
+    if let Some((signal, status)) = signals.arrived() {
+        return Err(CliError::StoppedBefore { signal, status });
+    }
+    // Checked, not created: a run that cannot start leaves no new database or folder behind.
     let (saver, mut status) = Saver::prepare(req.save)?;
-    let out_dir = req
+    if let Some(base) = req.out_dir {
+        report::check_out_base(base)?;
+    }
+    let mut report = measure_plan(&mut p, &signals, req)?;
+    // Stopped before any row was measured: nothing to write or save, so nothing is created.
+    if let Some((signal, status)) = signals.arrived().filter(|_| report.results.is_empty()) {
+        return Err(CliError::StoppedBefore { signal, status });
+    }
+    let out_dir = match req
         .out_dir
         .map(|base| OutputDir::create(base, &p.plan.name))
-        .transpose()?;
-    let signals = install_signals();
-    let mut report = measure_plan(&mut p, &signals, req)?;
+    {
+        Some(Err(e)) => {
+            status = status.and(CliError::Report(e).report());
+            None
+        }
+        made => made.and_then(Result::ok),
+    };
     if signals.stop.load(Ordering::SeqCst) && !report.partial {
         report.partial = true;
         report.partial_reason = Some("stopped by signal after the measuring".into());
     }
+    // From here a signal leaves the results whole: the stop message says so.
+    RESULTS_WHOLE.store(true, Ordering::SeqCst);
     report.adhoc = req.adhoc.recorded();
     report::fill_answers(&mut report);
     // Before anything is written or saved: a redacted fact reaches no output.
-    redact(&mut report, &p.redact, host::hostname().as_deref());
+    let hostname = host::hostname();
+    redact(&mut report, &p.redact, hostname.as_deref());
+    let config_text = redact_text(&p.config_text, &p.redact, hostname.as_deref());
     status = status.and(signals.status_of(&report));
     status = status.and(write_outputs(
         &report,
@@ -257,7 +284,7 @@ pub fn pipeline(req: &Request) -> Result<Finished, CliError> {
         req.quiet,
     ));
     if let Some(s) = &saver {
-        let meta = run_meta(req.origin, &p.config_text, &p.image);
+        let meta = run_meta(req.origin, &config_text, &p.image);
         status = status.and(s.save(&report, &meta, req.quiet));
     }
     // A signal while the outputs were written or the run saved said "stopping": its status.
@@ -275,6 +302,11 @@ pub fn pipeline(req: &Request) -> Result<Finished, CliError> {
 }
 
 pub fn cmd_run(args: &RunArgs) -> Result<Status, CliError> {
+    if args.save.no_save && args.save.db.is_some() {
+        return Err(CliError::Usage(
+            "run --db names the history to save in and --no-save saves nothing: give one".into(),
+        ));
+    }
     let outputs = check_outputs(args)?;
     let done = pipeline(&Request {
         config: args.config.as_deref(),
@@ -297,132 +329,6 @@ pub fn cmd_run(args: &RunArgs) -> Result<Status, CliError> {
     let table = format!("{}\n", report::render_table(&done.report));
     let printed = emit(&table).unwrap_or_else(|e| e.report());
     Ok(done.status.and(printed))
-}
-
-/// Which signal stopped the run (0: none), for the exit status.
-pub(super) struct Signals {
-    pub(super) stop: Arc<AtomicBool>,
-    which: Arc<AtomicUsize>,
-}
-
-impl Signals {
-    /// The status of the signal that arrived, if one did.
-    pub(super) fn arrived(&self) -> Option<(&'static str, Status)> {
-        if !self.stop.load(Ordering::SeqCst) {
-            return None;
-        }
-        Some(match self.which.load(Ordering::SeqCst) as i32 {
-            signal_hook::consts::SIGHUP => ("SIGHUP", Status::Hangup),
-            signal_hook::consts::SIGTERM => ("SIGTERM", Status::Interrupted),
-            _ => ("SIGINT", Status::Interrupted),
-        })
-    }
-
-    /// 130/129 for a run a signal stopped, 1 when a phase failed or a row has no data (its
-    /// figure is missing: the run did not measure what it was asked to), else 0.
-    fn status_of(&self, report: &RunReport) -> Status {
-        let no_data = report
-            .results
-            .iter()
-            .any(|r| r.no_data.is_some() || !r.cycles_per_op.has_data());
-        // A signal after the last round (while the figures were computed, or the results
-        // written) still ends the run with its status.
-        if report.partial || self.stop.load(Ordering::SeqCst) {
-            self.arrived().map_or(Status::Interrupted, |(_, s)| s)
-        } else if !report.failures.is_empty() || no_data {
-            Status::Failed
-        } else {
-            Status::Success
-        }
-    }
-}
-
-/// A second signal this soon after the first is the same one delivered twice: timeout(1) and
-/// a kill of the process group send it to irqbench and to its group.
-const REPEAT_NS: u64 = 300_000_000;
-
-/// When the first stop signal came (CLOCK_MONOTONIC ns; 0: none yet).
-static FIRST_SIGNAL_NS: AtomicU64 = AtomicU64::new(0);
-
-/// CLOCK_MONOTONIC in ns (async-signal-safe: clock_gettime is on POSIX's list).
-fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes the timespec we own and nothing else.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    (ts.tv_sec as u64).saturating_mul(1_000_000_000) + ts.tv_nsec as u64
-}
-
-/// SIGINT, SIGTERM and SIGHUP (a closed terminal or ssh session) stop the run cleanly so the
-/// measured part is written; a second one exits at once, unless it is the first delivered
-/// twice (within [`REPEAT_NS`]).
-pub(super) fn install_signals() -> Signals {
-    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
-    let stop = Arc::new(AtomicBool::new(false));
-    let which = Arc::new(AtomicUsize::new(0));
-    for sig in [SIGINT, SIGTERM, SIGHUP] {
-        let status = if sig == SIGHUP {
-            Status::Hangup
-        } else {
-            Status::Interrupted
-        };
-        let code = i32::from(status.code());
-        let second = move || {
-            // Boot waits (the validation's included) end too.
-            measure::session::request_stop();
-            let now = monotonic_ns().max(1);
-            if let Err(first) =
-                FIRST_SIGNAL_NS.compare_exchange(0, now, Ordering::SeqCst, Ordering::SeqCst)
-            {
-                if now.saturating_sub(first) >= REPEAT_NS {
-                    signal_hook::low_level::exit(code);
-                }
-            }
-        };
-        // SAFETY: the action only stores an atomic, reads the clock, compares and swaps an
-        // atomic and may call _exit (signal_hook::low_level::exit), all async-signal-safe; it
-        // allocates nothing.
-        let _ = unsafe { signal_hook::low_level::register(sig, second) };
-        let _ = signal_hook::flag::register_usize(sig, which.clone(), sig as usize);
-        let _ = signal_hook::flag::register(sig, stop.clone());
-    }
-    Signals { stop, which }
-}
-
-/// Says at the first SIGINT, SIGTERM or SIGHUP that the run is stopping (it still writes what
-/// it measured, which may take a moment); above the progress bar when one is shown. The
-/// listening thread is never joined: it ends with the process.
-fn announce_stop(bar: Option<indicatif::ProgressBar>) {
-    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
-    let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP]) else {
-        return;
-    };
-    let _ = std::thread::Builder::new()
-        .name("signals".into())
-        .spawn(move || {
-            let Some(sig) = signals.forever().next() else {
-                return;
-            };
-            // The run's wait for its vCPUs looks at the stop flag now, not at its backstop.
-            measure::session::wake_waiters();
-            let name = match sig {
-                SIGINT => "SIGINT",
-                SIGTERM => "SIGTERM",
-                _ => "SIGHUP",
-            };
-            let msg = format!(
-                "{name}: stopping; what was measured so far is written, marked partial (a second \
-                 signal exits at once)"
-            );
-            match &bar {
-                Some(b) if !b.is_hidden() && !b.is_finished() => {
-                    b.println(format!("irqbench: {msg}"));
-                }
-                _ => warn(msg),
-            }
-        });
 }
 
 /// A plan longer than an hour by its budgets runs only with `--yes`: 10 000 groups of
@@ -711,35 +617,4 @@ fn write_outputs(
 /// Pretty JSON with a trailing newline.
 pub fn render_json(report: &RunReport) -> Result<String, String> {
     report::to_json(report).map_err(|e| e.to_string())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A signal that lands after the last round (while the figures are computed, or the
-    /// results written) still ends the run with 130, not 0; a row without data is 1.
-    #[test]
-    fn a_signal_after_the_rounds_still_exits_130_and_no_data_is_1() {
-        let signals = Signals {
-            stop: Arc::new(AtomicBool::new(false)),
-            which: Arc::new(AtomicUsize::new(0)),
-        };
-        let mut report = RunReport::default();
-        assert_eq!(signals.status_of(&report), Status::Success);
-        report.results.push(irqbench::results::PhaseResult {
-            cycles_per_op: irqbench::results::Summary::no_data(),
-            ..Default::default()
-        });
-        assert_eq!(signals.status_of(&report), Status::Failed);
-        signals.stop.store(true, Ordering::SeqCst);
-        signals
-            .which
-            .store(signal_hook::consts::SIGINT as usize, Ordering::SeqCst);
-        assert_eq!(signals.status_of(&report), Status::Interrupted);
-        signals
-            .which
-            .store(signal_hook::consts::SIGHUP as usize, Ordering::SeqCst);
-        assert_eq!(signals.status_of(&report), Status::Hangup);
-    }
 }

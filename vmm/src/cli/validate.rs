@@ -6,7 +6,7 @@ use irqbench::{host, validate};
 
 use super::config::load_image;
 use super::error::{CliError, Status};
-use super::output::emit;
+use super::output::{emit, emit_json};
 use super::run::install_signals;
 
 pub const AFTER_HELP: &str = "Examples:
@@ -69,15 +69,17 @@ pub fn cmd_validate(args: &ValidateArgs) -> Result<Status, CliError> {
         return Ok(status);
     }
     let verdict = v.verdict;
-    let text = if args.json {
+    let printed = if args.json {
         let doc = serde_json::json!({ "validation": v, "host": manifest });
         let t = serde_json::to_string_pretty(&doc)
             .map_err(|e| CliError::Failed(format!("cannot encode the validation: {e}")))?;
-        format!("{t}\n")
+        emit_json(&format!("{t}\n"))?
     } else {
-        irqbench::report::wrap(&validate::render(&v), irqbench::report::text_width())
+        emit(&irqbench::report::wrap(
+            &validate::render(&v),
+            irqbench::report::text_width(),
+        ))?
     };
-    let printed = emit(&text)?;
     Ok(if verdict == irqbench::results::Verdict::Fail {
         printed.and(Status::Failed)
     } else {

@@ -43,6 +43,41 @@ impl Kind {
 }
 
 impl Ctx<'_> {
+    /// Refuses a bench whose lists multiply to more than [`MAX_PHASES`] rows, named at its
+    /// longest list: a `--set` that gave it is named as the flag, not the bench's line.
+    fn rows_fit(&self, key: &str, b: &RawBench, workloads: usize) -> Checked<usize> {
+        let lists = [
+            (
+                "nesting",
+                b.nesting.as_ref().map(|l| (l.get_ref().len(), l.span())),
+            ),
+            ("irq", b.irq.as_ref().map(|l| (l.get_ref().len(), l.span()))),
+            (
+                "vcpus",
+                b.vcpus.as_ref().map(|l| (l.get_ref().len(), l.span())),
+            ),
+        ];
+        let count = lists.iter().fold(workloads, |n, (_, l)| {
+            n.saturating_mul(l.as_ref().map_or(1, |(len, _)| *len))
+        });
+        if count <= MAX_PHASES {
+            return Ok(count);
+        }
+        let longest = lists
+            .into_iter()
+            .filter_map(|(name, l)| l.map(|(len, span)| (len, name, span)))
+            .max_by_key(|(len, _, _)| *len);
+        let (span, at) = match longest {
+            Some((_, name, span)) => (span, format!("{key}.{name}")),
+            None => (b.name.span(), key.to_owned()),
+        };
+        Err(self.invalid(
+            span,
+            &at,
+            format!("{key} expands to {count} rows, more than {MAX_PHASES}; shorten the lists"),
+        ))
+    }
+
     /// The rows of one `[[bench]]` (`key` = `bench[i]`).
     pub(super) fn bench(
         &self,
@@ -59,20 +94,7 @@ impl Ctx<'_> {
         let workloads = self.workloads(key, kind, b)?;
         // The size first, from the lists' lengths: a list of 100 000 values is refused before
         // any of them is checked or a phase is built.
-        let count = [
-            b.nesting.as_ref().map(|l| l.get_ref().len()),
-            b.irq.as_ref().map(|l| l.get_ref().len()),
-            b.vcpus.as_ref().map(|l| l.get_ref().len()),
-        ]
-        .into_iter()
-        .fold(workloads.len(), |n, len| n.saturating_mul(len.unwrap_or(1)));
-        if count > MAX_PHASES {
-            return Err(self.invalid(
-                b.name.span(),
-                key,
-                format!("expands to {count} rows, more than {MAX_PHASES}; shorten the lists"),
-            ));
-        }
+        let count = self.rows_fit(key, b, workloads.len())?;
         let nesting = match &b.nesting {
             None => vec![defaults::NESTING],
             Some(list) => self.unique_list(list, &format!("{key}.nesting"), |v, ek| {

@@ -39,10 +39,10 @@ use toml::de::DeTable;
 
 use crate::config::plan::Plan;
 use crate::files::read::{self, BoundedReadError};
-use crate::text::escape_line;
+use crate::text::{escape_message as escape_line, outside};
 
 pub use overrides::Setting;
-pub use select::{matches as glob_matches, only, SelectError};
+pub use select::{matches as glob_matches, only, round_fits, RoundTooLong, SelectError};
 
 /// The name of the built-in config ([`DEFAULT_CONFIG_TOML`]).
 pub const DEFAULT_CONFIG_NAME: &str = "quick";
@@ -111,15 +111,9 @@ pub struct Location {
 impl fmt::Display for Location {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.line == 0 {
-            return write!(f, "{}", escape_line(&self.file));
+            return write!(f, "{}", outside(&self.file));
         }
-        write!(
-            f,
-            "{}:{}:{}",
-            escape_line(&self.file),
-            self.line,
-            self.column
-        )
+        write!(f, "{}:{}:{}", outside(&self.file), self.line, self.column)
     }
 }
 

@@ -342,6 +342,28 @@ pub mod defaults {
 }
 
 impl Plan {
+    /// The most blocks one round of this plan runs, and the group that runs them: a group's
+    /// rows and its `empty` baseline, grouped as the measuring groups them (by `group`, at most
+    /// [`MAX_GROUP_VARIANTS`] rows, a diagnostic row alone).
+    pub fn largest_round(&self) -> Option<(usize, String)> {
+        let mut rows: std::collections::HashMap<String, usize> = Default::default();
+        let mut largest: Option<(usize, String)> = None;
+        for p in &self.phases {
+            let key = p.group.to_string();
+            let n = if p.workload.kind() == ResultKind::Diagnostic {
+                1
+            } else {
+                let n = rows.entry(key.clone()).or_insert(0);
+                *n += 1;
+                (*n).min(MAX_GROUP_VARIANTS)
+            };
+            if largest.as_ref().is_none_or(|(most, _)| n + 1 > *most) {
+                largest = Some((n + 1, key));
+            }
+        }
+        largest
+    }
+
     /// A one-row plan for tests and benchmarks: `workload` on `vcpus` vCPUs, fixed block size.
     pub fn single(workload: Workload, vcpus: u32, block_ops: u64) -> Plan {
         Plan {

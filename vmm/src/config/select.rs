@@ -83,6 +83,48 @@ pub fn matches(glob: &str, name: &str) -> bool {
     g[gi..].iter().all(|c| *c == '*')
 }
 
+/// A plan whose largest round, at `run.block_us` per block, is longer than `run.max_seconds`:
+/// known once `--only` has chosen the rows, so refused before any VM starts.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "run.block_us = {block_us}: the largest group ({group}) runs {blocks} blocks a round (its rows \
+     and the `empty` baseline), at least {round_s:.3} s, longer than run.max_seconds = \
+     {max_seconds}; {instead}"
+)]
+pub struct RoundTooLong {
+    pub block_us: u32,
+    pub group: String,
+    pub blocks: usize,
+    pub round_s: f64,
+    pub max_seconds: f64,
+    pub instead: String,
+}
+
+/// Refuses a plan whose largest round cannot fit its budget (see [`RoundTooLong`]).
+pub fn round_fits(plan: &Plan) -> Result<(), RoundTooLong> {
+    let Some((blocks, group)) = plan.largest_round() else {
+        return Ok(());
+    };
+    let round_s = blocks as f64 * f64::from(plan.block_us) / 1e6;
+    if round_s <= plan.max_seconds {
+        return Ok(());
+    }
+    let most = (plan.max_seconds * 1e6 / blocks as f64).floor() as u64;
+    let instead = if most >= 20 {
+        format!("valid with this budget: run.block_us 20..={most}")
+    } else {
+        "no run.block_us fits: raise run.max_seconds or run fewer rows (--only)".into()
+    };
+    Err(RoundTooLong {
+        block_us: plan.block_us,
+        group: crate::text::outside(&group).into_owned(),
+        blocks,
+        round_s,
+        max_seconds: plan.max_seconds,
+        instead,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

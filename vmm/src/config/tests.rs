@@ -772,10 +772,28 @@ fn too_many_phases() {
     let phases = (abi::strategy::COUNT - 1) * 1001 * 2;
     bad(
         &bench(&format!("nesting = [{}]\n{irq}", nesting.join(", "))),
-        "3:8",
-        "`bench[0]`",
-        &[&format!("expands to {phases} rows, more than 10000")],
+        "4:11",
+        "`bench[0].nesting`",
+        &[&format!(
+            "bench[0] expands to {phases} rows, more than 10000"
+        )],
     );
+}
+
+/// A bench made too large by a `--set` is refused naming the flag, not the bench's line in
+/// the file (`<shipped config quick>:21:8`).
+#[test]
+fn a_bench_made_too_large_by_a_setting_names_the_setting() {
+    let list: Vec<String> = (0..=10_000)
+        .map(|i| format!("{}", f64::from(i) / 20_000.0))
+        .collect();
+    let flag = format!("bench.nesting=[{}]", list.join(","));
+    let setting = Setting::parse(&flag).expect("a setting");
+    let err = load_str_with(H, FILE, &limits(), &[setting])
+        .expect_err("too large")
+        .to_string();
+    assert!(err.starts_with("--set bench.nesting=[0,"), "{err}");
+    assert!(err.contains("expands to") && !err.contains(FILE), "{err}");
 }
 
 /// The phase count comes from the lists' lengths, before their elements are checked: a
@@ -789,8 +807,8 @@ fn a_bench_too_large_is_refused_before_its_values_are_checked() {
     nesting.push("7.5".into());
     bad(
         &bench(&format!("nesting = [{}]", nesting.join(", "))),
-        "3:8",
-        "`bench[0]`",
+        "4:11",
+        "`bench[0].nesting`",
         &["expands to 700007 rows, more than 10000"],
     );
 }
@@ -1573,8 +1591,16 @@ fn report_redact_names_facts_and_refuses_others_with_their_place() {
         &format!("{H}[report]\nredact = [\"cmdline\", \"cmdline\"]\n"),
         "5:22",
         "report.redact[1]",
-        &["duplicate value"],
+        &["duplicate value", "listed twice"],
     );
+    let err = load_str(
+        &format!("{H}[report]\nredact = [\"cmdline\", \"cmdline\"]\n"),
+        FILE,
+        &limits(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(!err.contains("row names"), "{err}");
     bad(
         &format!("{H}[report]\nredac = []\n"),
         "5:1",

@@ -256,10 +256,16 @@ impl Ctx<'_> {
             match seen.entry(show) {
                 Entry::Occupied(first) => {
                     let (show, first) = (first.key(), first.get());
+                    // Only a bench's lists make rows.
+                    let why = if key.starts_with("bench") {
+                        "it would yield the same row names twice"
+                    } else {
+                        "listed twice"
+                    };
                     return Err(self.invalid(
                         v.span(),
                         &ek,
-                        format!("duplicate value {show} (also {key}[{first}]); it would yield the same row names twice"),
+                        format!("duplicate value {show} (also {key}[{first}]); {why}"),
                     ));
                 }
                 Entry::Vacant(slot) => {

@@ -160,6 +160,19 @@ impl OutputError {
     }
 }
 
+/// What an output holds, which decides how stdout makes it safe for a terminal: text through
+/// the terminal escaper, JSON through its own `\uXXXX` escapes (the terminal escaper's `\u{1b}`
+/// is no JSON).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Form {
+    /// A table, Markdown, CSV or SVG: every character that would act on a terminal shown as
+    /// `\u{1b}` (CSV and XML have no escape for a control character, and these keep their shape).
+    #[default]
+    Text,
+    /// Serialized JSON: [`crate::text::json_for_terminal`], so it still parses.
+    Json,
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Destination {
     Stdout,
@@ -176,6 +189,7 @@ pub struct OutputTarget {
     /// The canonical folder plus the file name (`-` for stdout), to find two outputs, or an
     /// output and an input, that are one file under two spellings.
     identity: PathBuf,
+    form: Form,
 }
 
 impl OutputTarget {
@@ -189,6 +203,7 @@ impl OutputTarget {
                 what,
                 dest: Destination::Stdout,
                 identity: PathBuf::from(STDOUT_ARG),
+                form: Form::Text,
             });
         }
         let name = path
@@ -209,7 +224,14 @@ impl OutputTarget {
             what,
             dest: Destination::File(path.to_owned()),
             identity: canonical.join(name),
+            form: Form::Text,
         })
+    }
+
+    /// The same target holding `form` (text unless said).
+    pub fn holding(mut self, form: Form) -> OutputTarget {
+        self.form = form;
+        self
     }
 
     pub fn is_stdout(&self) -> bool {
@@ -252,10 +274,12 @@ impl OutputTarget {
 
     pub fn write(&self, bytes: &[u8]) -> Result<(), OutputError> {
         match &self.dest {
-            Destination::Stdout => print_stdout(bytes).map_err(|source| OutputError::Stdout {
-                what: self.what.clone(),
-                source,
-            }),
+            Destination::Stdout => {
+                print_stdout(bytes, self.form).map_err(|source| OutputError::Stdout {
+                    what: self.what.clone(),
+                    source,
+                })
+            }
             Destination::File(path) => {
                 // The path may have changed since `new`: check again right before replacing it.
                 check_not_special(&self.what, path)?;
@@ -317,10 +341,18 @@ pub fn check_not_over(
 /// Writes all of `bytes` to stdout and flushes, so a full disk or closed pipe is seen here and
 /// not lost in a buffer at exit.
 ///
-/// Every character that would act on a terminal is escaped ([`crate::text::escape`]): what
-/// reaches stdout may hold names from configs, imported files and the guest.
-pub fn print_stdout(bytes: &[u8]) -> io::Result<()> {
-    let text = crate::text::escape_bytes(bytes);
+/// Every character that would act on a terminal is escaped as `form` allows: what reaches
+/// stdout may hold names from configs, imported files and the guest.
+pub fn print_stdout(bytes: &[u8], form: Form) -> io::Result<()> {
+    let text = match form {
+        // A terminal gets no CR at all: CSV's CRLF line ends are for a file or a pipe.
+        // SAFETY: isatty only asks about descriptor 1.
+        Form::Text if unsafe { libc::isatty(libc::STDOUT_FILENO) } == 1 => {
+            crate::text::escape_bytes(bytes).replace("\r\n", "\n")
+        }
+        Form::Text => crate::text::escape_bytes(bytes),
+        Form::Json => crate::text::json_for_terminal(&String::from_utf8_lossy(bytes)).into_owned(),
+    };
     let mut out = io::stdout().lock();
     out.write_all(text.as_bytes())?;
     out.flush()

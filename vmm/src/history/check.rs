@@ -92,7 +92,7 @@ fn row_line(r: &CompareRow) -> String {
     };
     format!(
         "- `{}` {}: {change} (old {} → new {}, {rule})",
-        crate::text::escape_line(&r.name),
+        crate::text::outside(&r.name),
         r.metric,
         ci_text(r.old, r.old_ci95),
         ci_text(r.new, r.new_ci95)
@@ -122,7 +122,7 @@ pub fn render_check(o: &CheckOutcome) -> String {
             out,
             "**check passed**: no regression {rule} against baseline `{}` (run {}); {} \
              figures compared.",
-            crate::text::escape_line(&o.baseline),
+            crate::text::outside(&o.baseline),
             o.baseline_run,
             o.comparison.rows.len()
         );
@@ -144,7 +144,7 @@ pub fn render_check(o: &CheckOutcome) -> String {
         let _ = writeln!(
             out,
             "**check FAILED** against baseline `{}` (run {}): {} regression(s) {rule}{also}.",
-            crate::text::escape_line(&o.baseline),
+            crate::text::outside(&o.baseline),
             o.baseline_run,
             o.regressions.len(),
         );
@@ -153,7 +153,7 @@ pub fn render_check(o: &CheckOutcome) -> String {
             let _ = writeln!(out, "{}", row_line(r));
         }
         for m in &o.missing {
-            let m = crate::text::escape_line(m);
+            let m = crate::text::outside(m);
             let _ = writeln!(out, "- `{m}`: in the baseline, missing from this run");
         }
         for r in &o.unjudged {
@@ -169,7 +169,7 @@ pub fn render_check(o: &CheckOutcome) -> String {
             } else {
                 "no data (no kept round) in a run"
             };
-            let name = crate::text::escape_line(&r.name);
+            let name = crate::text::outside(&r.name);
             let _ = writeln!(out, "- `{name}` {}: not judged: {why}", r.metric);
         }
     }

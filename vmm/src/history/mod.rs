@@ -214,7 +214,7 @@ pub enum HistoryError {
     #[error(
         "`{name}` cannot name a baseline: {why} (use letters, digits, `.`, `_` and `-`, at most \
          {MAX_BASELINE_NAME} characters, not only digits)",
-        name = crate::text::escape_line(.name)
+        name = crate::text::outside(.name)
     )]
     BadBaselineName { name: String, why: &'static str },
     #[error(
@@ -224,8 +224,8 @@ pub enum HistoryError {
     EmptyBaseline { id: i64 },
     #[error(
         "no stored run matches {what}; stored: {known}",
-        what = crate::text::escape_line(.what),
-        known = crate::text::escape_line(.known)
+        what = crate::text::escape_message(.what),
+        known = crate::text::escape_message(.known)
     )]
     NoMatch { what: String, known: String },
     #[error(
@@ -540,13 +540,55 @@ impl Store {
         Store::connect(path)
     }
 
-    /// Whether a run could be saved here: takes the write lock and lets it go at once, so a
-    /// read-only file or folder is found before the run instead of at its end.
+    /// Whether a run could be saved here: a damaged page is found (`quick_check`), and the
+    /// write lock taken and let go at once, so a damaged or read-only history is refused
+    /// before the run instead of at its end.
     pub fn check_writable(&self) -> Result<(), HistoryError> {
+        self.refuse_damage()?;
         let err = db_error(&self.path);
         self.conn
             .execute_batch("BEGIN IMMEDIATE; ROLLBACK;")
             .map_err(&err)
+    }
+
+    /// Whether a run could be saved in an existing history at `loc`, or a new one created
+    /// there, creating nothing: a run that cannot start (or is stopped before it does) leaves
+    /// no database behind. A new history's folder must exist when named with `--db`; the
+    /// default one's nearest existing folder must take new files.
+    pub fn check_can_save(loc: &DbLocation) -> Result<(), HistoryError> {
+        match Store::open_existing(loc) {
+            Ok(store) => return store.check_writable(),
+            Err(HistoryError::Missing { .. }) => {}
+            Err(e) => return Err(e),
+        }
+        let dir = folder(&loc.path);
+        if loc.explicit && !dir.is_dir() {
+            return Err(HistoryError::NoFolder {
+                path: loc.path.clone(),
+                dir: dir.to_owned(),
+            });
+        }
+        let Some(existing) = dir.ancestors().find(|a| a.is_dir()) else {
+            return Ok(());
+        };
+        let read_only = |why| HistoryError::ReadOnly {
+            path: loc.path.clone(),
+            why,
+            source: rusqlite::Error::SqliteFailure(
+                rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_READONLY),
+                None,
+            ),
+        };
+        use std::os::unix::ffi::OsStrExt;
+        let c = std::ffi::CString::new(existing.as_os_str().as_bytes())
+            .map_err(|_| read_only("its folder's name holds a NUL byte"))?;
+        // SAFETY: access only reads the NUL-terminated path, which outlives the call.
+        if unsafe { libc::access(c.as_ptr(), libc::W_OK | libc::X_OK) } != 0 {
+            return Err(read_only(
+                "this user may not create files in its folder (EACCES or a read-only mount)",
+            ));
+        }
+        Ok(())
     }
 
     /// Opens the history only if it exists: reading commands never create one.

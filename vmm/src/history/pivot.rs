@@ -22,7 +22,7 @@ pub fn render_history_pivot(
     let host = runs.first().map(host_text);
     match host.filter(|h| runs.iter().all(|r| host_text(r) == *h)) {
         Some(h) => {
-            let h = crate::text::escape_line(&h);
+            let h = crate::text::outside(&h);
             out.push_str(&crate::report::wrap(&format!("every run on {h}"), width));
             out.push('\n');
             out.push_str(&runs_table_with(runs, false));
@@ -48,7 +48,7 @@ pub fn render_history_pivot(
     let note = match pattern {
         Some(p) => format!(
             "{note}; every row is {}, shown by its `*` parts",
-            crate::text::escape_line(&p)
+            crate::text::outside(&p)
         ),
         None => note,
     };

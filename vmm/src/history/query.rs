@@ -442,7 +442,7 @@ impl Store {
 
     /// A damaged page can sit where naming a baseline never reads (an index of `runs`, say):
     /// `quick_check` finds it, so a history `run` called damaged is not written to here either.
-    fn refuse_damage(&self) -> Result<(), HistoryError> {
+    pub(super) fn refuse_damage(&self) -> Result<(), HistoryError> {
         let problems = self.quick_check()?;
         if problems == "ok" {
             return Ok(());

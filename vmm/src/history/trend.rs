@@ -144,7 +144,7 @@ pub fn render_history(db: &std::path::Path, runs: &[RunRow], points: &[TrendPoin
         "\ntrend per row: median ±h, h = the farther end of its 95% CI"
     );
     for t in &trends {
-        let _ = writeln!(out, "\n{}", crate::text::escape_line(t.name));
+        let _ = writeln!(out, "\n{}", crate::text::outside(t.name));
         let mut table = TextTable::new(&[
             ("run", Align::Right),
             ("started (UTC)", Align::Left),
@@ -347,7 +347,7 @@ pub fn render_trend_svg(points: &[TrendPoint]) -> Result<String, String> {
         root.present().map_err(|e| e.to_string())?;
     }
     // As the run chart: a stored name with a control character stays well-formed XML.
-    Ok(crate::text::escape(&svg).into_owned())
+    Ok(crate::text::xml_for_terminal(&svg).into_owned())
 }
 
 /// `2026-03-21 14:25:01 UTC`.

@@ -200,7 +200,13 @@ fn push_aligned<'a>(
 ) {
     let rows: Vec<_> = rows.into_iter().collect();
     let width = rows.iter().map(|(k, _)| k.len() + 1).max().unwrap_or(0);
+    // Keys and values are host facts (sysfs names, the command line, a device path): each
+    // stays on its line.
     for (key, value) in rows {
+        let (key, value) = (
+            crate::text::escape_line(key),
+            crate::text::escape_line(&value),
+        );
         let _ = writeln!(out, "{indent}{:<width$} {value}", format!("{key}:"));
     }
 }

@@ -53,7 +53,10 @@ const KVM_DEVICE_NUMBER: (u32, u32) = (10, 232);
 
 #[derive(Debug, thiserror::Error)]
 pub enum HostError {
-    #[error("{} does not exist: load kvm_intel/kvm_amd (or run on a KVM host)", path.display())]
+    #[error(
+        "{} does not exist: load kvm_intel/kvm_amd (or run on a KVM host)",
+        crate::text::escape_path(path)
+    )]
     KvmMissing {
         path: PathBuf,
         #[source]
@@ -61,14 +64,14 @@ pub enum HostError {
     },
     #[error(
         "permission denied opening {}: add your user to the 'kvm' group or run as root",
-        path.display()
+        crate::text::escape_path(path)
     )]
     KvmPermission {
         path: PathBuf,
         #[source]
         source: io::Error,
     },
-    #[error("cannot open {}", path.display())]
+    #[error("cannot open {}", crate::text::escape_path(path))]
     OpenKvm {
         path: PathBuf,
         #[source]
@@ -77,12 +80,15 @@ pub enum HostError {
     #[error(
         "{} (from {KVM_DEVICE_VAR}) is a {kind}, not the KVM character device (10:232): \
          irqbench opens only KVM, never another device",
-        path.display()
+        crate::text::escape_path(path)
     )]
     NotKvmDevice { path: PathBuf, kind: String },
     #[error("{KVM_DEVICE_VAR} is set but empty; unset it to use {KVM_PATH}")]
     EmptyDeviceVar,
-    #[error("cannot open the KVM device {KVM_DEVICE_VAR}={}", path.display())]
+    #[error(
+        "cannot open the KVM device {KVM_DEVICE_VAR}={}",
+        crate::text::escape_path(path)
+    )]
     DeviceVar {
         path: PathBuf,
         #[source]

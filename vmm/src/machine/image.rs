@@ -26,9 +26,15 @@ pub enum ImageError {
     /// A missing, oversized or non-regular file: the bounded read names the path and limit.
     #[error(transparent)]
     Read(#[from] crate::files::read::BoundedReadError),
-    #[error("guest image {source_name} is not a valid guest kernel: {reason}")]
+    #[error(
+        "guest image {} is not a valid guest kernel: {reason}",
+        crate::text::outside(source_name)
+    )]
     Invalid { source_name: String, reason: String },
-    #[error("loading guest image {source_name} into guest memory failed")]
+    #[error(
+        "loading guest image {} into guest memory failed",
+        crate::text::outside(source_name)
+    )]
     Load {
         source_name: String,
         #[source]
@@ -149,7 +155,7 @@ impl GuestImage {
             format!(
                 "guest image {} has no symbol table: exit sites cannot be attributed to \
                  strategies and disasm finds no functions (do not strip the guest)",
-                self.source
+                crate::text::outside(&self.source)
             )
         })
     }
@@ -571,6 +577,23 @@ mod tests {
         assert_eq!(table.lookup(0x12).expect("inside").0.name, "b");
         assert_eq!(table.lookup(0x18).expect("past b").0.name, "zz");
         assert!(table.lookup(0xF).is_none());
+    }
+
+    /// A path from the command line is shown on one line in the image's errors and warning.
+    #[test]
+    fn the_image_path_stays_on_one_line() {
+        let err = GuestImage::parse(b"\x7fELF junk".to_vec(), "g\nFORGED.elf")
+            .expect_err("junk")
+            .to_string();
+        assert!(
+            err.contains("g\\nFORGED.elf") && !err.contains('\n'),
+            "{err}"
+        );
+        let mut bytes = EMBEDDED_GUEST.to_vec();
+        bytes[60..62].copy_from_slice(&0u16.to_le_bytes());
+        let image = GuestImage::parse(bytes, "g\u{1b}\nFORGED.elf").expect("a guest");
+        let warning = image.symbol_warning().expect("a warning");
+        assert!(warning.contains("g\\u{1b}\\nFORGED.elf"), "{warning}");
     }
 
     #[test]

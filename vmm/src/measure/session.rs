@@ -327,19 +327,11 @@ impl Session {
                 Ok(VcpuEvent::Exited { outcome, .. }) => {
                     self.dead = true;
                     // The guest may have said why on its console (e.g. an ABI mismatch).
-                    let console = self
-                        .console
-                        .lock()
-                        .map(|c| c.trim().to_string())
-                        .unwrap_or_default();
-                    let said = if console.is_empty() {
-                        String::new()
-                    } else {
-                        format!("\nguest console: {console}")
-                    };
+                    let console = self.console.lock().map(|c| c.clone()).unwrap_or_default();
                     return Err(PhaseError::Boot(format!(
-                        "{}{said}",
-                        outcome_text(&outcome)
+                        "{}{}",
+                        outcome_text(&outcome),
+                        console_lines(&console)
                     )));
                 }
                 Ok(VcpuEvent::PhaseDone(_) | VcpuEvent::Tsc { .. } | VcpuEvent::Wake) => {}
@@ -734,6 +726,28 @@ pub fn run_raw(
         &stop,
     )?;
     Ok((session, d))
+}
+
+/// How many of the console's last lines a boot failure quotes.
+const CONSOLE_LINES_SHOWN: usize = 20;
+
+/// The guest's console as lines of an error, each `guest console: ` and the line escaped and
+/// clipped ([`crate::text::outside`]): a CR or newline the guest wrote cannot start a line of
+/// its own.
+fn console_lines(console: &str) -> String {
+    let lines: Vec<&str> = console.lines().filter(|l| !l.trim().is_empty()).collect();
+    let skipped = lines.len().saturating_sub(CONSOLE_LINES_SHOWN);
+    let mut out = String::new();
+    if skipped > 0 {
+        out.push_str(&format!(
+            "\nguest console: ({skipped} earlier lines left out)"
+        ));
+    }
+    for line in &lines[skipped..] {
+        out.push_str("\nguest console: ");
+        out.push_str(&crate::text::outside(line.trim()));
+    }
+    out
 }
 
 #[cfg(test)]

@@ -85,9 +85,10 @@ pub(crate) fn exits_stat(r: &PhaseResult) -> Option<f64> {
     r.counts.get(EXITS_STAT).map(|e| e.per_op)
 }
 
-/// The `exits` stat's CI as the JSON's `exits_per_op_ci95` has it (`[0, 0]` when absent).
+/// The `exits` stat's CI as the JSON's `exits_per_op_ci95` has it: NaN (an empty cell) when
+/// absent, as `exits_per_op` is.
 fn exits_ci(r: &PhaseResult) -> [f64; 2] {
-    r.counts.get(EXITS_STAT).map_or([0.0; 2], |e| e.ci95)
+    r.counts.get(EXITS_STAT).map_or([f64::NAN; 2], |e| e.ci95)
 }
 
 /// All userspace exits per op, whatever the reason (totals over all rounds).

@@ -497,7 +497,8 @@ fn speed_differences(
         .collect()
 }
 
-fn host_differences(a: &RunReport, b: &RunReport) -> Vec<String> {
+/// What differs between the hosts (and hypercall transports) of two runs, one line each.
+pub fn host_differences(a: &RunReport, b: &RunReport) -> Vec<String> {
     let (ha, hb) = (&a.host, &b.host);
     let fields = [
         ("cpu_model", ha.cpu_model.clone(), hb.cpu_model.clone()),

@@ -114,7 +114,7 @@ fn verdict(r: &CompareRow) -> String {
 /// Text from the files (names, the host, a config's name) on one line: a newline in a group
 /// name must not start a line that reads like one of ours.
 fn one_line(text: &str) -> std::borrow::Cow<'_, str> {
-    crate::text::escape_line(text)
+    crate::text::outside(text)
 }
 
 fn header(c: &Comparison) -> String {

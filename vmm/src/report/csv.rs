@@ -9,10 +9,9 @@ use crate::results::{PhaseResult, RunReport};
 use super::columns::COLUMNS;
 use super::format::raw_number;
 
-/// RFC 4180 quoting: only when needed, so plain cells stay greppable. Names come from configs
-/// and imported files: a control character in one is written escaped, never raw.
+/// RFC 4180 quoting: only when needed, so plain cells stay greppable. A cell keeps its text
+/// exactly (CSV has no escape for a control character); stdout shows such a character escaped.
 fn csv_field(s: &str) -> String {
-    let s = &*crate::text::escape_line(s);
     if s.contains([',', '"', '\n', '\r']) || s.starts_with(' ') || s.ends_with(' ') {
         format!("\"{}\"", s.replace('"', "\"\""))
     } else {

@@ -149,7 +149,49 @@ pub(crate) fn folder_safe(name: &str) -> String {
 /// creation one step, so two runs started in the same second never share a folder. `base`
 /// itself is created only when its parent exists, as `mkdir` would: a mistyped `--out
 /// /srv/reslts/x` is an error, not a tree of new folders.
+/// Whether a run's folder could be made in `base` (an existing folder, or a new one in an
+/// existing folder), creating nothing: checked before the run, the folder made after it, so
+/// a run that cannot start (a host that fails validation) leaves no empty folder.
+pub fn check_out_base(base: &Path) -> Result<(), ReportError> {
+    let exists = fs::symlink_metadata(base).is_ok();
+    if exists && !base.is_dir() {
+        let link = fs::symlink_metadata(base).is_ok_and(|m| m.file_type().is_symlink());
+        let kind = match fs::metadata(base).map(|m| crate::files::read::file_kind(&m)) {
+            Ok(kind) if link => format!("symbolic link to a {kind}"),
+            Ok(kind) => kind.to_owned(),
+            Err(_) => "symbolic link that leads nowhere".to_owned(),
+        };
+        return Err(ReportError::OutNotAFolder {
+            path: base.to_owned(),
+            kind,
+        });
+    }
+    let folder = if exists {
+        base
+    } else {
+        match base.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        }
+    };
+    let cannot = |source| ReportError::CreateDir {
+        path: base.to_owned(),
+        source,
+    };
+    if !folder.is_dir() {
+        return Err(cannot(io::Error::from_raw_os_error(libc::ENOENT)));
+    }
+    // root passes access(2) where no folder can be made (/proc): making a temporary folder
+    // there, removed at once, is the only sure test.
+    tempfile::Builder::new()
+        .prefix(".irqbench-probe")
+        .tempdir_in(folder)
+        .map(drop)
+        .map_err(cannot)
+}
+
 pub fn new_results_dir(base: &Path, config_name: &str) -> Result<PathBuf, ReportError> {
+    check_out_base(base)?;
     match fs::create_dir(base) {
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists && base.is_dir() => {}
         // "File exists" says nothing to someone who named a folder: say what is there.

@@ -266,7 +266,7 @@ pub fn render_forest(report: &RunReport) -> Option<Result<String, String>> {
         }
         root.present().map_err(|e| e.to_string())
     })();
-    Some(drawn.map(|()| crate::text::escape(&svg).into_owned()))
+    Some(drawn.map(|()| crate::text::xml_for_terminal(&svg).into_owned()))
 }
 
 #[cfg(test)]

@@ -4,6 +4,8 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
+use crate::text::{escape_line, outside};
+
 use crate::results::RunReport;
 
 use super::answers_text as text;
@@ -55,7 +57,11 @@ fn header(out: &mut String, report: &RunReport) {
         let _ = writeln!(out, "> **PARTIAL run:** {}\n", md_cell(reason));
     }
     if !report.description.is_empty() {
-        let _ = writeln!(out, "{}\n", report.description.trim_end());
+        let _ = writeln!(
+            out,
+            "{}\n",
+            md_cell(&outside(report.description.trim_end()))
+        );
     }
     let kvm = format!(
         "{}{}, API {}, max vCPUs {} (recommended {})",
@@ -67,15 +73,18 @@ fn header(out: &mut String, report: &RunReport) {
     );
     let run = format!(
         "irqbench {}, config `{}` ({}), started {}, {:.1} s",
-        report.irqbench_version,
-        report.config_name,
-        report.config_source,
+        outside(&report.irqbench_version),
+        outside(&report.config_name),
+        outside(&report.config_source),
         human_timestamp(report.started_unix),
         report.wall_seconds
     );
     let bullets = [
-        ("CPU", format!("{} ({} CPUs)", h.cpu_model, h.host_cpus)),
-        ("kernel", h.kernel_release.clone()),
+        (
+            "CPU",
+            format!("{} ({} CPUs)", outside(&h.cpu_model), h.host_cpus),
+        ),
+        ("kernel", outside(&h.kernel_release).into_owned()),
         ("KVM", kvm),
         ("TSC", tsc_ghz(h.tsc_khz)),
         ("irqchip", irqchip_text(report)),
@@ -97,7 +106,7 @@ fn header(out: &mut String, report: &RunReport) {
         let _ = writeln!(out, "- **{k}:** {v}");
     }
     for w in &h.warnings {
-        let _ = writeln!(out, "- **warning:** {w}");
+        let _ = writeln!(out, "- **warning:** {}", escape_line(w));
     }
     if let Some(v) = &h.validation {
         for (head, why) in crate::validate::problems(v) {

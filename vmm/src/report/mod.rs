@@ -34,15 +34,17 @@ use thiserror::Error;
 
 pub use answers::{fill_answers, gather as gather_answers, interaction};
 pub use compare::{
-    compare, compare_by, compare_with, CompareRow, Comparison, NoiseBasis, RunLabel,
-    SpeedDifference, DEFAULT_MIN_CHANGE_PCT,
+    compare, compare_by, compare_with, host_differences, CompareRow, Comparison, NoiseBasis,
+    RunLabel, SpeedDifference, DEFAULT_MIN_CHANGE_PCT,
 };
 pub(crate) use compare::{METRIC_EXITS, METRIC_OPS_PER_LOOP};
 pub(crate) use compare_text::change_text;
 pub use compare_text::{render_compare, render_compare_at};
 pub use csv::render_csv;
 pub use export::{render_export, Export, ExportFormat};
-pub use folder::{new_results_dir, write_csv, write_json, write_markdown, write_svg, OutputDir};
+pub use folder::{
+    check_out_base, new_results_dir, write_csv, write_json, write_markdown, write_svg, OutputDir,
+};
 pub use forest::render_forest;
 pub(crate) use json::forget_v1_cis;
 pub use json::{read_json, to_json};

@@ -281,7 +281,7 @@ pub fn render_svg(report: &RunReport) -> Result<String, String> {
     }
     // XML 1.0 has no place for most control characters (not even as references): a name that
     // holds one is drawn with it escaped, and the file stays well-formed.
-    Ok(crate::text::escape(&svg).into_owned())
+    Ok(crate::text::xml_for_terminal(&svg).into_owned())
 }
 
 #[cfg(test)]

@@ -2,8 +2,9 @@
 //! comparisons and derived costs, the legend, exits by KVM stat, exit sites, mixed phases,
 //! scaling and failures.
 
-use std::borrow::Cow;
 use std::fmt::Write as _;
+
+use crate::text::{escape_line, outside};
 
 use crate::results::{
     ComparedMetric, PairedComparison, PairedDifference, PhaseResult, ResultKind, RunReport,
@@ -94,19 +95,15 @@ impl TextTable {
     /// row's name), so that no row is cut at the terminal's edge.
     ///
     /// A cell is one line: a newline or control character in one (a config's or a host's name
-    /// from an imported file) is shown escaped ([`crate::text::escape_line`]), never sent, so
+    /// from an imported file) is shown escaped and clipped ([`outside`]), never sent, so
     /// it cannot start a line of its own.
     pub fn render(&self, indent: &str, max_width: usize) -> String {
-        let raw = |c: &String| matches!(crate::text::escape_line(c), Cow::Owned(_));
+        let raw = |c: &String| outside(c) != c.as_str();
         if self.rows.iter().flatten().any(raw) {
             let rows = self
                 .rows
                 .iter()
-                .map(|r| {
-                    r.iter()
-                        .map(|c| crate::text::escape_line(c).into_owned())
-                        .collect()
-                })
+                .map(|r| r.iter().map(|c| outside(c).into_owned()).collect())
                 .collect();
             let safe = TextTable {
                 headers: self.headers.clone(),
@@ -197,9 +194,9 @@ pub fn host_header(report: &RunReport, width: usize) -> String {
     let h = &report.host;
     let host = format!(
         "host: {} ({} CPUs), kernel {}, {}, TSC {}, irqchip: {}{}",
-        h.cpu_model,
+        outside(&h.cpu_model),
         h.host_cpus,
-        h.kernel_release,
+        outside(&h.kernel_release),
         kvm_text(report),
         tsc_ghz(h.tsc_khz),
         irqchip_text(report),
@@ -207,7 +204,9 @@ pub fn host_header(report: &RunReport, width: usize) -> String {
     );
     let run = format!(
         "irqbench {}, config {} ({})",
-        report.irqbench_version, report.config_name, report.config_source
+        outside(&report.irqbench_version),
+        outside(&report.config_name),
+        outside(&report.config_source)
     );
     let mut out = String::new();
     if host.chars().count() + 2 + run.chars().count() <= width {
@@ -235,10 +234,10 @@ pub fn host_header(report: &RunReport, width: usize) -> String {
         );
     }
     if !report.description.is_empty() {
-        let _ = writeln!(out, "{}", report.description.trim_end());
+        let _ = writeln!(out, "{}", outside(report.description.trim_end()));
     }
     for w in &h.warnings {
-        let _ = writeln!(out, "warning: {w}");
+        let _ = writeln!(out, "warning: {}", escape_line(w));
     }
     if let Some(v) = &h.validation {
         for line in crate::validate::problem_lines(v) {
@@ -247,7 +246,7 @@ pub fn host_header(report: &RunReport, width: usize) -> String {
     }
     if report.partial {
         let reason = report.partial_reason.as_deref().unwrap_or("reason unknown");
-        let _ = writeln!(out, "PARTIAL: {reason}");
+        let _ = writeln!(out, "PARTIAL: {}", escape_line(reason));
     }
     out
 }

@@ -579,6 +579,22 @@ fn csv_has_ci_columns_quoting_and_no_negative_zero() {
     }
 }
 
+/// A row without the `exits` stat has empty exits CI cells, as its empty `exits_per_op`: not
+/// `0,0`, which reads as a measured CI.
+#[test]
+fn csv_leaves_an_absent_exits_ci_empty() {
+    let mut report = sample_report();
+    report.results[1].counts.remove("exits");
+    let text = render_csv(&report);
+    let lines: Vec<&str> = text.lines().collect();
+    let header: Vec<&str> = lines[0].split(',').collect();
+    let at = |name: &str| header.iter().position(|h| *h == name).expect(name);
+    let row: Vec<&str> = lines[2].split(',').collect();
+    for col in ["exits_per_op", "exits_ci_lo", "exits_ci_hi"] {
+        assert_eq!(row[at(col)], "", "{col} in {}", lines[2]);
+    }
+}
+
 /// Equal JSON values, numbers to the last few bits: serde_json without `float_roundtrip` may
 /// misread the last bit of a 17-digit float.
 fn assert_json_close(a: &serde_json::Value, b: &serde_json::Value) {
@@ -1332,18 +1348,22 @@ fn text_from_outside_never_reaches_a_terminal_or_an_svg_raw() {
     let outputs = [
         ("table", render_table(&report)),
         ("markdown", render_markdown(&report)),
-        // RFC 4180's CRLF line ends are the format's own, not text from outside.
-        ("csv", render_csv(&report).replace("\r\n", "\n")),
         ("svg", render_svg(&report).expect("svg")),
     ];
     for (what, text) in &outputs {
         assert!(!raw(text), "{what} lets a control character through");
     }
+    // CSV goes through its own serializer only: the file keeps the name exactly (quoted, as
+    // it holds a CR); stdout shows it through the terminal escaper, which keeps the CSV's shape.
+    let csv = render_csv(&report);
+    assert!(csv.contains(&format!("\"row{HOSTILE}\"")), "{csv}");
+    let shown = crate::text::escape(&csv).replace("\r\n", "\n");
+    assert!(!raw(&shown), "{shown}");
     assert!(outputs[0]
         .1
         .contains("desc x\\u{1b}[2J\\u{1b}]0;owned\\u{7}\\u{d}forged"));
     assert!(
-        outputs[3].1.contains("rowx\\u{1b}[2J"),
+        outputs[2].1.contains("rowx\\u{1b}[2J"),
         "the SVG shows the name escaped"
     );
 }

@@ -546,7 +546,9 @@ impl Adhoc {
 
     /// `--set run.max_seconds=1 --only 'quick/pvop-*'`: the flags as a shell would take them.
     pub fn flags(&self) -> String {
+        // For a reader: each value on this one line, escaped and clipped.
         let quote = |s: &str| {
+            let s = &*crate::text::outside(s);
             let plain = s
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || "-_.=/,:@".contains(c));
@@ -686,7 +688,12 @@ mod counts_json {
 
     #[derive(Serialize, Deserialize)]
     struct Stored<C> {
-        #[serde(default)]
+        /// `null` without a CI (no `exits` stat, or under 6 rounds): `[0, 0]` read as a CI.
+        #[serde(
+            default = "no_ci",
+            serialize_with = "ci_or_null",
+            deserialize_with = "super::pair_or_null"
+        )]
         exits_per_op_ci95: [f64; 2],
         #[serde(default)]
         exits_per_op: BTreeMap<String, f64>,
@@ -696,10 +703,20 @@ mod counts_json {
         counts: C,
     }
 
+    fn no_ci() -> [f64; 2] {
+        [f64::NAN; 2]
+    }
+
+    fn ci_or_null<S: serde::Serializer>(ci: &[f64; 2], s: S) -> Result<S::Ok, S::Error> {
+        Some(ci)
+            .filter(|c| c.iter().all(|x| x.is_finite()))
+            .serialize(s)
+    }
+
     pub fn serialize<S: serde::Serializer>(counts: &Counts, s: S) -> Result<S::Ok, S::Error> {
         let finite = |e: &&CountEstimate| e.ci95.iter().all(|x| x.is_finite());
         Stored {
-            exits_per_op_ci95: counts.get(EXITS_STAT).map_or([0.0; 2], |e| e.ci95),
+            exits_per_op_ci95: counts.get(EXITS_STAT).map_or(no_ci(), |e| e.ci95),
             exits_per_op: kvm_stats(counts)
                 .map(|(k, e)| (k.into(), e.per_op))
                 .collect(),
@@ -850,6 +867,27 @@ mod tests {
 
     /// `counts` is the one map; the KVM stats' older keys are written from it, exactly as the
     /// parallel maps were, and a file with only those (before `counts`) reads into it.
+    /// A row without the `exits` stat, or with one of too few rounds for a CI, writes no CI:
+    /// `null`, not the `[0, 0]` a reader takes for one.
+    #[test]
+    fn an_exits_count_without_a_ci_writes_null() {
+        let mut r = PhaseResult::default();
+        let json = serde_json::to_value(&r).expect("json");
+        assert_eq!(json["exits_per_op_ci95"], serde_json::Value::Null);
+        r.counts.insert(
+            "exits".into(),
+            CountEstimate {
+                per_op: 2.0,
+                ci95: [f64::NAN; 2],
+                ..CountEstimate::default()
+            },
+        );
+        let json = serde_json::to_value(&r).expect("json");
+        assert_eq!(json["exits_per_op_ci95"], serde_json::Value::Null);
+        let back: PhaseResult = serde_json::from_value(json).expect("reads back");
+        assert!(back.counts["exits"].ci95.iter().all(|x| x.is_nan()));
+    }
+
     #[test]
     fn counts_write_the_older_keys_and_a_file_with_only_those_reads_into_counts() {
         let estimate = |per_op, ci95| CountEstimate {

@@ -9,7 +9,8 @@ pub enum Redaction {
     /// The host kernel's command line (`/proc/cmdline`): it may name disks, hosts, tokens.
     Cmdline,
     /// The host's name, wherever it appears in the report's text (the command line, warnings,
-    /// validation notes, failures).
+    /// validation notes, failures, the description, the config's path and `--set` values) and
+    /// in the config text the history keeps ([`redact_text`]).
     Hostname,
 }
 
@@ -71,7 +72,30 @@ fn text_fields(report: &mut RunReport) -> Vec<&mut String> {
     for f in &mut report.failures {
         out.push(&mut f.error);
     }
+    out.push(&mut report.description);
+    out.push(&mut report.config_source);
+    out.extend(report.adhoc.set.iter_mut());
     out
+}
+
+/// The host name to scrub: names shorter than 2 characters are not searched for (they would
+/// blank unrelated text).
+fn scrubbed_name(hostname: Option<&str>) -> Option<&str> {
+    hostname.map(str::trim).filter(|n| n.len() >= 2)
+}
+
+/// `text` (the config text the history keeps with a run) with the host's name replaced when
+/// [`Redaction::Hostname`] is among `what`.
+pub fn redact_text<'a>(
+    text: &'a str,
+    what: &[Redaction],
+    hostname: Option<&str>,
+) -> std::borrow::Cow<'a, str> {
+    let name = scrubbed_name(hostname).filter(|_| what.contains(&Redaction::Hostname));
+    match name.and_then(|n| replace_word(text, n)) {
+        Some(scrubbed) => std::borrow::Cow::Owned(scrubbed),
+        None => std::borrow::Cow::Borrowed(text),
+    }
 }
 
 /// Removes `what` from `report` and records it in `host.redacted`. `hostname` is the name to
@@ -85,7 +109,7 @@ pub fn redact(report: &mut RunReport, what: &[Redaction], hostname: Option<&str>
                     Readable::Unavailable(format!("redacted (--redact {})", r.name()));
             }
             Redaction::Hostname => {
-                if let Some(name) = hostname.map(str::trim).filter(|n| n.len() >= 2) {
+                if let Some(name) = scrubbed_name(hostname) {
                     for field in text_fields(report) {
                         if let Some(scrubbed) = replace_word(field, name) {
                             *field = scrubbed;
@@ -119,10 +143,27 @@ mod tests {
             &[Redaction::Cmdline, Redaction::Hostname],
             Some("buildhost7\n"),
         );
+        r.description = "measured on buildhost7".into();
+        r.config_source = "/home/u/buildhost7/q.toml".into();
+        r.adhoc.set.push("description=\"buildhost7\"".into());
+        redact(
+            &mut r,
+            &[Redaction::Cmdline, Redaction::Hostname],
+            Some("buildhost7\n"),
+        );
         let json = serde_json::to_string(&r).expect("json");
         assert!(
             !json.contains("nfsroot") && !json.contains("buildhost7"),
             "{json}"
+        );
+        let text = "description = \"on buildhost7\"\n";
+        assert_eq!(
+            redact_text(text, &[Redaction::Hostname], Some("buildhost7")),
+            "description = \"on <redacted>\"\n"
+        );
+        assert_eq!(
+            redact_text(text, &[Redaction::Cmdline], Some("buildhost7")),
+            text
         );
         assert_eq!(r.host.redacted, ["cmdline", "hostname"]);
         assert!(json.contains("redacted (--redact cmdline)"));
