@@ -100,16 +100,8 @@ fn import_history_baselines_and_compare_by_id_and_name() {
     let dir = tempfile::tempdir().expect("tmp");
     let a = results_file(dir.path(), "a.json", 1_700_000_000, 14_750.0);
     let b = results_file(dir.path(), "b.json", 1_700_000_600, 18_000.0);
-    // An irqbench-results/1 file: older schema, fewer keys.
-    let mut v1: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&a).expect("a")).expect("json");
-    v1["schema"] = "irqbench-results/1".into();
-    v1["started_unix"] = 1_600_000_000.into();
-    let v1_obj = v1.as_object_mut().expect("object");
-    v1_obj.remove("comparisons");
-    v1_obj.remove("ci_method");
-    let old = dir.path().join("v1.json");
-    std::fs::write(&old, v1.to_string()).expect("write");
+    // An irqbench-results/3 file, as the last build of that schema wrote it.
+    let old = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/results-v3.json");
 
     let out = run(
         data.path(),
@@ -182,6 +174,15 @@ fn import_history_baselines_and_compare_by_id_and_name() {
         text(&out.stderr).contains("no run 9"),
         "{}",
         text(&out.stderr)
+    );
+
+    // The stored /3 report reads back converted, as the file itself does.
+    let out = run(data.path(), &["compare", "3", path_str(&old)]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("fx/pvop-skip"),
+        "{}",
+        text(&out.stdout)
     );
 
     let out = run(data.path(), &["baseline", "rm", "B"]);

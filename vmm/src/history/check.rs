@@ -86,7 +86,6 @@ fn row_line(r: &CompareRow) -> String {
     let change = crate::report::change_text(r);
     // How the row was found beyond noise: a run without a CI was judged by a test instead.
     let rule = match r.basis {
-        NoiseBasis::Welch => "Welch's t at 99%: a run has no CI",
         NoiseBasis::Poisson => "Poisson counts at 99%: a run has no CI",
         _ => "CIs apart",
     };

@@ -125,7 +125,10 @@ impl GroupRun<'_> {
                 vcpus: row.vcpus,
                 ops: d.total_ops(),
                 rounds: 1,
-                interrupts: d.records.iter().map(|r| r.counts.interrupts).sum(),
+                totals: crate::results::RowTotals {
+                    interrupts: d.records.iter().map(|r| r.counts.interrupts).sum(),
+                    ..Default::default()
+                },
                 ..Default::default()
             });
         }

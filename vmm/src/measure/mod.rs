@@ -779,10 +779,10 @@ mod tests {
         let Some(report) = run(&plan) else { return };
         let r = &report.results[0];
         assert!(
-            r.interrupts > 0,
+            r.totals.interrupts > 0,
             "no interrupt was delivered in a timed block: {} raised, {} rounds of {} ops, {:.0}% \
              disturbed, exit sites {:?}",
-            r.irqs_raised,
+            r.totals.irqs_raised,
             r.rounds,
             r.block_ops,
             r.disturbed_fraction * 100.0,
@@ -790,10 +790,10 @@ mod tests {
         );
         // Every interrupt the guest took was raised by the load thread (some may merge).
         assert!(
-            r.irqs_raised >= r.interrupts,
+            r.totals.irqs_raised >= r.totals.interrupts,
             "{} raised, {} taken",
-            r.irqs_raised,
-            r.interrupts
+            r.totals.irqs_raised,
+            r.totals.interrupts
         );
         let windows: Vec<&ExitSite> = r
             .exit_sites
@@ -823,9 +823,9 @@ mod tests {
         )]);
         let Some(report) = run(&plan) else { return };
         let r = &report.results[0];
-        assert!(r.hypercalls > 0, "no hypercall under pv-event load");
-        assert_eq!(r.hypercalls_seen_by_vmm, r.hypercalls);
-        assert_eq!(r.interrupts, 0);
+        assert!(r.totals.hypercalls > 0, "no hypercall under pv-event load");
+        assert_eq!(r.totals.hypercalls_seen_by_vmm, r.totals.hypercalls);
+        assert_eq!(r.totals.interrupts, 0);
     }
 
     #[test]
@@ -856,7 +856,7 @@ mod tests {
                     "{name}: a nested restore issued a hypercall: {s:?}"
                 );
             }
-            assert_eq!(r.hypercalls_seen_by_vmm, r.hypercalls);
+            assert_eq!(r.totals.hypercalls_seen_by_vmm, r.totals.hypercalls);
         }
     }
 
@@ -940,7 +940,7 @@ mod tests {
         );
         assert_eq!(t.period_us, 200.0);
         assert!(t.expected > 10.0, "{t:?}");
-        assert_eq!(t.delivered, r.interrupts);
+        assert_eq!(t.delivered, r.totals.interrupts);
         // On PVM a strategy loop takes under 1% of the ticks (0 of 921 happens); the count can
         // never be far above what the span holds.
         assert!(t.delivered as f64 <= t.expected * 1.1 + 5.0, "{t:?}");
@@ -973,7 +973,7 @@ mod tests {
             d.delivered,
             d.expected,
             d.delivered_fraction.unwrap_or(f64::NAN) * 100.0,
-            r.irqs_raised
+            r.totals.irqs_raised
         );
         assert_eq!(d.rate_hz, 5000.0);
         let raised = d
@@ -981,7 +981,7 @@ mod tests {
             .expect("5 kHz over the group's dispatches is enough raises to read a rate");
         assert!(raised > 0.0, "the load raised nothing: {d:?}");
         assert!(d.expected > 0.0, "{d:?}");
-        assert_eq!(d.delivered, r.interrupts);
+        assert_eq!(d.delivered, r.totals.interrupts);
         let fraction = d.delivered_fraction.expect("expected > 0");
         assert!(
             (fraction - d.delivered as f64 / d.expected).abs() < 1e-12,
@@ -1084,7 +1084,7 @@ mod tests {
         let Some(report) = run(&plan) else { return };
         let r = &report.results[0];
         // One userspace exit per probe, every block: nothing the disturbance rules remove.
-        assert_eq!(r.userspace_exits_per_op.get("pio-probe"), Some(&1.0));
+        assert_eq!(r.counts["vmm:pio-probe"].per_op, 1.0);
         // A mean now (every exit counts, the host's interrupts too: 1.22 in the SVM box), so
         // the bound tells one exit per probe from none or two, not noise from none.
         let exits = r.counts["exits"].per_op;

@@ -11,8 +11,8 @@ use crate::results::{
 
 use super::columns::{grid, stat_estimate, Align};
 use super::format::{
-    ellipsize, fmt_cost, fmt_count, fmt_interval, fmt_rate, fmt_ratio_change, fmt_sig, fmt_spread,
-    tsc_ghz, MIN_CI_SAMPLES,
+    ellipsize, fmt_cost, fmt_count, fmt_interval, fmt_ratio_change, fmt_sig, fmt_spread, tsc_ghz,
+    MIN_CI_SAMPLES,
 };
 pub(crate) use super::warnings::figure_warnings;
 use super::width::{text_width, wrap};
@@ -609,15 +609,6 @@ fn render_stats(out: &mut String, report: &RunReport, width: usize) {
             .filter(|(_, e)| e.per_op != 0.0)
             .filter_map(|(k, _)| Some(format!("{k}={}", fmt_cost(stat_estimate(r, k)?))))
             .collect();
-        if report.vm_stats_by_group.is_empty() {
-            // Files written before the group totals existed: the per-op share has no CI.
-            items.extend(
-                r.vm_stats_per_op
-                    .iter()
-                    .filter(|(_, v)| **v != 0.0)
-                    .map(|(k, v)| format!("vm.{k}={} ±?", fmt_rate(*v))),
-            );
-        }
         if items.is_empty() {
             items.push("-".into());
         }
