@@ -358,7 +358,7 @@ fn comparisons_precise(
             continue;
         }
         let ratios = table.paired_ratios(a + 1, b + 1, metric, tsc_hz);
-        if ratios.len() < 6 {
+        if ratios.len() < crate::statistics::MIN_CI_SAMPLES {
             all = false;
             continue;
         }

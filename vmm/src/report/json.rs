@@ -13,6 +13,8 @@ use super::ReportError;
 pub fn to_json(report: &RunReport) -> Result<String, serde_json::Error> {
     let mut text = serde_json::to_string_pretty(report)?;
     text.push('\n');
+    #[cfg(test)]
+    tests::assert_matches_schema(&text);
     Ok(text)
 }
 
@@ -290,4 +292,62 @@ fn check_figures(report: &RunReport) -> Result<(), Implausible> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use std::sync::OnceLock;
+
+    /// Where `report` breaks docs/schema-4.json (the first ten places).
+    fn schema_errors(report: &serde_json::Value) -> Vec<String> {
+        static VALIDATOR: OnceLock<jsonschema::Validator> = OnceLock::new();
+        let validator = VALIDATOR.get_or_init(|| {
+            let schema = include_str!("../../../docs/schema-4.json");
+            let schema = serde_json::from_str(schema).expect("the schema is JSON");
+            jsonschema::validator_for(&schema).expect("docs/schema-4.json is a JSON Schema")
+        });
+        validator
+            .iter_errors(report)
+            .take(10)
+            .map(|e| format!("  at {}: {e}", e.instance_path()))
+            .collect()
+    }
+
+    /// Every report the unit tests write matches docs/schema-4.json (but one of another
+    /// schema, which a test writes to see it refused).
+    pub(crate) fn assert_matches_schema(text: &str) {
+        let report: serde_json::Value = serde_json::from_str(text).expect("a report is JSON");
+        let schema = report["schema"].as_str().unwrap_or_default();
+        if schema.starts_with("irqbench-results/") && !super::schema_is(schema, super::SCHEMA) {
+            return;
+        }
+        let errors = schema_errors(&report);
+        assert!(
+            errors.is_empty(),
+            "a report does not match docs/schema-4.json:\n{}",
+            errors.join("\n")
+        );
+    }
+
+    /// The schema refuses what schema 4 dropped: a /3 file as written, a legacy view of the
+    /// counts, a CI of two nulls, a count without its CI.
+    #[test]
+    fn the_schema_refuses_the_views_schema_4_dropped() {
+        let v3 = include_str!("../../tests/fixtures/results-v3.json");
+        let v3: serde_json::Value = serde_json::from_str(v3).expect("JSON");
+        assert!(!schema_errors(&v3).is_empty());
+        let v4 = super::convert_v3(v3);
+        assert_eq!(schema_errors(&v4), Vec::<String>::new());
+        let broken: [fn(&mut serde_json::Value); 4] = [
+            |r| r["results"][0]["exits_per_op"] = serde_json::json!({"exits": 1.0}),
+            |r| r["results"][0]["cycles_per_op"]["ci95"] = serde_json::json!([null, null]),
+            |r| r["results"][0]["counts"]["exits"]["ci95"] = serde_json::Value::Null,
+            |r| r["results"][0]["totals"]["interrupts"] = serde_json::json!(-1),
+        ];
+        for (i, edit) in broken.iter().enumerate() {
+            let mut r = v4.clone();
+            edit(&mut r);
+            assert!(!schema_errors(&r).is_empty(), "edit {i} passed");
+        }
+    }
 }

@@ -491,7 +491,7 @@ impl PairedComparison {
     /// Whether the ratio has a CI: a finite one from 6 or more paired rounds. Files of earlier
     /// builds wrote `[ratio, ratio]` for fewer, which is no CI either.
     pub fn has_ci(&self) -> bool {
-        self.rounds >= 6
+        self.rounds as usize >= crate::statistics::MIN_CI_SAMPLES
             && self.ratio.median.is_finite()
             && crate::statistics::is_interval(self.ratio.ci95)
     }
