@@ -20,8 +20,6 @@ pub enum NoiseBasis {
     /// Both runs have a 95% CI: beyond noise iff the CIs do not overlap.
     #[default]
     Ci,
-    /// Exit rates without a CI: Poisson counts.
-    Poisson,
     /// Too few samples in a run to say anything.
     Unknown,
     /// A run has no figure for the row at all (it kept no round).
@@ -182,8 +180,8 @@ pub(crate) fn summary_row(
     }
 }
 
-/// Exits per op: by the CIs of the per-round samples when both runs have them; otherwise the
-/// rates are treated as Poisson counts (variance of a rate = count / ops²).
+/// Exits per op: by the CIs of the counts (a run without one, too few kept rounds for a count,
+/// cannot be judged).
 fn exits_row(name: &str, ra: &PhaseResult, rb: &PhaseResult, min_change_pct: f64) -> CompareRow {
     // A run without the stat (too few kept rounds for a count, or a kernel without binary
     // stats) has no figure: not a 0.
@@ -213,14 +211,7 @@ fn exits_row(name: &str, ra: &PhaseResult, rb: &PhaseResult, min_change_pct: f64
     } else if let (Some(ca), Some(cb)) = cis {
         (disjoint(ca, cb) && big_enough, NoiseBasis::Ci)
     } else {
-        let var = |rate: f64, ops: u64| {
-            let ops = ops.max(1) as f64;
-            (rate.abs() * ops).max(1.0) / (ops * ops)
-        };
-        let se = (var(old, ra.ops) + var(new, rb.ops)).sqrt();
-        // 2.576: the two-sided 99% normal quantile.
-        let beyond = (new - old).abs() > 2.576 * se && change.abs() >= min_change_pct;
-        (beyond, NoiseBasis::Poisson)
+        (false, NoiseBasis::Unknown)
     };
     CompareRow {
         name: name.into(),

@@ -102,7 +102,6 @@ fn verdict(r: &CompareRow) -> String {
                 _ => "new",
             }
         ),
-        (true, NoiseBasis::Poisson) => "beyond noise (no CI: Poisson)".into(),
         (true, _) => "beyond noise".into(),
         (false, NoiseBasis::Unknown) => format!("({without}, too few samples to judge)"),
         (false, _) => "(within noise)".into(),
