@@ -90,8 +90,8 @@ pub fn report_from_str(text: &str) -> Result<RunReport, serde_json::Error> {
 type Object = serde_json::Map<String, serde_json::Value>;
 
 /// An `irqbench-results/3` report as schema 4 has it (docs/SCHEMA.md "From schema 3"): the
-/// row views schema 4 dropped go, its gross counters move under `totals`, and an exit reason's
-/// `count` (also a traced exit's) is its `total`. A VMM reason's per-op figure of /3 lacks the events schema 4's
+/// row views schema 4 dropped go, its gross counters move under `totals`, and an exit reason's,
+/// exit site's or traced exit's `count` is its `total`. A VMM reason's per-op figure of /3 lacks the events schema 4's
 /// `counts` carry, so it is left out (`exit_reasons` keeps its total).
 pub fn convert_v3(mut report: serde_json::Value) -> serde_json::Value {
     let Some(top) = report.as_object_mut() else {
@@ -155,18 +155,16 @@ fn convert_v3_row(row: &mut Object) {
         reason.remove("per_op");
         reason.remove("per_op_ci95");
     }
-    for reason in row
-        .get_mut("exit_reasons")
-        .and_then(|e| e.as_array_mut())
-        .into_iter()
-        .flatten()
-    {
-        rename_count_total(reason);
+    for key in ["exit_reasons", "exit_sites"] {
+        let entries = row.get_mut(key).and_then(|e| e.as_array_mut());
+        for entry in entries.into_iter().flatten() {
+            rename_count_total(entry);
+        }
     }
     mark_row_without_data(row);
 }
 
-/// An exit reason's gross `count` of /3 is its `total`.
+/// A /3 exit reason's, site's or traced exit's gross `count` is its `total`.
 fn rename_count_total(entry: &mut serde_json::Value) {
     if let Some(entry) = entry.as_object_mut() {
         if let Some(count) = entry.remove("count") {

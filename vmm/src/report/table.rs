@@ -659,7 +659,7 @@ fn render_exit_sites(out: &mut String, report: &RunReport, width: usize) {
                 s.strategy.clone(),
                 site,
                 s.reason.clone(),
-                fmt_count(s.count),
+                fmt_count(s.total),
                 format!("{:#x}", s.rip),
                 s.instruction.clone(),
             ]);
@@ -688,7 +688,7 @@ pub fn render_mixed(report: &RunReport) -> String {
                 .exit_sites
                 .iter()
                 .filter(|s| s.strategy == *strategy)
-                .map(|s| s.count)
+                .map(|s| s.total)
                 .sum();
             let _ = writeln!(
                 out,

@@ -130,7 +130,7 @@ fn strategy_rows() -> Vec<PhaseResult> {
         site: "restore".into(),
         symbol: "irqbench_op_pvop_popf".into(),
         reason: "io-out".into(),
-        count: 3_750_000,
+        total: 3_750_000,
         rip: 0x20_1a3c,
         instruction: "popfq".into(),
         sti_rip: None,

@@ -199,7 +199,8 @@ pub struct ExitSite {
     pub symbol: String,
     /// Userspace exit reason (`irq-window-open`, `io-out`, …).
     pub reason: String,
-    pub count: u64,
+    /// Exits at the site over all of the row's blocks.
+    pub total: u64,
     pub rip: u64,
     /// The instruction at `rip`, decoded (GNU syntax).
     pub instruction: String,
