@@ -2,6 +2,10 @@
 //! confidence interval of a median, and mean/variance. Pure functions on slices, tested on
 //! synthetic samples with known answers.
 
+/// Samples a distribution-free 95% CI of a median needs before it says anything
+/// ([`median_ci_ranks`] has no interval below this); every figure with a CI uses this floor.
+pub const MIN_CI_SAMPLES: usize = 6;
+
 /// Linear interpolation between closest ranks of an ascending slice.
 pub fn percentile(sorted: &[f64], pct: f64) -> f64 {
     match sorted.len() {

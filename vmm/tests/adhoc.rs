@@ -1,6 +1,8 @@
 //! Ad-hoc runs as a user types them (issue 21 item 4): `--set`, `--only`, `[report] redact`
 //! through `--set`, what the report records of them, and `compare`'s header and status.
 
+mod common;
+
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -17,7 +19,9 @@ fn irqbench() -> Command {
 }
 
 fn run(args: &[&str]) -> Output {
-    irqbench().args(args).output().expect("spawn irqbench")
+    let out = irqbench().args(args).output().expect("spawn irqbench");
+    common::check_written_reports(args, &out);
+    out
 }
 
 fn text(bytes: &[u8]) -> String {

@@ -3,6 +3,8 @@
 //! its CI, in the text, the Markdown and the JSON's `answers[]`, and draws them in the forest
 //! plot.
 
+mod common;
+
 use std::path::Path;
 use std::process::Command;
 
@@ -82,6 +84,7 @@ fn a_two_by_two_run_answers_each_default_pair_per_condition_with_the_load_intera
         .expect("spawn irqbench");
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{}\n{stdout}", text(&out.stderr));
+    common::check_report_file(&json);
     let answers = section(&stdout, "answers: each comparison", "\n\n");
     let markdown = std::fs::read_to_string(&md).expect("markdown");
     let markdown = section(&markdown, "## Answers", "\n## ");

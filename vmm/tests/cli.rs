@@ -1,5 +1,7 @@
 //! The `irqbench` binary as a user meets it: real runs on /dev/kvm, errors, signals, compare.
 
+mod common;
+
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
@@ -18,7 +20,9 @@ fn irqbench() -> Command {
 }
 
 fn run(args: &[&str]) -> Output {
-    irqbench().args(args).output().expect("spawn irqbench")
+    let out = irqbench().args(args).output().expect("spawn irqbench");
+    common::check_written_reports(args, &out);
+    out
 }
 
 /// `run` with no KVM device: a command that got past its checks would fail on opening KVM
@@ -500,6 +504,7 @@ fn signal_mid_run(signal: i32) -> (Option<i32>, String, serde_json::Value) {
     let text = std::fs::read_to_string(&json)
         .unwrap_or_else(|e| panic!("partial JSON not written ({e}); stderr:\n{seen}"));
     let report: serde_json::Value = serde_json::from_str(&text).expect("valid JSON");
+    common::assert_matches_schema(&report, "the partial report");
     // The signal ended the run at the second group (before, while booting or during it), not
     // its budget or the plan; the first group's results stay in the report.
     let reason = report["partial_reason"].as_str().unwrap_or_default();

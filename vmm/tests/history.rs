@@ -2,6 +2,8 @@
 //! baseline, check, concurrent saves, a kill mid-save, and a database path that is not ours.
 //! Every test uses its own temporary XDG_DATA_HOME (or --db): nothing reaches ~/.local/share.
 
+mod common;
+
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -18,7 +20,9 @@ fn irqbench(data: &Path) -> Command {
 }
 
 fn run(data: &Path, args: &[&str]) -> Output {
-    irqbench(data).args(args).output().expect("spawn irqbench")
+    let out = irqbench(data).args(args).output().expect("spawn irqbench");
+    common::check_written_reports(args, &out);
+    out
 }
 
 /// `run` with no KVM device: a command that got past its checks would fail on opening KVM
@@ -91,6 +95,7 @@ fn results_file(dir: &Path, name: &str, started: u64, popf: f64) -> PathBuf {
     };
     let path = dir.join(name);
     std::fs::write(&path, irqbench::report::to_json(&report).expect("json")).expect("write");
+    common::check_report_file(&path);
     path
 }
 
@@ -100,16 +105,8 @@ fn import_history_baselines_and_compare_by_id_and_name() {
     let dir = tempfile::tempdir().expect("tmp");
     let a = results_file(dir.path(), "a.json", 1_700_000_000, 14_750.0);
     let b = results_file(dir.path(), "b.json", 1_700_000_600, 18_000.0);
-    // An irqbench-results/1 file: older schema, fewer keys.
-    let mut v1: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&a).expect("a")).expect("json");
-    v1["schema"] = "irqbench-results/1".into();
-    v1["started_unix"] = 1_600_000_000.into();
-    let v1_obj = v1.as_object_mut().expect("object");
-    v1_obj.remove("comparisons");
-    v1_obj.remove("ci_method");
-    let old = dir.path().join("v1.json");
-    std::fs::write(&old, v1.to_string()).expect("write");
+    // An irqbench-results/3 file, as the last build of that schema wrote it.
+    let old = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/results-v3.json");
 
     let out = run(
         data.path(),
@@ -184,6 +181,15 @@ fn import_history_baselines_and_compare_by_id_and_name() {
         text(&out.stderr)
     );
 
+    // The stored /3 report reads back converted, as the file itself does.
+    let out = run(data.path(), &["compare", "3", path_str(&old)]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("fx/pvop-skip"),
+        "{}",
+        text(&out.stdout)
+    );
+
     let out = run(data.path(), &["baseline", "rm", "B"]);
     assert!(out.status.success());
     let out = run(data.path(), &["compare", "B", "2"]);
@@ -200,11 +206,12 @@ fn edited(dir: &Path, from: &Path, name: &str, edit: impl Fn(&mut serde_json::Va
     path
 }
 
-/// A /2 file keeps its exits in `exits_per_op` and `exits_per_op_ci95` alone (no `counts`): it
-/// imports, and `compare` against a /3 file reads its exits from those keys. A file whose row
-/// names no strategy this build knows is refused, naming the row and the field, and not stored.
+/// A /2 file (exits in `exits_per_op` and `exits_per_op_ci95` alone) is refused, naming its
+/// schema and what is read, and not stored; schema 4 files compare by their `counts`. A file
+/// whose row names no strategy this build knows is refused, naming the row and the field, and
+/// not stored.
 #[test]
-fn an_old_layout_report_compares_and_an_unknown_subject_is_refused() {
+fn an_old_schema_and_an_unknown_subject_are_refused() {
     let data = tempfile::tempdir().expect("tmp");
     let dir = tempfile::tempdir().expect("tmp");
     let plain = results_file(dir.path(), "plain.json", 1_700_000_000, 14_750.0);
@@ -223,6 +230,20 @@ fn an_old_layout_report_compares_and_an_unknown_subject_is_refused() {
             row.remove("stats_ci95");
             row.insert("exits_per_op".into(), serde_json::json!({"exits": 3.0}));
             row.insert("exits_per_op_ci95".into(), serde_json::json!([2.95, 3.05]));
+        }
+    });
+    let out = run(data.path(), &["import", path_str(&old)]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("\"irqbench-results/2\"") && err.contains("irqbench-results/4 (and converts"),
+        "{err}"
+    );
+    let old = edited(dir.path(), &plain, "older.json", |v| {
+        v["started_unix"] = 1_600_000_000.into();
+        for r in v["results"].as_array_mut().expect("rows") {
+            r["counts"]["exits"] = serde_json::json!({"per_op": 3.0, "ci95": [2.95, 3.05],
+                "rounds": 25, "events": 300_000, "baseline_events": 0, "ops": 100_000});
         }
     });
     let out = run(data.path(), &["import", path_str(&old), path_str(&new)]);

@@ -363,7 +363,7 @@ fn baseline_list(store: &Store) -> Result<String, HistoryError> {
   irqbench import results/*/results.json       # earlier --out folders
   irqbench import old.json --db /tmp/h.sqlite
 
-Reads results files of schema irqbench-results/1 and /2 (regular files only, bounded in size).
+Reads results files of schema irqbench-results/4, or /3 converted (regular files only, bounded in size).
 A file whose report is already stored is skipped. Exit status: 0 every file stored (or already
 there), 2 a file could not be read (the others are still imported), 1 the database failed.")]
 pub(crate) struct ImportArgs {

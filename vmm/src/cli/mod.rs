@@ -154,8 +154,8 @@ say which explicitly.
 
 A change is 'beyond noise' when the two runs' 95% CIs of the median (per-round paired
 figures; the CI also covers rounds that drift together) do not overlap and the change is at
-least --min-change. Files written as irqbench-results/1 carry no CI: for them Welch's t-test at
-99% on the medians decides, and the output says so. Changes below --min-change (default 5%) are
+least --min-change; a figure without a CI (under 6 rounds) is not judged, and the output says
+so. Changes below --min-change (default 5%) are
 never called beyond noise: back-to-back runs drift that much. A change is a percentage only
 between two figures printed as numbers: from or to a figure printed ≈0 (its CI holds 0) it
 reads `from ≈0`, `to ≈0` or `both ≈0` (`0` for an exact zero); beside a figure below 0
@@ -210,7 +210,7 @@ Exit status: 0 compared; 1 no row of one run matches a row of the other (nothing
     Baseline(history::BaselineArgs),
     /// Run a config and compare it with a baseline: exit 1 on a regression beyond noise.
     Check(history::CheckArgs),
-    /// Load results JSON files (irqbench-results/1 or /2) into the history database.
+    /// Load results JSON files (irqbench-results/4, or /3 converted) into the history database.
     Import(history::ImportArgs),
     /// List strategies, instruction probes, interrupt sources and shipped configs.
     #[command(after_help = "Example:\n  irqbench list")]

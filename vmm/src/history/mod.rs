@@ -137,6 +137,17 @@ pub enum HistoryError {
         path = crate::text::escape_path(.path)
     )]
     Newer { path: PathBuf, found: i64 },
+    /// Versions 1 and 2 (irqbench of 2026-11): their runs' reports are in the file, and the
+    /// ones this irqbench reads (schema 3 on) import into a new database.
+    #[error(
+        "history database {path} has schema version {found}, older than the {LATEST_VERSION} \
+         this irqbench reads; carry its runs into a new database: `mkdir runs && sqlite3 \
+         {path} \"SELECT writefile('runs/' || id || '.json', report_json) FROM runs\" && \
+         irqbench import runs/*.json --db NEW.sqlite` (runs stored as irqbench-results/1 or /2 \
+         are no longer read)",
+        path = crate::text::escape_path(.path)
+    )]
+    Older { path: PathBuf, found: i64 },
     #[error(
         "history database {path} cannot be written: {why}",
         path = crate::text::escape_path(.path)
@@ -639,13 +650,7 @@ impl Store {
             path: path.to_owned(),
         };
         store.identify()?;
-        let version = store.schema_version()?;
-        if version > LATEST_VERSION {
-            return Err(HistoryError::Newer {
-                path: path.to_owned(),
-                found: version,
-            });
-        }
+        schema::refuse_other(&store, store.schema_version()?)?;
         Ok(store)
     }
 

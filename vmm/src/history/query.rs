@@ -311,15 +311,11 @@ impl Store {
         let Some(json) = json else {
             return Err(self.no_such_run(id)?);
         };
-        let mut report: RunReport =
-            serde_json::from_str(&json).map_err(|source| HistoryError::Decode {
-                path: self.path.clone(),
-                id,
-                source,
-            })?;
-        // A v1 run imported by an earlier build was stored with its absent CIs as [0, 0].
-        crate::report::forget_v1_cis(&mut report);
-        Ok(report)
+        crate::report::report_from_str(&json).map_err(|source| HistoryError::Decode {
+            path: self.path.clone(),
+            id,
+            source,
+        })
     }
 
     fn no_such_run(&self, id: i64) -> Result<HistoryError, HistoryError> {

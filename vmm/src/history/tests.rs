@@ -180,125 +180,46 @@ fn concurrent_saves_from_two_connections_all_land() {
     assert_eq!(store.integrity_check().unwrap(), "ok");
 }
 
-/// The first schema, written out by hand as an irqbench of schema version 1 left it.
-const HAND_MADE_V1: &str = "
-CREATE TABLE runs (id INTEGER PRIMARY KEY AUTOINCREMENT, saved_utc TEXT NOT NULL,
-    started_unix INTEGER NOT NULL, wall_seconds REAL NOT NULL, irqbench_version TEXT NOT NULL,
-    results_schema TEXT NOT NULL, origin TEXT NOT NULL, source_file TEXT, guest_source TEXT,
-    guest_sha256 TEXT, config_name TEXT NOT NULL, config_source TEXT NOT NULL, config_text TEXT,
-    config_sha256 TEXT, hostname TEXT NOT NULL, host_json TEXT NOT NULL, partial INTEGER NOT NULL,
-    partial_reason TEXT, report_sha256 TEXT NOT NULL UNIQUE, report_json TEXT NOT NULL);
-CREATE TABLE results (run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
-    position INTEGER NOT NULL, name TEXT NOT NULL, group_name TEXT NOT NULL, kind TEXT NOT NULL,
-    strategy TEXT NOT NULL, irq_source TEXT NOT NULL, nesting REAL NOT NULL,
-    vcpus INTEGER NOT NULL, body_ops INTEGER NOT NULL, rounds INTEGER NOT NULL,
-    ops INTEGER NOT NULL, cycles_median REAL NOT NULL, cycles_lo REAL, cycles_hi REAL,
-    cycles_samples TEXT NOT NULL, ns_median REAL NOT NULL, ns_lo REAL, ns_hi REAL,
-    ops_per_sec_median REAL NOT NULL, ops_per_sec_lo REAL, ops_per_sec_hi REAL,
-    exits_per_op REAL, exits_lo REAL, exits_hi REAL, precision_reached INTEGER NOT NULL,
-    disturbed_fraction REAL NOT NULL, PRIMARY KEY (run_id, position));
-CREATE INDEX results_by_name ON results(name, run_id);
-CREATE TABLE comparisons (run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
-    position INTEGER NOT NULL, a TEXT NOT NULL, b TEXT NOT NULL, group_name TEXT NOT NULL,
-    metric TEXT NOT NULL, ratio_median REAL NOT NULL, ratio_lo REAL NOT NULL,
-    ratio_hi REAL NOT NULL, rounds INTEGER NOT NULL, PRIMARY KEY (run_id, position));
-CREATE TABLE baselines (name TEXT PRIMARY KEY, run_id INTEGER NOT NULL REFERENCES runs(id),
-    saved_utc TEXT NOT NULL);
-PRAGMA application_id = 1769107810;
-PRAGMA user_version = 1;
-";
-
-/// Version 3: an `irqbench-results/1` run indexed by an earlier build with the interval
-/// [0, 0] (its absent CI) keeps no CI; a newer run keeps its own.
+/// A version 1 or 2 database (this build's, marked older) is refused, left as it was, with the
+/// commands that carry its runs into a new one; those commands do so.
 #[test]
-fn a_version_2_database_forgets_the_cis_v1_runs_never_had() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = db(&dir);
-    {
-        let store = Store::open(&loc(&path)).unwrap();
-        let mut v1 = report(1_600_000_000, 15_000.0);
-        v1.schema = "irqbench-results/1".into();
-        store.save(&v1, &meta()).unwrap();
-        store
-            .save(&report(1_600_000_100, 15_000.0), &meta())
-            .unwrap();
-        store
-            .conn
-            .execute_batch(
-                "UPDATE results SET cycles_lo = 0, cycles_hi = 0 WHERE run_id = 1;
-                 PRAGMA user_version = 2;",
-            )
-            .unwrap();
-    }
-    let store = Store::open(&loc(&path)).unwrap();
-    assert_eq!(store.schema_version().unwrap(), LATEST_VERSION);
-    let ci = |run: i64| -> (Option<f64>, Option<f64>) {
-        store
-            .conn
-            .query_row(
-                "SELECT cycles_lo, cycles_hi FROM results WHERE run_id = ?1 AND position = 0",
-                [run],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )
-            .unwrap()
-    };
-    assert_eq!(ci(1), (None, None));
-    let (lo, hi) = ci(2);
-    assert!(
-        lo.is_some_and(|lo| hi.is_some_and(|hi| lo < hi)),
-        "{lo:?} {hi:?}"
-    );
-}
-
-#[test]
-fn a_version_1_database_is_migrated_on_open_and_keeps_its_runs() {
+fn an_older_schema_is_refused_with_the_commands_that_carry_its_runs_over() {
     let dir = tempfile::tempdir().unwrap();
     let path = db(&dir);
     let r = report(1_600_000_000, 15_000.0);
     {
-        let conn = Connection::open(&path).unwrap();
-        conn.execute_batch(HAND_MADE_V1).unwrap();
-        conn.execute(
-            "INSERT INTO runs (saved_utc, started_unix, wall_seconds, irqbench_version,
-                 results_schema, origin, config_name, config_source, hostname, host_json,
-                 partial, report_sha256, report_json)
-             VALUES ('2020-09-13T12:26:40Z', 1600000000, 12.5, '0.1.0', ?1, 'run', 'quick',
-                 'q', 'oldhost', ?2, 0, 'abc', ?3)",
-            rusqlite::params![
-                SCHEMA,
-                serde_json::to_string(&r.host).unwrap(),
-                serde_json::to_string(&r).unwrap()
-            ],
-        )
-        .unwrap();
-        conn.execute(
-            "INSERT INTO baselines (name, run_id, saved_utc) VALUES ('old', 1, 'x')",
-            [],
-        )
-        .unwrap();
+        let store = Store::open(&loc(&path)).unwrap();
+        store.save(&r, &meta()).unwrap();
+        store.conn.pragma_update(None, "user_version", 2).unwrap();
+        store
+            .conn
+            .execute_batch("PRAGMA wal_checkpoint(TRUNCATE)")
+            .unwrap();
     }
-    let store = Store::open(&loc(&path)).unwrap();
-    assert_eq!(store.schema_version().unwrap(), LATEST_VERSION);
-    let runs = store
-        .runs(&RunFilter {
-            host: Some("TEST cpu".into()),
-            last: 5,
-            ..RunFilter::default()
+    let before = fs::read(&path).unwrap();
+    for version in [2, 1] {
+        if version == 1 {
+            let conn = Connection::open(&path).unwrap();
+            conn.pragma_update(None, "user_version", 1).unwrap();
+        }
+        let err = Store::open(&loc(&path)).unwrap_err();
+        assert!(
+            matches!(err, HistoryError::Older { found, .. } if found == version),
+            "{err}"
+        );
+        let said = err.to_string();
+        assert!(said.contains("irqbench import runs/*.json"), "{said}");
+        assert!(said.contains(&*path.to_string_lossy()), "{said}");
+    }
+    assert_eq!(fs::read(&path).unwrap().len(), before.len());
+    // What the message's SQL writes is each stored report, which imports as it was saved.
+    let conn = Connection::open(&path).unwrap();
+    let json: String = conn
+        .query_row("SELECT report_json FROM runs WHERE id = 1", [], |row| {
+            row.get(0)
         })
         .unwrap();
-    assert_eq!(runs.len(), 1, "host_label filled in by the migration");
-    assert_eq!(
-        runs[0].host_label,
-        "Test CPU (2 CPUs), kernel 6.1.0-test, vmx"
-    );
-    assert_eq!(runs[0].baselines, vec!["old".to_string()]);
-    assert_eq!(store.report(1).unwrap(), r);
-    // The migrated file takes new runs.
-    store
-        .save(&report(1_600_000_100, 15_000.0), &meta())
-        .unwrap();
-    assert_eq!(store.run_count().unwrap(), 2);
-    assert_eq!(store.integrity_check().unwrap(), "ok");
+    assert_eq!(crate::report::report_from_str(&json).unwrap(), r);
 }
 
 #[test]

@@ -264,7 +264,7 @@ pub fn pair_exits(text: &str, tids: &HashSet<u32>, tsc_khz: Option<u64>) -> Vec<
         .into_iter()
         .map(|(reason, t)| TracedExit {
             reason,
-            count: t.count,
+            total: t.count,
             time_ns: (t.timed > 0).then(|| HandlingTime {
                 min: t.min,
                 mean: t.sum / t.timed as f64,
@@ -272,7 +272,7 @@ pub fn pair_exits(text: &str, tids: &HashSet<u32>, tsc_khz: Option<u64>) -> Vec<
             }),
         })
         .collect();
-    exits.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.reason.cmp(&b.reason)));
+    exits.sort_by(|a, b| b.total.cmp(&a.total).then_with(|| a.reason.cmp(&b.reason)));
     exits
 }
 
@@ -305,7 +305,7 @@ mod tests {
         );
         assert_eq!(exits[0].reason, "EXTERNAL_INTERRUPT");
         assert_eq!(
-            exits[0].count, 3,
+            exits[0].total, 3,
             "the last one, without an entry, is counted"
         );
         assert_eq!(
@@ -328,7 +328,7 @@ mod tests {
                    garbage line\n";
         let exits = pair_exits(svm, &HashSet::from([77]), None);
         assert_eq!(exits.len(), 1);
-        assert_eq!((exits[0].reason.as_str(), exits[0].count), ("npf", 1));
+        assert_eq!((exits[0].reason.as_str(), exits[0].total), ("npf", 1));
         let mean = exits[0].time_ns.expect("paired").mean;
         assert!((mean - 3000.0).abs() < 1.0, "{mean}");
         assert!(pair_exits(svm, &HashSet::from([78]), None).is_empty());

@@ -50,7 +50,7 @@ pub fn attribute_sites(image: &GuestImage, sites: &ExitRips, phase: &PhasePlan) 
             site(image, phase, symbol, reason, sti, count, rip)
         })
         .collect();
-    out.sort_by(|a, b| b.count.cmp(&a.count).then(a.rip.cmp(&b.rip)));
+    out.sort_by(|a, b| b.total.cmp(&a.total).then(a.rip.cmp(&b.rip)));
     out
 }
 
@@ -95,7 +95,7 @@ fn site(
         site,
         symbol,
         reason: reason.to_string(),
-        count,
+        total: count,
         rip,
         instruction,
         sti_rip: sti,
@@ -176,7 +176,7 @@ mod tests {
         assert_eq!(window.strategy, "native-cli-sti");
         assert_eq!(window.site, "restore (after sti shadow)");
         assert_eq!(window.symbol, "irqbench_opf0_native_cli_sti_restore");
-        assert_eq!((window.count, window.rip), (5, next_copy));
+        assert_eq!((window.total, window.rip), (5, next_copy));
         let sti = window.sti_rip.expect("the sti");
         assert_eq!(
             image.symbols.lookup(sti).map(|(s, _)| s.name.as_str()),

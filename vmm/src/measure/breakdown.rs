@@ -7,17 +7,19 @@ use super::collect::{Collected, VariantSums};
 use super::counts::{self, CountEstimate, InvariantViolation, RoundCount};
 use super::estimators::{Cell, RoundTable};
 use crate::config::plan::{HypercallTransport, IrqSource, PhasePlan};
+use crate::results::exits::vmm_count_key;
 use crate::results::{ExitReasonFigure, HandledBy, HandlingTime};
 use crate::vcpu::window::ReasonTally;
 use crate::vcpu::ExitReason;
 
 /// Row `v`'s breakdown: every reason the VMM handled in its blocks, then every KVM stat that
-/// moved in the group. `counts` is the row's `PhaseResult::counts` (the KVM stats' estimates).
+/// moved in the group. `counts` is the row's `PhaseResult::counts` (the KVM stats' estimates);
+/// each VMM reason's estimate is added to it as `vmm:<reason>`.
 pub(super) fn exit_reasons(
     table: &RoundTable,
     v: usize,
     sums: &VariantSums,
-    counts: &BTreeMap<String, CountEstimate>,
+    counts: &mut BTreeMap<String, CountEstimate>,
 ) -> Vec<ExitReasonFigure> {
     let kvm_exits = counts.get("exits").map(|e| e.events);
     let share = |events: u64| {
@@ -25,38 +27,39 @@ pub(super) fn exit_reasons(
             .filter(|n| *n > 0)
             .map(|n| events as f64 / n as f64)
     };
-    let vmm = ExitReason::ALL.iter().filter_map(|reason| {
+    let mut figures = Vec::new();
+    for reason in ExitReason::ALL {
         let i = reason.index();
         let tally = &sums.reasons[i];
         if tally.count == 0 {
-            return None;
+            continue;
         }
         let e = counts::estimate(&table.counts(v, |c| Some(c.reasons[i])));
-        Some(ExitReasonFigure {
+        if let Some(e) = e {
+            counts.insert(vmm_count_key(reason.name()), e);
+        }
+        figures.push(ExitReasonFigure {
             reason: reason.name().to_string(),
             handled_by: HandledBy::Vmm,
-            count: tally.count,
-            per_op: e.map(|e| e.per_op),
-            per_op_ci95: e.map(|e| e.ci95),
+            total: tally.count,
             share_of_exits: e.and_then(|e| share(e.events)),
             time_ns: handling_time(tally),
-        })
-    });
+        });
+    }
     let kvm = table.stat_names.iter().enumerate().map(|(index, name)| {
         let e = counts.get(name);
         ExitReasonFigure {
             reason: name.clone(),
             handled_by: HandledBy::Kvm,
-            count: stat_total(table, v, index as u16),
-            per_op: e.map(|e| e.per_op),
-            per_op_ci95: e.map(|e| e.ci95),
+            total: stat_total(table, v, index as u16),
             share_of_exits: e
                 .filter(|_| name.ends_with("exits"))
                 .and_then(|e| share(e.events)),
             time_ns: None,
         }
     });
-    vmm.chain(kvm).collect()
+    figures.extend(kvm);
+    figures
 }
 
 /// min / mean / max of the timed exits; `None` when none was timed.
@@ -240,8 +243,9 @@ mod tests {
         assert_eq!(check_group(&[&plan], &collected), None);
     }
 
-    /// On a real guest under `inject`: each VMM reason's count is the VMM's own tally (the
-    /// phase totals behind `userspace_exits_per_op`), counted through another path (per block).
+    /// On a real guest under `inject`: each VMM reason's net per-op figure is in `counts` as
+    /// `vmm:<reason>`, and their events add up to `vmm:userspace_exits`' (the block's reason
+    /// tallies against its exit counter), within each reason's gross total.
     #[test]
     fn each_vmm_reason_counts_what_the_vmm_tallied() {
         let Some(kvm) = crate::host::test_kvm() else {
@@ -280,15 +284,19 @@ mod tests {
             println!("{e:?}");
         }
         assert!(!vmm.is_empty(), "an inject row takes userspace exits");
-        let tallied: BTreeMap<&str, u64> = r
-            .userspace_exits_per_op
+        let by_reason: Vec<&CountEstimate> = vmm
             .iter()
-            .map(|(k, per_op)| (k.as_str(), (per_op * r.ops as f64).round() as u64))
-            .filter(|(_, n)| *n > 0)
+            .map(|e| {
+                let c = &r.counts[&e.count_key()];
+                assert!(c.events <= e.total, "{e:?} {c:?}");
+                c
+            })
             .collect();
-        let counted: BTreeMap<&str, u64> =
-            vmm.iter().map(|e| (e.reason.as_str(), e.count)).collect();
-        assert_eq!(counted, tallied);
+        let all = &r.counts[counts::USERSPACE_EXITS];
+        let (events, baseline) = by_reason
+            .iter()
+            .fold((0, 0), |(e, b), c| (e + c.events, b + c.baseline_events));
+        assert_eq!((events, baseline), (all.events, all.baseline_events));
         for e in &vmm {
             let t = e.time_ns.expect("every reason handled in a block is timed");
             assert!(0.0 < t.min && t.min <= t.mean && t.mean <= t.max, "{e:?}");
@@ -302,9 +310,9 @@ mod tests {
             let handled: u64 = vmm
                 .iter()
                 .filter(|e| e.reason != ExitReason::Signal.name())
-                .map(|e| e.count)
+                .map(|e| e.total)
                 .sum();
-            assert!(exits.count >= handled, "{exits:?} < {counted:?}");
+            assert!(exits.total >= handled, "{exits:?} < {vmm:?}");
         }
         assert!(
             !report

@@ -48,7 +48,7 @@ pub const COUNT_CI_METHOD: &str = "mean per op over kept rounds (Σ row events �
 /// cycle figures (order statistics need 6 at 95%), so a row has cycles and counts or neither.
 /// At 6 rounds, t(5) keeps the ratio CI's coverage at 92–94% for Poisson counts of ≥ 18
 /// events (82% for bursts of 4); more rounds are the cure, not a higher floor.
-pub const MIN_ROUNDS: usize = 6;
+pub const MIN_ROUNDS: usize = crate::statistics::MIN_CI_SAMPLES;
 
 /// One kept round of a row: its events, operations and loop iterations, and the empty
 /// baseline's events and loop iterations in the same round. All are summed over vCPUs.

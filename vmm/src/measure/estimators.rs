@@ -333,7 +333,7 @@ pub const FLOOR_OF_BASELINE: f64 = 0.02;
 /// `baseline` (the loop's own cycles per op: the scale of the noise every net is measured
 /// against). Fewer than 6 rounds have no CI and are never precise.
 pub fn precise(summary: &Summary, baseline: f64, precision: f64) -> bool {
-    if summary.samples.len() < 6 {
+    if summary.samples.len() < statistics::MIN_CI_SAMPLES {
         return false;
     }
     let half = statistics::half_width(summary.median, summary.ci95);

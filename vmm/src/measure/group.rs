@@ -125,7 +125,10 @@ impl GroupRun<'_> {
                 vcpus: row.vcpus,
                 ops: d.total_ops(),
                 rounds: 1,
-                interrupts: d.records.iter().map(|r| r.counts.interrupts).sum(),
+                totals: crate::results::RowTotals {
+                    interrupts: d.records.iter().map(|r| r.counts.interrupts).sum(),
+                    ..Default::default()
+                },
                 ..Default::default()
             });
         }
@@ -355,7 +358,7 @@ fn comparisons_precise(
             continue;
         }
         let ratios = table.paired_ratios(a + 1, b + 1, metric, tsc_hz);
-        if ratios.len() < 6 {
+        if ratios.len() < crate::statistics::MIN_CI_SAMPLES {
             all = false;
             continue;
         }

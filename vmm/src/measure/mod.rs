@@ -778,10 +778,10 @@ mod tests {
         let Some(report) = run(&plan) else { return };
         let r = &report.results[0];
         assert!(
-            r.interrupts > 0,
+            r.totals.interrupts > 0,
             "no interrupt was delivered in a timed block: {} raised, {} rounds of {} ops, {:.0}% \
              disturbed, exit sites {:?}",
-            r.irqs_raised,
+            r.totals.irqs_raised,
             r.rounds,
             r.block_ops,
             r.disturbed_fraction * 100.0,
@@ -789,10 +789,10 @@ mod tests {
         );
         // Every interrupt the guest took was raised by the load thread (some may merge).
         assert!(
-            r.irqs_raised >= r.interrupts,
+            r.totals.irqs_raised >= r.totals.interrupts,
             "{} raised, {} taken",
-            r.irqs_raised,
-            r.interrupts
+            r.totals.irqs_raised,
+            r.totals.interrupts
         );
         let windows: Vec<&ExitSite> = r
             .exit_sites
@@ -822,9 +822,9 @@ mod tests {
         )]);
         let Some(report) = run(&plan) else { return };
         let r = &report.results[0];
-        assert!(r.hypercalls > 0, "no hypercall under pv-event load");
-        assert_eq!(r.hypercalls_seen_by_vmm, r.hypercalls);
-        assert_eq!(r.interrupts, 0);
+        assert!(r.totals.hypercalls > 0, "no hypercall under pv-event load");
+        assert_eq!(r.totals.hypercalls_seen_by_vmm, r.totals.hypercalls);
+        assert_eq!(r.totals.interrupts, 0);
     }
 
     #[test]
@@ -855,7 +855,7 @@ mod tests {
                     "{name}: a nested restore issued a hypercall: {s:?}"
                 );
             }
-            assert_eq!(r.hypercalls_seen_by_vmm, r.hypercalls);
+            assert_eq!(r.totals.hypercalls_seen_by_vmm, r.totals.hypercalls);
         }
     }
 
@@ -939,7 +939,7 @@ mod tests {
         );
         assert_eq!(t.period_us, 200.0);
         assert!(t.expected > 10.0, "{t:?}");
-        assert_eq!(t.delivered, r.interrupts);
+        assert_eq!(t.delivered, r.totals.interrupts);
         // On PVM a strategy loop takes under 1% of the ticks (0 of 921 happens); the count can
         // never be far above what the span holds.
         assert!(t.delivered as f64 <= t.expected * 1.1 + 5.0, "{t:?}");
@@ -972,7 +972,7 @@ mod tests {
             d.delivered,
             d.expected,
             d.delivered_fraction.unwrap_or(f64::NAN) * 100.0,
-            r.irqs_raised
+            r.totals.irqs_raised
         );
         assert_eq!(d.rate_hz, 5000.0);
         let raised = d
@@ -980,7 +980,7 @@ mod tests {
             .expect("5 kHz over the group's dispatches is enough raises to read a rate");
         assert!(raised > 0.0, "the load raised nothing: {d:?}");
         assert!(d.expected > 0.0, "{d:?}");
-        assert_eq!(d.delivered, r.interrupts);
+        assert_eq!(d.delivered, r.totals.interrupts);
         let fraction = d.delivered_fraction.expect("expected > 0");
         assert!(
             (fraction - d.delivered as f64 / d.expected).abs() < 1e-12,

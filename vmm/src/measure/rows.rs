@@ -65,7 +65,6 @@ pub(super) fn build(
 ) -> GroupOutcome {
     let tsc_hz = run.tsc_khz as f64 * 1000.0;
     let total_cycles: u64 = collected.sums.iter().map(|s| s.cycles).sum();
-    let total_ops: u64 = collected.sums.iter().map(|s| s.ops).sum();
     let mut results = Vec::new();
     let mut warnings = Vec::new();
     let mut violations = Vec::new();
@@ -79,27 +78,20 @@ pub(super) fn build(
         let mut r = row_result(row, table, v, tsc_hz, run.precision);
         let sums = &collected.sums[v];
         fill_counts(&mut r, sums, collected.rounds, tsc_hz);
-        r.exit_reasons = breakdown::exit_reasons(table, v, sums, &r.counts);
+        r.exit_reasons = breakdown::exit_reasons(table, v, sums, &mut r.counts);
         for broken in breakdown::check_row(table, v, sums, run.hypercall) {
             violations.push((r.name.clone(), broken));
         }
-        r.irqs_raised = if total_cycles > 0 {
+        r.totals.irqs_raised = if total_cycles > 0 {
             (collected.irqs_raised as f64 * sums.cycles as f64 / total_cycles as f64).round() as u64
         } else {
             0
         };
-        // Kept for readers of the JSON; reports show the group's totals instead, since a
-        // VM-wide counter belongs to no one row.
-        for (k, n) in collected.vm_stats.nonzero() {
-            r.vm_stats_per_op
-                .insert(k.to_string(), n as f64 / total_ops.max(1) as f64);
-        }
         r.exit_sites = attribute_sites(run.image, &sums.exit_rips, row);
         if matches!(row.workload, Workload::Lock { .. }) {
             r.lock = Some(LockStats {
                 acquisitions: sums.counts.lock_acquisitions,
                 spins: sums.counts.lock_spins,
-                spins_per_op: sums.counts.lock_spins as f64 / sums.ops.max(1) as f64,
                 counter: collected.lock_counter,
                 mutual_exclusion_held: collected.mutual_exclusion_held,
             });
@@ -167,7 +159,6 @@ fn row_result(
     let raw = Summary::from_samples(&table.raw_cycles(v));
     let per_loop = Summary::from_samples(&table.normalised(v));
     let ns_per_cycle = 1e9 / tsc_hz;
-    let exits = Summary::from_samples(&table.net_stat(v, "exits"));
     let mut r = PhaseResult {
         name: row.name.clone(),
         group: row.group.to_string(),
@@ -190,8 +181,6 @@ fn row_result(
         counts: event_counts(table, v),
         ..Default::default()
     };
-    r.exits_per_round = exits;
-    r.userspace_exits_per_round = Summary::from_samples(&table.userspace_exits(v));
     r.cycles_per_op = cycles;
     r.ci_batches = ci_batches as u32;
     r.baseline_cycles = baseline;
@@ -423,10 +412,10 @@ fn fill_counts(r: &mut PhaseResult, sums: &VariantSums, rounds: u32, tsc_hz: f64
     r.rounds = rounds;
     r.ops = sums.ops;
     r.block_ops = sums.ops.checked_div(sums.blocks).unwrap_or(0);
-    r.interrupts = sums.counts.interrupts;
-    r.hypercalls = sums.counts.hypercalls;
-    r.hypercalls_seen_by_vmm = sums.hypercalls_seen;
-    r.if_violations = sums.counts.if_violations;
+    r.totals.interrupts = sums.counts.interrupts;
+    r.totals.hypercalls = sums.counts.hypercalls;
+    r.totals.hypercalls_seen_by_vmm = sums.hypercalls_seen;
+    r.totals.if_violations = sums.counts.if_violations;
     r.per_vcpu_ops = sums.per_vcpu_ops.clone();
     r.per_vcpu_ops_per_sec = sums
         .per_vcpu_ops
@@ -434,10 +423,6 @@ fn fill_counts(r: &mut PhaseResult, sums: &VariantSums, rounds: u32, tsc_hz: f64
         .zip(&sums.per_vcpu_cycles)
         .map(|(ops, cycles)| *ops as f64 * tsc_hz / (*cycles).max(1) as f64)
         .collect();
-    for (reason, n) in &sums.exits {
-        r.userspace_exits_per_op
-            .insert(reason.to_string(), *n as f64 / sums.ops.max(1) as f64);
-    }
 }
 
 /// What a group's comparisons compare: ops/s for lock rows, net cycles/op otherwise.

@@ -140,7 +140,7 @@ mod tests {
         for e in exits {
             println!("{e:?}");
         }
-        let total: u64 = exits.iter().map(|e| e.count).sum();
+        let total: u64 = exits.iter().map(|e| e.total).sum();
         assert!(total > 0, "{trace:?}");
         // Every exit but a thread's last one pairs with an entry.
         assert!(exits.iter().any(|e| e.time_ns.is_some()), "{exits:?}");

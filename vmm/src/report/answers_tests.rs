@@ -174,6 +174,7 @@ fn paired(a: &PhaseResult, b: &PhaseResult, logs: Vec<f64>) -> PairedComparison 
 /// interaction of −6 at nesting 0.5).
 pub(crate) fn two_by_two() -> RunReport {
     let mut report = RunReport {
+        schema: crate::results::SCHEMA.into(),
         config_name: "answers".into(),
         ..RunReport::default()
     };

@@ -2,12 +2,10 @@
 //! shows in a table cell, and the raw CSV fields it stands for. A figure added here appears in
 //! all three, with the same rounding rules.
 
-use crate::measure::counts::USERSPACE_EXITS;
+use crate::measure::counts::{LOCK_SPINS, USERSPACE_EXITS};
 use crate::results::{PhaseResult, ResultKind};
 
-use super::format::{
-    fmt_cost, fmt_count, fmt_fraction, fmt_pct, fmt_rate, fmt_si, raw_number, Estimate,
-};
+use super::format::{fmt_cost, fmt_count, fmt_fraction, fmt_pct, fmt_si, raw_number, Estimate};
 
 /// The KVM per-vCPU stat that counts every VM exit.
 pub(crate) use crate::results::EXITS_STAT;
@@ -85,50 +83,21 @@ pub(crate) fn exits_stat(r: &PhaseResult) -> Option<f64> {
     r.counts.get(EXITS_STAT).map(|e| e.per_op)
 }
 
-/// The `exits` stat's CI as the JSON's `exits_per_op_ci95` has it: NaN (an empty cell) when
-/// absent, as `exits_per_op` is.
-fn exits_ci(r: &PhaseResult) -> [f64; 2] {
-    r.counts.get(EXITS_STAT).map_or([f64::NAN; 2], |e| e.ci95)
+/// The `exits` stat's CI, if the kernel reported it.
+fn exits_ci(r: &PhaseResult) -> Option<[f64; 2]> {
+    r.counts.get(EXITS_STAT).map(|e| e.ci95)
 }
 
-/// All userspace exits per op, whatever the reason (totals over all rounds).
-pub(crate) fn userspace_exits(r: &PhaseResult) -> f64 {
-    r.userspace_exits_per_op.values().sum()
+/// Userspace exits per op: the mean over kept rounds net of the baseline with its CI; none
+/// with too few kept rounds.
+pub(crate) fn userspace_exits_estimate(r: &PhaseResult) -> Option<Estimate> {
+    stat_estimate(r, USERSPACE_EXITS)
 }
 
-/// Userspace exits per op: the mean over kept rounds net of the baseline with its CI (files
-/// written before `counts` existed: the median of per-round values; before those, the total
-/// ratio, shown without a CI, `±?`).
-pub(crate) fn userspace_exits_estimate(r: &PhaseResult) -> Estimate {
-    if let Some(e) = r.counts.get(USERSPACE_EXITS) {
-        return Estimate::with_ci(e.per_op, e.ci95, e.rounds);
-    }
-    let s = &r.userspace_exits_per_round;
-    if s.samples.is_empty() {
-        let total = userspace_exits(r);
-        if total == 0.0 {
-            return Estimate {
-                median: 0.0,
-                ci: Some([0.0, 0.0]),
-            };
-        }
-        return Estimate {
-            median: total,
-            ci: None,
-        };
-    }
-    Estimate::of(s)
-}
-
-/// KVM stat `name` per op with its CI (none for a stat of an old file that had none).
+/// Count `name` of the row's `counts` per op with its CI.
 pub(crate) fn stat_estimate(r: &PhaseResult, name: &str) -> Option<Estimate> {
     let e = r.counts.get(name)?;
-    let (median, ci) = (e.per_op, e.ci95);
-    if ci.iter().any(|x| x.is_nan()) {
-        return Some(Estimate { median, ci: None });
-    }
-    let rounds = r.exits_per_round.samples.len().max(r.rounds as usize);
-    Some(Estimate::with_ci(median, ci, rounds))
+    Some(Estimate::with_ci(e.per_op, e.ci95, e.rounds))
 }
 
 /// Exits per op with the CI of the per-round samples.
@@ -156,10 +125,9 @@ fn disturbed_cell(r: &PhaseResult) -> String {
     format!("{}{flag}", fmt_pct(r.disturbed_fraction))
 }
 
-fn lock_spins(r: &PhaseResult) -> String {
-    r.lock
-        .as_ref()
-        .map_or_else(|| "-".into(), |l| fmt_rate(l.spins_per_op))
+fn lock_spins(r: &PhaseResult) -> Option<Estimate> {
+    r.lock.as_ref()?;
+    stat_estimate(r, LOCK_SPINS)
 }
 
 fn opt_raw(v: Option<f64>) -> String {
@@ -259,21 +227,21 @@ pub(crate) const COLUMNS: &[Column] = {
         ]),
         col("exits/{u}", Right, All, Never, exits_cell).csv(&[
             ("exits_per_op", |r| opt_raw(exits_stat(r))),
-            ("exits_ci_lo", |r| raw_number(exits_ci(r)[0])),
-            ("exits_ci_hi", |r| raw_number(exits_ci(r)[1])),
+            ("exits_ci_lo", |r| opt_raw(exits_ci(r).map(|c| c[0]))),
+            ("exits_ci_hi", |r| opt_raw(exits_ci(r).map(|c| c[1]))),
         ]),
         col("uexits/{u}", Right, All, IfAllZero, |r| {
-            fmt_cost(userspace_exits_estimate(r))
+            userspace_exits_estimate(r).map_or_else(|| "-".into(), fmt_cost)
         })
         .csv(&[
             ("userspace_exits_per_op", |r| {
-                raw_number(userspace_exits_estimate(r).median)
+                opt_raw(userspace_exits_estimate(r).map(|e| e.median))
             }),
             ("uexits_ci_lo", |r| {
-                opt_raw(userspace_exits_estimate(r).ci.map(|c| c[0]))
+                opt_raw(userspace_exits_estimate(r).and_then(|e| e.ci).map(|c| c[0]))
             }),
             ("uexits_ci_hi", |r| {
-                opt_raw(userspace_exits_estimate(r).ci.map(|c| c[1]))
+                opt_raw(userspace_exits_estimate(r).and_then(|e| e.ci).map(|c| c[1]))
             }),
         ]),
         col("rounds", Right, All, Never, |r| r.rounds.to_string())
@@ -282,9 +250,12 @@ pub(crate) const COLUMNS: &[Column] = {
             ("disturbed_fraction", |r| raw_number(r.disturbed_fraction)),
             ("precision_reached", |r| r.precision_reached.to_string()),
         ]),
-        col("IRQs", Right, All, IfAllZero, |r| fmt_count(r.interrupts)).csv(&[
-            ("interrupts", |r| r.interrupts.to_string()),
-            ("irqs_raised", |r| r.irqs_raised.to_string()),
+        col("IRQs", Right, All, IfAllZero, |r| {
+            fmt_count(r.totals.interrupts)
+        })
+        .csv(&[
+            ("interrupts", |r| r.totals.interrupts.to_string()),
+            ("irqs_raised", |r| r.totals.irqs_raised.to_string()),
         ]),
         col("ticks", Right, NotInsn, IfAbsent, ticks_cell).csv(&[
             ("timer_ticks_delivered", |r| {
@@ -307,21 +278,24 @@ pub(crate) const COLUMNS: &[Column] = {
             }),
         ]),
         col("hcalls", Right, NotInsn, IfAllZero, |r| {
-            fmt_count(r.hypercalls)
+            fmt_count(r.totals.hypercalls)
         })
         .csv(&[
-            ("hypercalls", |r| r.hypercalls.to_string()),
+            ("hypercalls", |r| r.totals.hypercalls.to_string()),
             ("hypercalls_seen_by_vmm", |r| {
-                r.hypercalls_seen_by_vmm.to_string()
+                r.totals.hypercalls_seen_by_vmm.to_string()
             }),
         ]),
         col("IF viol", Right, NotInsn, IfAllZero, |r| {
-            r.if_violations.to_string()
+            r.totals.if_violations.to_string()
         })
-        .csv(&[("if_violations", |r| r.if_violations.to_string())]),
-        col("spins/op", Right, Lock, Never, lock_spins).csv(&[
+        .csv(&[("if_violations", |r| r.totals.if_violations.to_string())]),
+        col("spins/op", Right, Lock, Never, |r| {
+            lock_spins(r).map_or_else(|| "-".into(), fmt_cost)
+        })
+        .csv(&[
             ("lock_spins_per_op", |r| {
-                opt_raw(r.lock.as_ref().map(|l| l.spins_per_op))
+                opt_raw(lock_spins(r).map(|e| e.median))
             }),
             ("lock_mutual_exclusion_held", |r| {
                 r.lock

@@ -20,10 +20,6 @@ pub enum NoiseBasis {
     /// Both runs have a 95% CI: beyond noise iff the CIs do not overlap.
     #[default]
     Ci,
-    /// A run (an `irqbench-results/1` file) has no CI: Welch's t-test at 99% on the medians.
-    Welch,
-    /// Exit rates without a CI: Poisson counts.
-    Poisson,
     /// Too few samples in a run to say anything.
     Unknown,
     /// A run has no figure for the row at all (it kept no round).
@@ -144,51 +140,12 @@ fn change_pct(old: f64, new: f64) -> f64 {
     }
 }
 
-/// The two-sided 99 % critical value of Student's t with Welch's (fractional) `df`: with three
-/// repeats a v1 run knows its own spread only roughly. A df below 1 counts as 1; an infinite df
-/// (both spreads zero, where the value multiplies zero) takes the normal quantile.
-pub(crate) fn t_critical_99(df: f64) -> f64 {
-    use statrs::distribution::{ContinuousCDF, Normal, StudentsT};
-    let df = if df.is_nan() { 1.0 } else { df.max(1.0) };
-    match StudentsT::new(0.0, 1.0, df) {
-        Ok(t) if df.is_finite() => t.inverse_cdf(0.995),
-        _ => Normal::standard().inverse_cdf(0.995),
-    }
-}
-
-/// The squared standard error of a median (1.2533 σ/√n, the large-sample efficiency of the
-/// median) and the samples behind it; `None` with fewer than two.
-fn median_error(s: &Summary) -> Option<(f64, usize)> {
-    let finite = crate::statistics::sorted_finite(&s.samples);
-    let (_, sd) = crate::statistics::mean_sd(&finite)?;
-    let n = finite.len();
-    Some((1.2533f64.powi(2) * sd * sd / n as f64, n))
-}
-
-/// The fallback for files without CIs: Welch's t-test on the medians at 99%
-/// (Welch–Satterthwaite degrees of freedom) and the relative floor.
-fn welch_beyond(a: &Summary, b: &Summary, min_change_pct: f64) -> Option<bool> {
-    let terms = [median_error(a)?, median_error(b)?];
-    let var: f64 = terms.iter().map(|(v, _)| v).sum();
-    let df_den: f64 = terms.iter().map(|(v, n)| v * v / (*n as f64 - 1.0)).sum();
-    let df = if df_den > 0.0 {
-        var * var / df_den
-    } else {
-        f64::INFINITY
-    };
-    let diff = (b.median - a.median).abs();
-    Some(
-        diff > 0.0
-            && diff > t_critical_99(df) * var.sqrt()
-            && change_pct(a.median, b.median).abs() >= min_change_pct,
-    )
-}
-
 fn disjoint(a: [f64; 2], b: [f64; 2]) -> bool {
     a[1] < b[0] || b[1] < a[0]
 }
 
-/// A row of a per-round summary: by the CIs when both runs have one, else Welch.
+/// A row of a per-round summary: by the CIs when both runs have one; a run without one (too
+/// few rounds) cannot be judged.
 pub(crate) fn summary_row(
     name: &str,
     metric: &str,
@@ -208,10 +165,7 @@ pub(crate) fn summary_row(
             disjoint(ca, cb) && change.abs() >= min_change_pct,
             NoiseBasis::Ci,
         ),
-        _ => match welch_beyond(a, b, min_change_pct) {
-            Some(beyond) => (beyond, NoiseBasis::Welch),
-            None => (false, NoiseBasis::Unknown),
-        },
+        _ => (false, NoiseBasis::Unknown),
     };
     CompareRow {
         name: name.into(),
@@ -226,8 +180,8 @@ pub(crate) fn summary_row(
     }
 }
 
-/// Exits per op: by the CIs of the per-round samples when both runs have them; otherwise the
-/// rates are treated as Poisson counts (variance of a rate = count / ops²).
+/// Exits per op: by the CIs of the counts (a run without one, too few kept rounds for a count,
+/// cannot be judged).
 fn exits_row(name: &str, ra: &PhaseResult, rb: &PhaseResult, min_change_pct: f64) -> CompareRow {
     // A run without the stat (too few kept rounds for a count, or a kernel without binary
     // stats) has no figure: not a 0.
@@ -257,14 +211,7 @@ fn exits_row(name: &str, ra: &PhaseResult, rb: &PhaseResult, min_change_pct: f64
     } else if let (Some(ca), Some(cb)) = cis {
         (disjoint(ca, cb) && big_enough, NoiseBasis::Ci)
     } else {
-        let var = |rate: f64, ops: u64| {
-            let ops = ops.max(1) as f64;
-            (rate.abs() * ops).max(1.0) / (ops * ops)
-        };
-        let se = (var(old, ra.ops) + var(new, rb.ops)).sqrt();
-        // 2.576: the two-sided 99% normal quantile, as in the Welch fallback.
-        let beyond = (new - old).abs() > 2.576 * se && change.abs() >= min_change_pct;
-        (beyond, NoiseBasis::Poisson)
+        (false, NoiseBasis::Unknown)
     };
     CompareRow {
         name: name.into(),

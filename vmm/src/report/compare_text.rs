@@ -102,10 +102,7 @@ fn verdict(r: &CompareRow) -> String {
                 _ => "new",
             }
         ),
-        (true, NoiseBasis::Welch) => format!("beyond noise ({without}: Welch)"),
-        (true, NoiseBasis::Poisson) => "beyond noise (no CI: Poisson)".into(),
         (true, _) => "beyond noise".into(),
-        (false, NoiseBasis::Welch) => format!("(within noise; {without}: Welch)"),
         (false, NoiseBasis::Unknown) => format!("({without}, too few samples to judge)"),
         (false, _) => "(within noise)".into(),
     }

@@ -1,10 +1,11 @@
 //! CSV: every column of the shared spec with raw (unrounded) numbers, then one column per KVM
-//! stat (`stat:`), VM-wide stat (`vmstat:`) and userspace exit reason (`uexit:`) seen in any
-//! result.
+//! stat (`stat:`) and userspace exit reason (`uexit:`) seen in any result: its net per-op
+//! figure from the row's `counts`.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
-use crate::results::{PhaseResult, RunReport};
+use crate::results::exits::vmm_count_key;
+use crate::results::{HandledBy, PhaseResult, RunReport};
 
 use super::columns::COLUMNS;
 use super::format::raw_number;
@@ -26,14 +27,14 @@ fn csv_line(out: &mut String, fields: &[String]) {
     out.push_str("\r\n");
 }
 
-pub(crate) fn union_keys<'a>(
-    report: &'a RunReport,
-    map: impl Fn(&'a PhaseResult) -> &'a BTreeMap<String, f64>,
-) -> Vec<&'a str> {
+/// The VMM's exit reasons any row took, sorted.
+fn exit_reason_names(report: &RunReport) -> Vec<&str> {
     let keys: BTreeSet<&str> = report
         .results
         .iter()
-        .flat_map(|r| map(r).keys().map(String::as_str))
+        .flat_map(|r| &r.exit_reasons)
+        .filter(|e| e.handled_by == HandledBy::Vmm)
+        .map(|e| e.reason.as_str())
         .collect();
     keys.into_iter().collect()
 }
@@ -50,28 +51,21 @@ pub(crate) fn kvm_stat_names(report: &RunReport) -> Vec<&str> {
 
 pub fn render_csv(report: &RunReport) -> String {
     let stats = kvm_stat_names(report);
-    let vm_stats = union_keys(report, |r| &r.vm_stats_per_op);
-    let uexits = union_keys(report, |r| &r.userspace_exits_per_op);
+    let uexits = exit_reason_names(report);
     let fields = || COLUMNS.iter().flat_map(|c| c.csv.iter());
 
     let mut out = String::new();
     let mut header: Vec<String> = fields().map(|(name, _)| name.to_string()).collect();
     header.extend(stats.iter().map(|s| format!("stat:{s}")));
-    header.extend(vm_stats.iter().map(|s| format!("vmstat:{s}")));
     header.extend(uexits.iter().map(|s| format!("uexit:{s}")));
     csv_line(&mut out, &header);
 
-    // A stat absent from a result did not move in that phase: 0, not unknown.
-    let get = |m: &BTreeMap<String, f64>, k: &str| raw_number(m.get(k).copied().unwrap_or(0.0));
+    // A count absent from a result did not move in that phase: 0, not unknown.
+    let get = |r: &PhaseResult, k: &str| raw_number(r.counts.get(k).map_or(0.0, |e| e.per_op));
     for r in &report.results {
         let mut row: Vec<String> = fields().map(|(_, value)| value(r)).collect();
-        row.extend(
-            stats
-                .iter()
-                .map(|k| raw_number(r.counts.get(*k).map_or(0.0, |e| e.per_op))),
-        );
-        row.extend(vm_stats.iter().map(|k| get(&r.vm_stats_per_op, k)));
-        row.extend(uexits.iter().map(|k| get(&r.userspace_exits_per_op, k)));
+        row.extend(stats.iter().map(|k| get(r, k)));
+        row.extend(uexits.iter().map(|k| get(r, &vmm_count_key(k))));
         csv_line(&mut out, &row);
     }
     out

@@ -5,9 +5,10 @@
 
 use std::fmt::Write as _;
 
-use crate::results::{ExitReasonFigure, HandledBy, HandlingTime, RunReport};
+use crate::results::{ExitReasonFigure, HandledBy, HandlingTime, PhaseResult, RunReport};
 
-use super::format::{fmt_cost, fmt_sig, Estimate};
+use super::columns::stat_estimate;
+use super::format::{fmt_cost, fmt_sig};
 
 /// Writes one Markdown table: (out, headers, right-aligned, rows). The Markdown renderer's, passed
 /// in so that this file and it do not import each other.
@@ -16,7 +17,7 @@ pub(crate) type TableFn = dyn Fn(&mut String, &[&str], &[bool], &[Vec<String>]);
 const HEADERS: [&str; 6] = [
     "reason",
     "by",
-    "count",
+    "total",
     "per op (±95% CI)",
     "share of exits",
     "time min / mean / max (µs)",
@@ -38,11 +39,8 @@ fn fmt_time(t: Option<HandlingTime>) -> String {
     )
 }
 
-fn line(e: &ExitReasonFigure) -> Vec<String> {
-    let per_op = match (e.per_op, e.per_op_ci95) {
-        (Some(median), ci) => fmt_cost(Estimate { median, ci }),
-        (None, _) => "no data".into(),
-    };
+fn line(r: &PhaseResult, e: &ExitReasonFigure) -> Vec<String> {
+    let per_op = stat_estimate(r, &e.count_key()).map_or_else(|| "no data".into(), fmt_cost);
     vec![
         format!("`{}`", e.reason),
         match e.handled_by {
@@ -50,7 +48,7 @@ fn line(e: &ExitReasonFigure) -> Vec<String> {
             HandledBy::Kvm => "kvm",
         }
         .into(),
-        e.count.to_string(),
+        e.total.to_string(),
         per_op,
         e.share_of_exits
             .map_or_else(|| "—".into(), |s| format!("{:.1}%", s * 100.0)),
@@ -69,14 +67,14 @@ pub(crate) fn render_exit_breakdown(report: &RunReport, md_table: &TableFn) -> S
     if !rows.is_empty() {
         out.push_str(
             "\n## Exit breakdown\n\nPer row: the exits the VMM handled (`vmm`, time from \
-             KVM_RUN's return to the next KVM_RUN) and every KVM stat counter (`kvm`). Count: \
+             KVM_RUN's return to the next KVM_RUN) and every KVM stat counter (`kvm`). Total: \
              all blocks; per op: mean over kept rounds net of the baseline; share: of KVM's \
              `exits` over kept rounds (gross).\n",
         );
     }
     for r in rows {
         let _ = writeln!(out, "\n### `{}`\n", r.name);
-        let lines: Vec<Vec<String>> = r.exit_reasons.iter().map(line).collect();
+        let lines: Vec<Vec<String>> = r.exit_reasons.iter().map(|e| line(r, e)).collect();
         md_table(&mut out, &HEADERS, &RIGHT, &lines);
     }
     if let Some(trace) = &report.exit_trace {
@@ -89,14 +87,14 @@ pub(crate) fn render_exit_breakdown(report: &RunReport, md_table: &TableFn) -> S
                 .map(|e| {
                     vec![
                         format!("`{}`", e.reason),
-                        e.count.to_string(),
+                        e.total.to_string(),
                         fmt_time(e.time_ns),
                     ]
                 })
                 .collect();
             md_table(
                 &mut out,
-                &["exit reason", "count", "exit → entry min / mean / max (µs)"],
+                &["exit reason", "total", "exit → entry min / mean / max (µs)"],
                 &[false, true, true],
                 &lines,
             );
@@ -111,17 +109,22 @@ mod tests {
     use crate::results::{ExitTrace, PhaseResult, TracedExit};
 
     #[test]
-    fn the_breakdown_shows_count_per_op_share_and_time() {
+    fn the_breakdown_shows_total_per_op_share_and_time() {
         let mut report = RunReport::default();
+        let per_op = crate::results::CountEstimate {
+            per_op: 0.0207,
+            ci95: [0.0125, 0.0289],
+            rounds: 30,
+            ..Default::default()
+        };
         report.results.push(PhaseResult {
             name: "g/native-popf".into(),
+            counts: [("vmm:irq-window-open".to_string(), per_op)].into(),
             exit_reasons: vec![
                 ExitReasonFigure {
                     reason: "irq-window-open".into(),
                     handled_by: HandledBy::Vmm,
-                    count: 554,
-                    per_op: Some(0.0207),
-                    per_op_ci95: Some([0.0125, 0.0289]),
+                    total: 554,
                     share_of_exits: Some(0.1739),
                     time_ns: Some(HandlingTime {
                         min: 4905.0,
@@ -132,7 +135,7 @@ mod tests {
                 ExitReasonFigure {
                     reason: "exits".into(),
                     handled_by: HandledBy::Kvm,
-                    count: 3107,
+                    total: 3107,
                     ..Default::default()
                 },
             ],
@@ -145,7 +148,7 @@ mod tests {
                 "g".to_string(),
                 vec![TracedExit {
                     reason: "io".into(),
-                    count: 3,
+                    total: 3,
                     time_ns: None,
                 }],
             )]

@@ -2,9 +2,7 @@
 
 use crate::results::Summary;
 
-/// Rounds that a distribution-free 95% CI of a median needs before it says anything
-/// ([`crate::statistics::median_ci_ranks`] has no interval below this).
-pub(crate) const MIN_CI_SAMPLES: usize = 6;
+pub(crate) use crate::statistics::MIN_CI_SAMPLES;
 
 /// A per-operation rate with 4 significant digits; tiny or huge ones in exponent form so the
 /// column stays narrow.

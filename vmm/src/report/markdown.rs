@@ -204,7 +204,7 @@ fn exit_sites(out: &mut String, report: &RunReport) {
                     s.strategy.clone(),
                     s.site.clone(),
                     s.reason.clone(),
-                    s.count.to_string(),
+                    s.total.to_string(),
                     format!("`{}`", s.instruction),
                 ]
             })

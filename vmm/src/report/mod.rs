@@ -46,8 +46,7 @@ pub use folder::{
     check_out_base, new_results_dir, write_csv, write_json, write_markdown, write_svg, OutputDir,
 };
 pub use forest::render_forest;
-pub(crate) use json::forget_v1_cis;
-pub use json::{read_json, to_json};
+pub use json::{convert_v3, read_json, report_from_str, to_json};
 pub use markdown::render_markdown;
 pub use scaling::{render_scaling, scaling_rows, ScalingRow};
 pub use svg::render_svg;
@@ -76,8 +75,10 @@ pub enum ReportError {
         source: serde_json::Error,
     },
     #[error(
-        "{path} has schema {found:?}, but this irqbench reads only {}",
-        crate::results::SCHEMAS_READ.join(", "),
+        "{path} has schema {found:?}, but this irqbench reads only {} (and converts {}); \
+         a file of an older schema is read by the irqbench that wrote it",
+        crate::results::SCHEMA,
+        crate::results::SCHEMA_CONVERTED,
         path = crate::text::escape_path(.path)
     )]
     Schema { path: PathBuf, found: String },

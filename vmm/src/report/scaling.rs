@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use crate::results::{ComparedMetric, PhaseResult, ResultKind, RunReport};
+use crate::results::{ComparedMetric, RunReport};
 
 use super::format::{fmt_cost, fmt_ratio_change, Estimate};
 
@@ -24,12 +24,10 @@ pub struct ScalingRow {
     pub b_ci95: Option<[f64; 2]>,
     /// Median of the per-round paired ratios b/a, minus 1, in percent.
     pub change_pct: f64,
-    /// 95% CI of the ratio b/a; `None` for runs without paired comparisons.
+    /// 95% CI of the ratio b/a; `None` with too few paired rounds for one.
     pub ratio_ci95: Option<[f64; 2]>,
     /// The ratio's CI excludes 1.
     pub beyond_noise: bool,
-    /// From a paired comparison of the run (else from the two rows' medians, unpaired).
-    pub paired: bool,
 }
 
 /// `epoll/n0/none/4v` → `epoll/n0/none`: the groups a scaling table joins differ only there.
@@ -72,11 +70,7 @@ pub fn scaling_rows(report: &RunReport) -> Vec<ScalingRow> {
             // A comparison without a ratio stays as a line that says so.
             ratio_ci95: c.has_ci().then_some(c.ratio.ci95),
             beyond_noise: c.ratio.excludes(1.0),
-            paired: true,
         });
-    }
-    if rows.is_empty() {
-        rows = unpaired_rows(report);
     }
     // Stable: families and pairs keep the config's order, vCPU counts ascend within them.
     let order: Vec<(String, String, String)> = rows.iter().fold(Vec::new(), |mut v, r| {
@@ -90,51 +84,6 @@ pub fn scaling_rows(report: &RunReport) -> Vec<ScalingRow> {
         let key = (r.group.clone(), r.a.clone(), r.b.clone());
         (order.iter().position(|k| *k == key), r.vcpus)
     });
-    rows
-}
-
-/// Runs without paired comparisons (older files): strategies two by two from the medians,
-/// with no verdict, since unpaired medians carry no CI of their ratio.
-fn unpaired_rows(report: &RunReport) -> Vec<ScalingRow> {
-    let locks: Vec<&PhaseResult> = report
-        .results
-        .iter()
-        .filter(|r| r.kind == ResultKind::Lock)
-        .collect();
-    let mut strategies: Vec<crate::identity::Subject> = Vec::new();
-    for r in &locks {
-        if !strategies.contains(&r.strategy) {
-            strategies.push(r.strategy);
-        }
-    }
-    let mut rows = Vec::new();
-    for pair in strategies.chunks(2) {
-        let [a, b] = pair else { continue };
-        for ra in locks.iter().filter(|r| r.strategy == *a) {
-            let fam = family(&ra.group);
-            let Some(rb) = locks
-                .iter()
-                .find(|r| r.strategy == *b && r.vcpus == ra.vcpus && family(&r.group) == fam)
-            else {
-                continue;
-            };
-            let (x, y) = (ra.ops_per_sec.median, rb.ops_per_sec.median);
-            rows.push(ScalingRow {
-                group: fam.to_string(),
-                a: a.to_string(),
-                b: b.to_string(),
-                vcpus: ra.vcpus,
-                a_ops_per_sec: x,
-                b_ops_per_sec: y,
-                a_ci95: Estimate::of(&ra.ops_per_sec).ci,
-                b_ci95: Estimate::of(&rb.ops_per_sec).ci,
-                change_pct: if x == 0.0 { 0.0 } else { (y - x) / x * 100.0 },
-                ratio_ci95: None,
-                beyond_noise: false,
-                paired: false,
-            });
-        }
-    }
     rows
 }
 
@@ -164,11 +113,10 @@ pub fn render_scaling(report: &RunReport) -> String {
                 },
             ),
             None if !r.change_pct.is_finite() => ("no ratio".to_string(), "no data"),
-            None if r.paired => (
+            None => (
                 format!("{:+.1}% [no CI]", r.change_pct),
                 "too few rounds for a CI",
             ),
-            None => (format!("{:+.1}%", r.change_pct), "no CI (unpaired)"),
         };
         let _ = writeln!(
             out,

@@ -12,8 +12,8 @@ use crate::results::{
 
 use super::columns::{grid, stat_estimate, Align};
 use super::format::{
-    ellipsize, fmt_cost, fmt_count, fmt_interval, fmt_rate, fmt_ratio_change, fmt_sig, fmt_spread,
-    tsc_ghz, MIN_CI_SAMPLES,
+    ellipsize, fmt_cost, fmt_count, fmt_interval, fmt_ratio_change, fmt_sig, fmt_spread, tsc_ghz,
+    MIN_CI_SAMPLES,
 };
 pub(crate) use super::warnings::figure_warnings;
 use super::width::{text_width, wrap};
@@ -608,15 +608,6 @@ fn render_stats(out: &mut String, report: &RunReport, width: usize) {
             .filter(|(_, e)| e.per_op != 0.0)
             .filter_map(|(k, _)| Some(format!("{k}={}", fmt_cost(stat_estimate(r, k)?))))
             .collect();
-        if report.vm_stats_by_group.is_empty() {
-            // Files written before the group totals existed: the per-op share has no CI.
-            items.extend(
-                r.vm_stats_per_op
-                    .iter()
-                    .filter(|(_, v)| **v != 0.0)
-                    .map(|(k, v)| format!("vm.{k}={} ±?", fmt_rate(*v))),
-            );
-        }
         if items.is_empty() {
             items.push("-".into());
         }
@@ -667,7 +658,7 @@ fn render_exit_sites(out: &mut String, report: &RunReport, width: usize) {
                 s.strategy.clone(),
                 site,
                 s.reason.clone(),
-                fmt_count(s.count),
+                fmt_count(s.total),
                 format!("{:#x}", s.rip),
                 s.instruction.clone(),
             ]);
@@ -696,7 +687,7 @@ pub fn render_mixed(report: &RunReport) -> String {
                 .exit_sites
                 .iter()
                 .filter(|s| s.strategy == *strategy)
-                .map(|s| s.count)
+                .map(|s| s.total)
                 .sum();
             let _ = writeln!(
                 out,

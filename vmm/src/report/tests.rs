@@ -81,24 +81,28 @@ fn row(bench: &str, kind: ResultKind, variant: &str, cycles: f64, spread: f64) -
 }
 
 fn with_exits(mut r: PhaseResult, exits: f64, spread: f64) -> PhaseResult {
-    r.exits_per_round = rounds(exits, spread, ROUNDS);
-    // Every stat carries the CI of its per-round samples, scaled like its median.
+    let per_round = rounds(exits, spread, ROUNDS);
+    // Every count carries the CI of its per-round samples, scaled like its median.
     for (name, share) in [
         ("exits", 1.0),
         ("io_exits", 0.75),
         ("irq_window_exits", 0.25),
+        ("vmm:io-out", 0.75),
+        ("vmm:userspace_exits", 0.75),
     ] {
         let e = crate::results::CountEstimate {
             per_op: exits * share,
-            ci95: r.exits_per_round.ci95.map(|b| b * share),
+            ci95: per_round.ci95.map(|b| b * share),
             rounds: ROUNDS,
             ..Default::default()
         };
         r.counts.insert(name.into(), e);
     }
-    r.userspace_exits_per_op
-        .insert("io-out".into(), exits * 0.75);
-    r.userspace_exits_per_round = rounds(exits * 0.75, spread * 0.75, ROUNDS);
+    r.exit_reasons.push(crate::results::ExitReasonFigure {
+        reason: "io-out".into(),
+        total: (exits * 0.75 * r.ops as f64).round() as u64,
+        ..Default::default()
+    });
     r
 }
 
@@ -126,12 +130,12 @@ fn strategy_rows() -> Vec<PhaseResult> {
         site: "restore".into(),
         symbol: "irqbench_op_pvop_popf".into(),
         reason: "io-out".into(),
-        count: 3_750_000,
+        total: 3_750_000,
         rip: 0x20_1a3c,
         instruction: "popfq".into(),
         sti_rip: None,
     });
-    popf.interrupts = 12_345;
+    popf.totals.interrupts = 12_345;
     let skip = with_exits(row("pv", s, "pvop-skip", 11_245.2, 50.0), 0.0004, 0.003);
     let mut native = row("pv", s, "native-skip", 0.8, 4.0);
     native.precision_reached = false;
@@ -162,10 +166,16 @@ fn lock_rows() -> (Vec<PhaseResult>, Vec<PairedComparison>) {
             r.lock = Some(LockStats {
                 acquisitions: 10_000_000,
                 spins: 2_500_000,
-                spins_per_op: 0.25,
                 counter: 10_000_000,
                 mutual_exclusion_held: true,
             });
+            let spins = crate::results::CountEstimate {
+                per_op: 0.25,
+                ci95: [0.24, 0.26],
+                rounds: ROUNDS,
+                ..Default::default()
+            };
+            r.counts.insert("guest:lock_spins".into(), spins);
             pair.push(r);
         }
         let mut c = comparison(&pair[0], &pair[1], ratio, ci);
@@ -341,15 +351,6 @@ fn userspace_exits_and_vm_stats_print_with_what_bounds_them() {
         vm.contains("strategies/n0/none/1v: vm.mmu_pte_write=119k"),
         "{vm}"
     );
-    // A file without group totals (schema 2 before they existed) keeps its per-op share,
-    // marked as having no CI.
-    let mut old = report.clone();
-    old.vm_stats_by_group.clear();
-    old.results[0]
-        .vm_stats_per_op
-        .insert("mmu_pte_write".into(), 0.5);
-    let table = render_table_at(&old, 120);
-    assert!(table.contains("vm.mmu_pte_write=0.5000 ±?"), "{table}");
 }
 
 #[test]
@@ -529,21 +530,6 @@ fn utc_dates() {
 }
 
 #[test]
-fn t_critical_values_match_the_printed_tables() {
-    use super::compare::t_critical_99;
-    for (df, t) in [(1.0, 63.657), (3.0, 5.841), (10.0, 3.169), (30.0, 2.750)] {
-        assert!(
-            (t_critical_99(df) - t).abs() < 1e-3,
-            "df {df}: {}",
-            t_critical_99(df)
-        );
-    }
-    assert!((t_critical_99(f64::INFINITY) - 2.5758).abs() < 1e-3);
-    assert_eq!(t_critical_99(f64::NAN), t_critical_99(0.2));
-    assert!(t_critical_99(2.5) < t_critical_99(2.0) && t_critical_99(2.5) > t_critical_99(3.0));
-}
-
-#[test]
 fn csv_has_ci_columns_quoting_and_no_negative_zero() {
     let mut report = sample_report();
     report.results[0].cycles_per_op.ci95[0] = -0.0;
@@ -688,9 +674,11 @@ fn read_json_refuses_devices_other_schemas_and_bad_json_naming_the_file() {
     let mut report = sample_report();
     let other = dir.join("v4.json");
     for schema in [
-        "irqbench-results/4",
-        "irqbench-results/10",
-        "irqbench-results/20",
+        "irqbench-results/1",
+        "irqbench-results/2",
+        "irqbench-results/5",
+        "irqbench-results/40",
+        "irqbench-results/30",
     ] {
         report.schema = schema.into();
         write_json(&report, &other).unwrap();
@@ -715,101 +703,76 @@ fn read_json_refuses_devices_other_schemas_and_bad_json_naming_the_file() {
     fs::remove_dir_all(dir).unwrap();
 }
 
-/// A results file as irqbench 0.1 wrote it: three repeats, no CIs, no groups.
-const V1_JSON: &str = r#"{
-  "schema": "irqbench-results/1",
-  "irqbench_version": "0.1.0",
-  "config_name": "quick",
-  "config_source": "quick.toml",
-  "started_unix": 1770000000,
-  "wall_seconds": 12.0,
-  "partial": false,
-  "partial_reason": null,
-  "host": {
-    "cpu_model": "AMD EPYC 9B14", "host_cpus": 2, "kernel_release": "6.18.0",
-    "kvm_flavour": "pvm", "nested": true, "module_params": {}, "tsc_khz": 2450000,
-    "kvm_api_version": 12, "capabilities": {}, "max_vcpus": 1024, "recommended_vcpus": 2,
-    "irqchip_modes": ["userspace"], "vcpu_pinning": false, "warnings": []
-  },
-  "results": [{
-    "name": "pv/pvop-popf/n0/none/1v", "kind": "strategy", "strategy": "pvop-popf",
-    "irq_source": "none", "nesting": 0.0, "vcpus": 1, "body_ops": 4, "iterations": 20000,
-    "ops": 60000, "repeats": 3,
-    "cycles_per_op": {"median": 13600.0, "p5": 13590.0, "p95": 13610.0, "cv": 0.001,
-                      "samples": [13590.0, 13600.0, 13610.0]},
-    "baseline_cycles_per_op": 11.0,
-    "raw_cycles_per_op": {"median": 13611.0, "p5": 13601.0, "p95": 13621.0, "cv": 0.001,
-                          "samples": [13601.0, 13611.0, 13621.0]},
-    "ops_per_sec": {"median": 180000.0, "p5": 179000.0, "p95": 181000.0, "cv": 0.005,
-                    "samples": [179000.0, 180000.0, 181000.0]},
-    "per_vcpu_ops": [60000],
-    "exits_per_op": {"exits": 2.0},
-    "vm_stats_per_op": {}, "userspace_exits_per_op": {"io-out": 1.5},
-    "interrupts": 0, "hypercalls": 0, "hypercalls_seen_by_vmm": 0, "if_violations": 0,
-    "exit_sites": [], "lock": null, "strategy_ops": {}, "noisy": false, "wall_ms": 900.0
-  }],
-  "failures": []
-}
-"#;
+/// An `irqbench-results/3` file as the build before schema 4 wrote it (`run` of
+/// tests/fixtures/v3-fixture.toml): no load and inject at 5 kHz.
+const V3_FIXTURE: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/fixtures/results-v3.json"
+);
 
+/// The /3 file reads through the converter: its rows' legacy views are gone, the inject row's
+/// userspace exits have one net figure per op (the /3 file also held the gross 0.11 under
+/// `userspace_exits_per_op`), and it compares with itself as any report does.
 #[test]
-fn compare_reads_a_v1_file_and_says_it_has_no_ci() {
-    let dir = scratch_dir("v1");
-    let path = dir.join("old.json");
-    fs::write(&path, V1_JSON).unwrap();
-    let old = read_json(&path).unwrap();
-    fs::remove_dir_all(dir).unwrap();
-    let r = &old.results[0];
-    assert_eq!((r.block_ops, r.rounds), (20_000, 0));
-    // No `ci95` in a v1 file is no CI, not the interval [0, 0].
-    assert!(r.cycles_per_op.ci95.iter().all(|b| b.is_nan()));
-    assert!(old.comparisons.is_empty() && old.description.is_empty());
-    // The flavour string of old files reads into the typed flavour; newer fields default.
-    assert_eq!(old.host.kvm_flavour, crate::results::KvmFlavour::Pvm);
-    assert!(old.host.kernel_cmdline.value().is_none() && old.host.validation.is_none());
-
-    let new = sample_report();
-    let c = compare(&old, &new);
-    let row = c
-        .rows
-        .iter()
-        .find(|r| r.metric == "cycles/op")
-        .expect("row");
-    assert_eq!(row.basis, NoiseBasis::Welch);
-    assert!(row.old_ci95.is_none() && row.new_ci95.is_some());
-    // 13600 --> 12371: −9%, and three tight repeats against 25 rounds: beyond noise.
-    assert!(row.beyond_noise);
-    let text = render_compare(&c, false);
-    assert!(text.contains("no CI in the old run"), "{text}");
-    assert!(text.contains("old: quick, 2026-02-02"), "{text}");
-    assert!(text.contains("(irqbench-results/1)"), "{text}");
-    // The v1 table renders too: no CI, so `±?`.
-    assert!(render_table_at(&old, 120).contains("13600 ±?"));
-}
-
-/// A v1 run of many repeats (the v1 `soak` config had 60) is still a run without CIs: its
-/// absent `ci95` is not taken for an interval around 0, which would have printed its rows
-/// `≈0 (±14000)` and judged them by "CIs apart".
-#[test]
-fn a_v1_file_of_many_repeats_has_no_ci() {
-    let samples: Vec<String> = (0..60).map(|i| format!("{}.0", 13_590 + i % 21)).collect();
-    let json = V1_JSON.replacen(
-        "[13590.0, 13600.0, 13610.0]",
-        &format!("[{}]", samples.join(", ")),
-        1,
+fn a_v3_file_reads_converted_to_schema_4() {
+    let old: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(V3_FIXTURE).unwrap()).unwrap();
+    assert_eq!(old["schema"], "irqbench-results/3");
+    let report = read_json(Path::new(V3_FIXTURE)).unwrap();
+    assert_eq!(report.schema, SCHEMA);
+    assert_eq!(
+        report.results.len(),
+        old["results"].as_array().unwrap().len()
     );
-    let dir = scratch_dir("v1-many");
-    let path = dir.join("old.json");
-    fs::write(&path, json).unwrap();
-    let old = read_json(&path).unwrap();
+    for (r, o) in report
+        .results
+        .iter()
+        .zip(old["results"].as_array().unwrap())
+    {
+        assert_eq!(r.name, o["name"].as_str().unwrap());
+        assert_eq!(
+            r.cycles_per_op.median,
+            o["cycles_per_op"]["median"].as_f64().unwrap()
+        );
+        assert_eq!(r.totals.interrupts, o["interrupts"].as_u64().unwrap());
+        assert_eq!(
+            r.counts["exits"].per_op,
+            o["counts"]["exits"]["per_op"].as_f64().unwrap()
+        );
+        for (e, oe) in r
+            .exit_reasons
+            .iter()
+            .zip(o["exit_reasons"].as_array().unwrap())
+        {
+            assert_eq!(e.total, oe["count"].as_u64().unwrap());
+        }
+    }
+    let inject = report
+        .results
+        .iter()
+        .find(|r| r.irq_source.starts_with("inject"))
+        .expect("an inject row");
+    let uexits = &inject.counts["vmm:userspace_exits"];
+    let json = serde_json::to_value(inject).unwrap();
+    for gone in [
+        "userspace_exits_per_op",
+        "exits_per_op",
+        "stats_ci95",
+        "interrupts",
+    ] {
+        assert!(json.get(gone).is_none(), "{gone}");
+    }
+    let table = render_table_at(&report, 160);
+    let shown = fmt_cost(Estimate::with_ci(uexits.per_op, uexits.ci95, uexits.rounds));
+    assert!(table.contains(&shown), "{shown} not in\n{table}");
+    let c = compare(&report, &report);
+    assert!(c.rows.iter().all(|r| !r.beyond_noise));
+    // Written again, it is a schema 4 file that reads back the same.
+    let dir = scratch_dir("v3");
+    let path = dir.join("v4.json");
+    write_json(&report, &path).unwrap();
+    assert_eq!(read_json(&path).unwrap(), report);
     fs::remove_dir_all(dir).unwrap();
-    assert_eq!(old.results[0].cycles_per_op.samples.len(), 60);
-    let c = compare(&old, &sample_report());
-    let row = c.rows.iter().find(|r| r.metric == "cycles/op").unwrap();
-    assert_eq!(row.basis, NoiseBasis::Welch, "{row:?}");
-    assert!(row.old_ci95.is_none(), "{row:?}");
-    let text = render_compare(&c, false);
-    assert!(text.contains("13600 ±?") && !text.contains("≈0"), "{text}");
 }
 
 #[test]
@@ -1084,24 +1047,6 @@ fn compare_lists_results_of_only_one_run() {
     let text = render_compare(&c, true);
     assert!(text.contains("only in the new run: `pv/vif-skip/n0/none/1v`"));
     assert!(text.contains("|---"));
-}
-
-#[test]
-fn the_welch_fallback_follows_the_drift_floor() {
-    let s = |samples: &[f64]| Summary::from_samples(samples);
-    let judge =
-        |a: &Summary, b: &Summary, floor| compare::summary_row("x", "m", a, b, floor).beyond_noise;
-    let a = s(&[999.0, 1000.0, 1001.0]);
-    let b = s(&[1099.0, 1100.0, 1101.0]);
-    assert!(judge(&a, &b, 5.0));
-    let wide_a = s(&[900.0, 1000.0, 1100.0]);
-    let wide_b = s(&[1000.0, 1100.0, 1200.0]);
-    assert!(!judge(&wide_a, &wide_b, 5.0));
-    let c = s(&[1029.9, 1030.0, 1030.1]);
-    assert!(!judge(&a, &c, 5.0));
-    assert!(judge(&a, &c, 1.0));
-    let one = s(&[2000.0]);
-    assert!(!judge(&one, &one, 0.0));
 }
 
 #[test]

@@ -24,26 +24,38 @@ pub struct HandlingTime {
     pub max: f64,
 }
 
-/// One line of a row's exit breakdown, as `perf kvm stat` prints one per reason.
+/// One line of a row's exit breakdown, as `perf kvm stat` prints one per reason. Its net
+/// per-op figure is the row's `counts` entry [`ExitReasonFigure::count_key`].
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ExitReasonFigure {
     /// `vmm`: the VMM's reason (`irq-window-open`, `pio-hypercall`, `signal`, …); `kvm`: the
     /// KVM stat's name (`exits`, `irq_window_exits`, …).
     pub reason: String,
     pub handled_by: HandledBy,
-    /// Events over all of the row's blocks, disturbed ones included; for `vmm` reasons the
-    /// VMM's own tally (`userspace_exits_per_op` × ops).
-    pub count: u64,
-    /// Mean per op over the kept rounds, the baseline's subtracted (as every entry of
-    /// `counts`); `null` with too few kept rounds.
-    pub per_op: Option<f64>,
-    pub per_op_ci95: Option<[f64; 2]>,
+    /// Gross events over all of the row's blocks, disturbed ones included.
+    pub total: u64,
     /// Share of the row's KVM `exits` over the kept rounds (gross counts of both); for `kvm`
     /// entries only the `*exits` counters have one. `null` without the `exits` stat.
     pub share_of_exits: Option<f64>,
     /// `vmm` reasons: the VMM's handling time per exit, from KVM_RUN's return to the next
-    /// KVM_RUN (all blocks, like `count`); `null` for `kvm` entries and untimed reasons.
+    /// KVM_RUN (all blocks, like `total`); `null` for `kvm` entries and untimed reasons.
     pub time_ns: Option<HandlingTime>,
+}
+
+/// The `counts` key of the VMM's exits of one reason.
+pub fn vmm_count_key(reason: &str) -> String {
+    format!("vmm:{reason}")
+}
+
+impl ExitReasonFigure {
+    /// Where the row's `counts` holds this reason's net per-op figure: `vmm:<reason>` for the
+    /// VMM's, the stat's own name for KVM's.
+    pub fn count_key(&self) -> String {
+        match self.handled_by {
+            HandledBy::Vmm => vmm_count_key(&self.reason),
+            HandledBy::Kvm => self.reason.clone(),
+        }
+    }
 }
 
 /// Whether `--trace-exits` could trace, and what it found.
@@ -64,7 +76,8 @@ pub struct ExitTrace {
 pub struct TracedExit {
     /// The reason as the tracepoint prints it (`EXTERNAL_INTERRUPT`, `npf`, `io`, …).
     pub reason: String,
-    pub count: u64,
+    /// Exits of the reason over the group's rounds.
+    pub total: u64,
     /// Exit to next entry on the same thread (in-kernel handling, plus the VMM's for exits
     /// KVM passed on); `null` when no exit of the reason had a later entry.
     pub time_ns: Option<HandlingTime>,

@@ -23,15 +23,10 @@ pub use host::{
 };
 pub use validation::{Check, Scope, Validation, Verdict};
 
-/// Names the JSON layout; `compare` refuses files of another major version.
-pub const SCHEMA: &str = "irqbench-results/3";
-/// Older layouts `compare` still reads (missing keys take their defaults; in 1 and 2,
-/// `exits_per_op` holds medians of per-round nets, not means).
-pub const SCHEMAS_READ: [&str; 3] = [
-    "irqbench-results/1",
-    "irqbench-results/2",
-    "irqbench-results/3",
-];
+/// Names the JSON layout; readers refuse files of another major version.
+pub const SCHEMA: &str = "irqbench-results/4";
+/// The one older layout still read, converted to [`SCHEMA`] on reading (`report::json`).
+pub const SCHEMA_CONVERTED: &str = "irqbench-results/3";
 /// How every `ci95` in a report is computed.
 pub const CI_METHOD: &str = "distribution-free 95% CI of the median from order statistics \
      (binomial ranks); for cycles/op, ns/op, paired differences and comparisons (median of \
@@ -110,10 +105,14 @@ pub struct HostManifest {
 pub struct Summary {
     #[serde(deserialize_with = "f64_or_null")]
     pub median: f64,
-    /// 95% CI of the median ([`CI_METHOD`]); `[NaN, NaN]` (JSON `null`) with too few samples
-    /// to give one (fewer than 6): a point is not an interval. Files of earlier builds hold
-    /// `[median, median]` there, which readers take as no CI too.
-    #[serde(default, deserialize_with = "pair_or_null")]
+    /// 95% CI of the median ([`CI_METHOD`]); `[NaN, NaN]`, JSON `null`, with too few samples
+    /// to give one (fewer than [`crate::statistics::MIN_CI_SAMPLES`]): a point is not an
+    /// interval.
+    #[serde(
+        default,
+        serialize_with = "ci_or_null",
+        deserialize_with = "pair_or_null"
+    )]
     pub ci95: [f64; 2],
     #[serde(default, deserialize_with = "f64_or_null")]
     pub min: f64,
@@ -130,6 +129,13 @@ pub struct Summary {
 /// `null` (no figure, as NaN is written) reads back as NaN.
 pub(crate) fn f64_or_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
     Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
+}
+
+/// A CI as JSON: `[lo, hi]`, or `null` where there is none (never `[null, null]`).
+pub(crate) fn ci_or_null<S: serde::Serializer>(ci: &[f64; 2], s: S) -> Result<S::Ok, S::Error> {
+    crate::statistics::is_interval(*ci)
+        .then_some(ci)
+        .serialize(s)
 }
 
 pub(crate) fn pair_or_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<[f64; 2], D::Error> {
@@ -193,7 +199,8 @@ pub struct ExitSite {
     pub symbol: String,
     /// Userspace exit reason (`irq-window-open`, `io-out`, …).
     pub reason: String,
-    pub count: u64,
+    /// Exits at the site over all of the row's blocks.
+    pub total: u64,
     pub rip: u64,
     /// The instruction at `rip`, decoded (GNU syntax).
     pub instruction: String,
@@ -203,12 +210,29 @@ pub struct ExitSite {
     pub sti_rip: Option<u64>,
 }
 
+/// A row's gross event totals over all its blocks, disturbed ones included; the net per-op
+/// figures are in `PhaseResult::counts`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RowTotals {
+    /// Interrupts the guest's handler took.
+    pub interrupts: u64,
+    /// Interrupts (`inject`) or events (`pv-event`) the host raised during the group's rounds,
+    /// shared among its rows by block time.
+    pub irqs_raised: u64,
+    /// Hypercalls the guest issued.
+    pub hypercalls: u64,
+    /// Hypercalls the VMM saw (must equal `hypercalls`).
+    pub hypercalls_seen_by_vmm: u64,
+    /// Times the guest found IF set where its strategy had cleared it.
+    pub if_violations: u64,
+}
+
 /// The spinlock workload's counters.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct LockStats {
     pub acquisitions: u64,
+    /// Gross over all blocks (net per op: `counts["guest:lock_spins"]`).
     pub spins: u64,
-    pub spins_per_op: f64,
     /// The counter incremented inside the lock, read after the phase.
     pub counter: u64,
     /// `counter` equals the operations all vCPUs completed ×2 (two sections per op).
@@ -285,40 +309,22 @@ pub struct PhaseResult {
     pub raw_ns_per_op: Summary,
     /// Operations per second over all vCPUs, one sample per round (gross, not net).
     pub ops_per_sec: Summary,
-    /// Net `exits` (KVM stat) per operation, one sample per round.
-    #[serde(default)]
-    pub exits_per_round: Summary,
     /// Operations per vCPU (sum over rounds).
     pub per_vcpu_ops: Vec<u64>,
     /// Each vCPU's own throughput: its operations over its own TSC time (all rounds).
     #[serde(default)]
     pub per_vcpu_ops_per_sec: Vec<f64>,
-    /// Every event count per operation as a mean over the kept rounds with its CI
-    /// ([`crate::measure::counts::COUNT_CI_METHOD`]): the KVM stats that moved in the group
-    /// by kernel name, and the VMM's and the guest's own counters under `vmm:` and `guest:`.
-    /// A count with too few kept rounds is absent. The JSON key `counts`, with the KVM stats'
-    /// older keys derived from it beside (`counts_json`).
-    #[serde(flatten, with = "counts_json")]
+    /// Every event count per operation, net of the baseline: a mean over the kept rounds
+    /// with its CI ([`crate::measure::counts::COUNT_CI_METHOD`]). Keys: the KVM stats that
+    /// moved in the group by kernel name, the VMM's exits by reason as `vmm:<reason>` with
+    /// their sum `vmm:userspace_exits` and `vmm:hypercalls`, and the guest's own counters as
+    /// `guest:…`. A count with too few kept rounds is absent. The one place a row's per-op
+    /// counts are: `exit_reasons` and the tables read them here.
     pub counts: BTreeMap<String, CountEstimate>,
-    /// The same for the VM-wide stats (whole group, per operation of all its rows).
-    pub vm_stats_per_op: BTreeMap<String, f64>,
-    /// The VMM's own count of userspace exits by reason, per operation (markers subtracted):
-    /// totals over all rounds.
-    pub userspace_exits_per_op: BTreeMap<String, f64>,
-    /// All userspace exits per operation, one sample per round (median and 95% CI).
-    #[serde(default)]
-    pub userspace_exits_per_round: Summary,
-    pub interrupts: u64,
-    /// Interrupts (`inject`) or events (`pv-event`) the host raised during the group's rounds,
-    /// shared among its rows by block time.
-    #[serde(default)]
-    pub irqs_raised: u64,
-    pub hypercalls: u64,
-    /// Hypercalls the VMM saw (must equal `hypercalls`).
-    pub hypercalls_seen_by_vmm: u64,
-    pub if_violations: u64,
-    /// The row's exits by reason: those the VMM handled, then every KVM stat counter.
-    #[serde(default)]
+    /// Gross event totals over all of the row's blocks, disturbed ones included.
+    pub totals: RowTotals,
+    /// The row's exits by reason: those the VMM handled, then every KVM stat counter (their
+    /// per-op figures are in `counts`, see [`ExitReasonFigure::count_key`]).
     pub exit_reasons: Vec<ExitReasonFigure>,
     pub exit_sites: Vec<ExitSite>,
     pub lock: Option<LockStats>,
@@ -337,20 +343,17 @@ pub struct PhaseResult {
 }
 
 impl PhaseResult {
-    /// The row's per-round summaries every rounds-based schema (2 on) writes: the cost, its
-    /// baseline and raw parts in cycles and ns, and ops/s. `cycles_per_loop`, new in 3, is not
-    /// among them.
-    pub fn summaries_mut(&mut self) -> [&mut Summary; 7] {
-        [
-            &mut self.cycles_per_op,
-            &mut self.ns_per_op,
-            &mut self.baseline_cycles,
-            &mut self.baseline_ns,
-            &mut self.raw_cycles_per_op,
-            &mut self.raw_ns_per_op,
-            &mut self.ops_per_sec,
-        ]
-    }
+    /// The JSON keys of the row's per-round summaries.
+    pub const SUMMARY_KEYS: [&str; 8] = [
+        "cycles_per_op",
+        "ns_per_op",
+        "baseline_cycles",
+        "baseline_ns",
+        "raw_cycles_per_op",
+        "raw_ns_per_op",
+        "ops_per_sec",
+        "cycles_per_loop",
+    ];
 }
 
 /// Timer interrupts of a `lapic-timer` row: delivered (counted by the guest's handler, all
@@ -439,7 +442,7 @@ pub struct Interval {
     /// NaN (JSON `null`) when there is no figure, e.g. a comparison with no paired rounds.
     #[serde(deserialize_with = "f64_or_null")]
     pub median: f64,
-    #[serde(deserialize_with = "pair_or_null")]
+    #[serde(serialize_with = "ci_or_null", deserialize_with = "pair_or_null")]
     pub ci95: [f64; 2],
 }
 
@@ -489,7 +492,7 @@ impl PairedComparison {
     /// Whether the ratio has a CI: a finite one from 6 or more paired rounds. Files of earlier
     /// builds wrote `[ratio, ratio]` for fewer, which is no CI either.
     pub fn has_ci(&self) -> bool {
-        self.rounds >= 6
+        self.rounds as usize >= crate::statistics::MIN_CI_SAMPLES
             && self.ratio.median.is_finite()
             && crate::statistics::is_interval(self.ratio.ci95)
     }
@@ -674,86 +677,12 @@ pub fn kvm_stats(
         .map(|(name, e)| (name.as_str(), e))
 }
 
-/// `PhaseResult::counts`, the one map of a row's counts, in JSON: the key `counts` and the
-/// keys of the KVM stats that readers of older files know, written from it: `exits_per_op`
-/// (name → `per_op`), `stats_ci95` (name → `ci95`) and `exits_per_op_ci95` (`exits`' CI). A
-/// file written before `counts` has only those, and they are read into it (an entry with no
-/// CI in the file has a NaN one, and `rounds` 0).
-mod counts_json {
-    use super::{kvm_stats, CountEstimate, EXITS_STAT};
-    use serde::{Deserialize, Serialize};
-    use std::collections::BTreeMap;
-
-    type Counts = BTreeMap<String, CountEstimate>;
-
-    #[derive(Serialize, Deserialize)]
-    struct Stored<C> {
-        /// `null` without a CI (no `exits` stat, or under 6 rounds): `[0, 0]` read as a CI.
-        #[serde(
-            default = "no_ci",
-            serialize_with = "ci_or_null",
-            deserialize_with = "super::pair_or_null"
-        )]
-        exits_per_op_ci95: [f64; 2],
-        #[serde(default)]
-        exits_per_op: BTreeMap<String, f64>,
-        #[serde(default)]
-        stats_ci95: BTreeMap<String, [f64; 2]>,
-        #[serde(default)]
-        counts: C,
-    }
-
-    fn no_ci() -> [f64; 2] {
-        [f64::NAN; 2]
-    }
-
-    fn ci_or_null<S: serde::Serializer>(ci: &[f64; 2], s: S) -> Result<S::Ok, S::Error> {
-        Some(ci)
-            .filter(|c| c.iter().all(|x| x.is_finite()))
-            .serialize(s)
-    }
-
-    pub fn serialize<S: serde::Serializer>(counts: &Counts, s: S) -> Result<S::Ok, S::Error> {
-        let finite = |e: &&CountEstimate| e.ci95.iter().all(|x| x.is_finite());
-        Stored {
-            exits_per_op_ci95: counts.get(EXITS_STAT).map_or(no_ci(), |e| e.ci95),
-            exits_per_op: kvm_stats(counts)
-                .map(|(k, e)| (k.into(), e.per_op))
-                .collect(),
-            stats_ci95: kvm_stats(counts)
-                .filter(|(_, e)| finite(e))
-                .map(|(k, e)| (k.into(), e.ci95))
-                .collect(),
-            counts,
-        }
-        .serialize(s)
-    }
-
-    pub fn deserialize<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Counts, D::Error> {
-        let mut s = Stored::<Counts>::deserialize(d)?;
-        for (name, per_op) in s.exits_per_op {
-            let ci95 = match s.stats_ci95.remove(&name) {
-                Some(ci) => ci,
-                None if name == EXITS_STAT => s.exits_per_op_ci95,
-                None => [f64::NAN; 2],
-            };
-            s.counts.entry(name).or_insert(CountEstimate {
-                per_op,
-                ci95,
-                ..CountEstimate::default()
-            });
-        }
-        Ok(s.counts)
-    }
-}
-
 /// A count per operation with its 95% CI.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct CountEstimate {
     /// Net events per operation (may be negative: a row that takes fewer than the baseline).
     pub per_op: f64,
-    /// NaN (JSON `null`) for a stat of a file written before `counts` that had no CI.
-    #[serde(deserialize_with = "pair_or_null")]
+    /// Always an interval: a count is estimated only from enough kept rounds.
     pub ci95: [f64; 2],
     /// Kept rounds it was computed from.
     pub rounds: usize,
@@ -792,10 +721,7 @@ mod tests {
         assert!(!none.has_data() && none.median.is_nan());
         assert_eq!(Summary::from_samples(&[7.0]).cv, 0.0);
         let json = serde_json::to_value(&none).unwrap();
-        assert!(
-            json["median"].is_null() && json["ci95"][0].is_null(),
-            "{json}"
-        );
+        assert!(json["median"].is_null() && json["ci95"].is_null(), "{json}");
         let back: Summary = serde_json::from_value(json).unwrap();
         assert!(!back.has_data());
         let ci_null: Summary = serde_json::from_str(
@@ -863,79 +789,5 @@ mod tests {
             .remove("irq_delivery");
         let back: PhaseResult = serde_json::from_value(old).expect("an old row reads");
         assert_eq!(back.irq_delivery, None);
-    }
-
-    /// `counts` is the one map; the KVM stats' older keys are written from it, exactly as the
-    /// parallel maps were, and a file with only those (before `counts`) reads into it.
-    /// A row without the `exits` stat, or with one of too few rounds for a CI, writes no CI:
-    /// `null`, not the `[0, 0]` a reader takes for one.
-    #[test]
-    fn an_exits_count_without_a_ci_writes_null() {
-        let mut r = PhaseResult::default();
-        let json = serde_json::to_value(&r).expect("json");
-        assert_eq!(json["exits_per_op_ci95"], serde_json::Value::Null);
-        r.counts.insert(
-            "exits".into(),
-            CountEstimate {
-                per_op: 2.0,
-                ci95: [f64::NAN; 2],
-                ..CountEstimate::default()
-            },
-        );
-        let json = serde_json::to_value(&r).expect("json");
-        assert_eq!(json["exits_per_op_ci95"], serde_json::Value::Null);
-        let back: PhaseResult = serde_json::from_value(json).expect("reads back");
-        assert!(back.counts["exits"].ci95.iter().all(|x| x.is_nan()));
-    }
-
-    #[test]
-    fn counts_write_the_older_keys_and_a_file_with_only_those_reads_into_counts() {
-        let estimate = |per_op, ci95| CountEstimate {
-            per_op,
-            ci95,
-            rounds: 30,
-            ..CountEstimate::default()
-        };
-        let mut r = PhaseResult::default();
-        r.counts.insert("exits".into(), estimate(1.5, [1.25, 1.75]));
-        r.counts
-            .insert("io_exits".into(), estimate(1.0, [1.0, 1.0]));
-        r.counts
-            .insert("guest:interrupts".into(), estimate(0.5, [0.25, 0.75]));
-        let json = serde_json::to_value(&r).expect("json");
-        assert_eq!(
-            json["exits_per_op"],
-            serde_json::json!({"exits": 1.5, "io_exits": 1.0})
-        );
-        assert_eq!(
-            json["stats_ci95"],
-            serde_json::json!({"exits": [1.25, 1.75], "io_exits": [1.0, 1.0]})
-        );
-        assert_eq!(json["exits_per_op_ci95"], serde_json::json!([1.25, 1.75]));
-        assert_eq!(json["counts"]["guest:interrupts"]["per_op"], 0.5);
-        let back: PhaseResult = serde_json::from_value(json.clone()).expect("reads back");
-        assert_eq!(back.counts, r.counts);
-
-        // A /2 file: no `counts`, `io_exits` without a CI of its own.
-        let mut old = json;
-        let row = old.as_object_mut().expect("an object");
-        row.remove("counts");
-        row.insert("stats_ci95".into(), serde_json::json!({}));
-        let back: PhaseResult = serde_json::from_value(old).expect("an old row reads");
-        assert_eq!(back.counts["exits"].per_op, 1.5);
-        assert_eq!(back.counts["exits"].ci95, [1.25, 1.75], "exits_per_op_ci95");
-        assert_eq!(back.counts["io_exits"].per_op, 1.0);
-        assert!(
-            back.counts["io_exits"].ci95[0].is_nan(),
-            "no CI in the file"
-        );
-        assert!(!back.counts.contains_key("guest:interrupts"));
-        let again = serde_json::to_value(&back).expect("json");
-        assert_eq!(
-            again["stats_ci95"],
-            serde_json::json!({"exits": [1.25, 1.75]})
-        );
-        let twice: PhaseResult = serde_json::from_value(again).expect("reads back");
-        assert!(twice.counts["io_exits"].ci95[1].is_nan());
     }
 }
