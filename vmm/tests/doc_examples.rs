@@ -156,7 +156,7 @@ real='{real}'
 has() {{ f=$1; shift; for a in "$@"; do case $a in "$f"|"$f="*) return 0 ;; esac; done; return 1; }}
 case $1 in
 run | check)
-    extra="--set run.max_seconds=0.1 --set run.min_rounds=12 --set run.precision=0.5"
+    extra="--set run.max_seconds=0.1 --set run.min_rounds=20 --set run.precision=0.5"
     if [ "$1" = check ] && ! has --max-regression "$@"; then extra="$extra --max-regression 1000"; fi
     exec "$real" "$@" $extra ;;
 reference)

@@ -43,7 +43,7 @@ pub use compare_text::{render_compare, render_compare_at};
 pub use csv::render_csv;
 pub use export::{render_export, Export, ExportFormat};
 pub use folder::{new_results_dir, write_csv, write_json, write_markdown, write_svg, OutputDir};
-pub use forest::render_forest;
+pub use forest::{forest_page_name, render_forest};
 pub(crate) use json::forget_v1_cis;
 pub use json::{read_json, to_json};
 pub use markdown::render_markdown;
