@@ -233,11 +233,14 @@ if [ -n "$filters" ]; then
     [ -s "$root/box/tests" ] || die "scripts/flavour-box/vmx-tests names no test"
 fi
 set +f
-# The repository files the tests read: configs/ (the shipped configs and their README) and
+# The repository files the tests read: configs/ (the shipped configs and their README),
 # vmm/src (the layering test reads the sources), found through CARGO_MANIFEST_DIR, which is this
 # checkout's absolute path.
 mkdir -p "$root$repo/vmm"
 cp -r configs "$root$repo/configs"
+# README.md and docs/: the doc-example test runs their shell examples and checks their links.
+cp README.md "$root$repo/"
+cp -r docs "$root$repo/docs"
 cp -r vmm/src "$root$repo/vmm/src"
 for d in vmm abi; do mkdir -p "$root$repo/$d"; cp "$d/Cargo.toml" "$root$repo/$d/"; done
 mkdir -p "$root$repo/target/tmp"

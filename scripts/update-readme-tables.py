@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
-"""Re-measure the tables the README shows and write them in place.
+"""Re-measure the sample outputs the docs show and write them in place.
 
-Every block between `<!-- table:CONFIG:PART -->` and `<!-- /table -->` is replaced by the output
-of `irqbench run CONFIG` on this host (PART = main: the host header and the first result table;
-PART = scaling: the host header and the scaling section). Run from the repository root after
-`cargo build --release`; commit the README together with the change that moved the numbers.
+Every block between `<!-- output: ARGS -->` and `<!-- /output -->` is replaced by the whole
+stdout of `irqbench ARGS --no-save` on this host, at COLUMNS=100, in a fenced block. Files:
+the arguments, README.md by default (docs/FINDINGS.md holds dated tables: re-measure those only
+when you mean to replace the findings). Run from the repository root after
+`cargo build --release`; commit the file together with the change that moved the output.
+vmm/tests/doc_examples.rs runs each marker's command, so none names a flag that is gone.
 """
 import os
 import re
@@ -13,44 +15,35 @@ import sys
 
 # Where cargo put the release build: CARGO_TARGET_DIR, or target/.
 BIN = os.path.join(os.environ.get("CARGO_TARGET_DIR") or "target", "release", "irqbench")
+MARKER = re.compile(r"<!-- output: (.+?) -->\n.*?<!-- /output -->", re.S)
 
 
-def run(config):
-    out = subprocess.run([BIN, "run", config, "--no-save"], capture_output=True, text=True)
+def run(args):
+    env = dict(os.environ, COLUMNS="100")
+    out = subprocess.run([BIN, *args.split(), "--no-save"], capture_output=True, text=True, env=env)
     if out.returncode != 0:
-        sys.exit(f"irqbench run {config} failed ({out.returncode}):\n{out.stderr}")
-    return out.stdout
+        sys.exit(f"irqbench {args} failed ({out.returncode}):\n{out.stderr}")
+    return out.stdout.rstrip()
 
 
-def main_part(text):
-    lines = []
-    for line in text.splitlines():
-        if line.startswith("cycles/op:"):
-            break
-        lines.append(line)
-    return "\n".join(lines).rstrip()
+def update(path, cache):
+    text = open(path).read()
 
+    def replace(match):
+        args = match.group(1).strip()
+        if args not in cache:
+            cache[args] = run(args)
+        return f"<!-- output: {args} -->\n```\n{cache[args]}\n```\n<!-- /output -->"
 
-def scaling_part(text):
-    head = "\n".join(text.splitlines()[:2])
-    return head + "\n" + text[text.index("scaling:"):].rstrip()
+    text, n = MARKER.subn(replace, text)
+    open(path, "w").write(text)
+    print(f"{path}: updated {n} output(s)")
 
 
 def main():
-    readme = open("README.md").read()
     cache = {}
-
-    def replace(match):
-        config, part = match.group(1), match.group(2)
-        if config not in cache:
-            cache[config] = run(config)
-        body = main_part(cache[config]) if part == "main" else scaling_part(cache[config])
-        return f"<!-- table:{config}:{part} -->\n```\n{body}\n```\n<!-- /table -->"
-
-    pattern = re.compile(r"<!-- table:([a-z0-9-]+):(main|scaling) -->.*?<!-- /table -->", re.S)
-    readme, n = pattern.subn(replace, readme)
-    open("README.md", "w").write(readme)
-    print(f"updated {n} tables")
+    for path in sys.argv[1:] or ["README.md"]:
+        update(path, cache)
 
 
 if __name__ == "__main__":

@@ -576,7 +576,7 @@ fn write_outputs(
                 jobs.push((t.clone(), report::render_svg(report)));
             }
             if let (Some(t), Some(forest)) = (&outputs.forest, report::render_forest(report)) {
-                jobs.push((t.clone(), forest));
+                status = status.and(forest_jobs(t, outputs.json.as_ref(), forest, &mut jobs));
             }
         } else if outputs.svg.is_some() {
             warn("the charts beside --json were not written either, so the files stay a pair");
@@ -610,6 +610,39 @@ fn write_outputs(
     }
     for (target, text) in jobs {
         status = status.and(reported(write_one(&target, text, quiet)));
+    }
+    status
+}
+
+/// The forest plot's pages beside --json: the first at `NAME.forest.svg` (checked before the
+/// run), the others at `NAME.forest-2.svg`, … (checked now, as --out's files are).
+fn forest_jobs(
+    first: &OutputTarget,
+    json: Option<&OutputTarget>,
+    forest: Result<Vec<String>, String>,
+    jobs: &mut Vec<(OutputTarget, Result<String, String>)>,
+) -> Status {
+    let pages = match forest {
+        Ok(pages) => pages,
+        Err(why) => {
+            jobs.push((first.clone(), Err(why)));
+            return Status::Success;
+        }
+    };
+    let mut status = Status::Success;
+    for (k, page) in pages.into_iter().enumerate() {
+        let target = match (k, json) {
+            (0, _) | (_, None) => Some(Ok(first.clone())),
+            (_, Some(j)) => j.sibling(
+                "a page of the forest plot beside --json",
+                &report::forest_page_name("forest.svg", k + 1),
+            ),
+        };
+        match target {
+            Some(Ok(t)) => jobs.push((t, Ok(page))),
+            Some(Err(e)) => status = status.and(CliError::Write(e).report()),
+            None => {}
+        }
     }
     status
 }

@@ -15,6 +15,9 @@ pub const DEFAULT_LAST: usize = 20;
 /// Panels one chart draws; rows past this are named in a note.
 const MAX_PANELS: usize = 24;
 const PANEL_PX: u32 = 230;
+/// Panels side by side in `history --svg`, each this wide.
+const GRID_COLUMNS: usize = 3;
+const COLUMN_PX: u32 = 540;
 const BAND: RGBColor = RGBColor(70, 120, 180);
 
 /// One result row across runs, in run order.
@@ -312,7 +315,9 @@ fn axis_label(v: f64, y0: f64, y1: f64) -> String {
 }
 
 /// The trends as SVG: one panel per result row (at most [`MAX_PANELS`]), x = runs in order
-/// (labelled `#id`), the median as a line and its 95% CI as a band.
+/// (labelled `#id`), the median as a line and its 95% CI as a band; the panels in a grid of up
+/// to [`GRID_COLUMNS`] columns, so the chart is as tall as the rows it holds need (24 rows had
+/// been one column of 900×5600).
 pub fn render_trend_svg(points: &[TrendPoint]) -> Result<String, String> {
     let trends = trends(points);
     if trends.is_empty() {
@@ -320,28 +325,32 @@ pub fn render_trend_svg(points: &[TrendPoint]) -> Result<String, String> {
     }
     let shown = &trends[..trends.len().min(MAX_PANELS)];
     let extra = if trends.len() > shown.len() { 30 } else { 0 };
-    let height = PANEL_PX * shown.len() as u32 + 50 + extra;
+    let columns = shown.len().min(GRID_COLUMNS);
+    let grid_rows = shown.len().div_ceil(columns);
+    let width = (COLUMN_PX * columns as u32).max(900);
+    let height = PANEL_PX * grid_rows as u32 + 50 + extra;
     let mut svg = String::new();
     {
-        let root = SVGBackend::with_string(&mut svg, (900, height)).into_drawing_area();
+        let root = SVGBackend::with_string(&mut svg, (width, height)).into_drawing_area();
         root.fill(&WHITE).map_err(|e| e.to_string())?;
-        let mut rest = root
+        let rest = root
             .titled(
                 "irqbench history: median per run, band = 95% CI",
                 ("sans-serif", 20),
             )
             .map_err(|e| e.to_string())?;
-        for t in shown {
-            let (panel, below) = rest.split_vertically(PANEL_PX);
-            draw_trend(&panel, t)?;
-            rest = below;
+        let (grid, note_area) = rest.split_vertically(PANEL_PX * grid_rows as u32);
+        let cells = grid.split_evenly((grid_rows, columns));
+        for (t, cell) in shown.iter().zip(&cells) {
+            draw_trend(cell, t)?;
         }
         if extra > 0 {
             let note = format!(
                 "{} more rows not drawn: narrow with --strategy or --config",
                 trends.len() - shown.len()
             );
-            rest.draw(&Text::new(note, (12, 8), ("sans-serif", 13).into_font()))
+            note_area
+                .draw(&Text::new(note, (12, 8), ("sans-serif", 13).into_font()))
                 .map_err(|e| e.to_string())?;
         }
         root.present().map_err(|e| e.to_string())?;
@@ -443,5 +452,31 @@ mod tests {
         assert!(y_range(-5.0, 20.0).0 < -5.0 && y_range(-5.0, 20.0).2);
         let (y0, y1, zero) = y_range(100.0, 300.0);
         assert!(y0 == 0.0 && y1 > 300.0 && zero);
+    }
+
+    #[test]
+    fn the_panels_sit_in_a_grid_sized_to_the_rows_it_holds() {
+        let size = |svg: &str| {
+            let head = &svg[..svg.find('>').unwrap()];
+            let num = |key: &str| -> u32 {
+                let at = head.find(key).unwrap() + key.len();
+                head[at..].split('"').next().unwrap().parse().unwrap()
+            };
+            (num("width=\""), num("height=\""))
+        };
+        let one = render_trend_svg(&[point(7, 5200.0, Some([4700.0, 5800.0]))]).unwrap();
+        assert_eq!(size(&one), (900, PANEL_PX + 50));
+        let many: Vec<TrendPoint> = (0..24)
+            .flat_map(|row| {
+                (1..=2).map(move |run| TrendPoint {
+                    name: format!("quick/row{row}/n0/none/1v"),
+                    ..point(run, 5000.0, Some([4900.0, 5100.0]))
+                })
+            })
+            .collect();
+        let svg = render_trend_svg(&many).unwrap();
+        keep("history-24-rows.svg", &svg);
+        assert_eq!(size(&svg), (3 * COLUMN_PX, 8 * PANEL_PX + 50));
+        assert_eq!(svg.matches("<polygon").count(), 24, "a band per row");
     }
 }

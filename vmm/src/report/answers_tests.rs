@@ -361,14 +361,16 @@ fn text_markdown_and_json_carry_every_condition_and_interaction() {
 #[test]
 fn the_forest_plot_has_an_interaction_panel_with_its_zero_line() {
     let report = two_by_two();
-    let svg = crate::report::render_forest(&report)
+    let pages = crate::report::render_forest(&report)
         .expect("a plot")
         .expect("drawn");
+    assert_eq!(pages.len(), 1, "two panels of four lines fit one page");
+    let svg = pages.concat();
     if let Some(dir) = std::env::var_os("IRQBENCH_CHART_DIR") {
         std::fs::write(std::path::Path::new(&dir).join("forest-2x2.svg"), &svg).unwrap();
     }
     assert!(
-        svg.contains("interactions: how the change differs"),
+        svg.contains("interactions: how the change differs between two conditions"),
         "panel title"
     );
     assert!(svg.contains("load: inject 1 kHz vs no load (nesting 0, 1 vCPU)"));
@@ -382,7 +384,10 @@ fn the_forest_plot_has_an_interaction_panel_with_its_zero_line() {
     // An interaction without an estimate is named, not drawn.
     let mut none = report.clone();
     none.answers[0].interactions[0].no_estimate = Some("no ratio".into());
-    let svg = crate::report::render_forest(&none).unwrap().unwrap();
+    let svg = crate::report::render_forest(&none)
+        .unwrap()
+        .unwrap()
+        .concat();
     assert_eq!(svg.matches("<circle").count(), 7);
     assert!(svg.contains("(nesting 0, 1 vCPU) (no estimate)"));
 }

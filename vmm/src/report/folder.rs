@@ -104,8 +104,15 @@ impl OutputDir {
             ),
             (self.svg(), super::svg::render_svg(report)),
         ];
-        if let Some(forest) = super::forest::render_forest(report) {
-            files.push((self.path.join("forest.svg"), forest));
+        match super::forest::render_forest(report) {
+            Some(Ok(pages)) => {
+                for (k, page) in pages.into_iter().enumerate() {
+                    let name = super::forest::forest_page_name("forest.svg", k + 1);
+                    files.push((self.path.join(name), Ok(page)));
+                }
+            }
+            Some(Err(why)) => files.push((self.path.join("forest.svg"), Err(why))),
+            None => {}
         }
         files
     }

@@ -45,7 +45,7 @@ pub use export::{render_export, Export, ExportFormat};
 pub use folder::{
     check_out_base, new_results_dir, write_csv, write_json, write_markdown, write_svg, OutputDir,
 };
-pub use forest::render_forest;
+pub use forest::{forest_page_name, render_forest};
 pub use json::{convert_v3, read_json, report_from_str, to_json};
 pub use markdown::render_markdown;
 pub use scaling::{render_scaling, scaling_rows, ScalingRow};

@@ -1,15 +1,16 @@
 //! The SVG chart: horizontal bars, so every result name fits in full beside its bar. Bars are
-//! grouped by strategy (or instruction), one bar per nesting / interrupt load / vCPU count, each
-//! of those in its own colour and with its own key (`#3`, beside the bar's value and in the
-//! legend), so colours that look alike, or a print in grey, still tell the bars apart; whiskers
-//! are the 95% CI of the median. One panel per unit, so `cycles/op` and `cycles/insn` never
-//! share an axis.
+//! grouped by the condition they were measured in (their group), and within it the two sides
+//! of each of the run's comparisons sit next to each other (`pvop-popf`, then `pvop-skip`);
+//! each condition (nesting / interrupt load / vCPU count) has its own colour and its own key
+//! (`#3`, beside the bar's value and in the legend), so colours that look alike, or a print in
+//! grey, still tell the bars apart; whiskers are the 95% CI of the median. One panel per unit,
+//! so `cycles/op` and `cycles/insn` never share an axis.
 
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use crate::results::{PhaseResult, ResultKind, RunReport};
+use crate::results::{PairedComparison, PhaseResult, ResultKind, RunReport};
 
 use super::format::{fmt_cost, fmt_fraction, fmt_si, Estimate};
 use super::table::kvm_text;
@@ -73,18 +74,37 @@ fn variants(rows: &[&PhaseResult]) -> Vec<String> {
     seen
 }
 
-/// A panel's rows: grouped by strategy in order of first appearance, config order within.
-fn ordered<'a>(rows: &[&'a PhaseResult]) -> Vec<&'a PhaseResult> {
-    let mut strategies: Vec<crate::identity::Subject> = Vec::new();
+/// A panel's rows: grouped by group in order of first appearance; within a group, each
+/// comparison's `a` then `b` (so the two sides of a comparison are neighbours), then the rows no
+/// comparison names, in config order.
+fn ordered<'a>(rows: &[&'a PhaseResult], comparisons: &[PairedComparison]) -> Vec<&'a PhaseResult> {
+    let mut groups: Vec<&str> = Vec::new();
     for r in rows {
-        if !strategies.contains(&r.strategy) {
-            strategies.push(r.strategy);
+        if !groups.contains(&r.group.as_str()) {
+            groups.push(&r.group);
         }
     }
-    strategies
-        .iter()
-        .flat_map(|s| rows.iter().copied().filter(move |r| r.strategy == *s))
-        .collect()
+    let mut out: Vec<&PhaseResult> = Vec::new();
+    for g in groups {
+        let in_group: Vec<&PhaseResult> = rows.iter().copied().filter(|r| r.group == g).collect();
+        let named = comparisons
+            .iter()
+            .filter(|c| c.group == g)
+            .flat_map(|c| [&c.a, &c.b]);
+        for name in named {
+            if let Some(r) = in_group.iter().find(|r| &r.name == name) {
+                if !out.iter().any(|o| std::ptr::eq(*o, *r)) {
+                    out.push(r);
+                }
+            }
+        }
+        for r in in_group {
+            if !out.iter().any(|o| std::ptr::eq(*o, r)) {
+                out.push(r);
+            }
+        }
+    }
+    out
 }
 
 fn label_px(rows: &[&PhaseResult]) -> u32 {
@@ -242,7 +262,7 @@ pub fn render_svg(report: &RunReport) -> Result<String, String> {
     }
     let panels: Vec<(&str, Vec<&PhaseResult>)> = panels
         .into_iter()
-        .map(|(u, rows)| (u, ordered(&rows)))
+        .map(|(u, rows)| (u, ordered(&rows, &report.comparisons)))
         .collect();
     let heights: Vec<u32> = panels
         .iter()
@@ -337,5 +357,54 @@ mod tests {
                 "#{i} beside its bar"
             );
         }
+    }
+
+    #[test]
+    fn the_two_sides_of_each_comparison_are_neighbours_within_their_group() {
+        let row = |group: &str, strategy: &str| PhaseResult {
+            name: format!("{group}/{strategy}"),
+            group: group.into(),
+            strategy: crate::identity::Subject::from_name(strategy).expect(strategy),
+            ..Default::default()
+        };
+        let rows: Vec<PhaseResult> = ["g/n0", "g/n0.5"]
+            .iter()
+            .flat_map(|g| {
+                ["native-popf", "pvop-popf", "native-skip", "pvop-skip"].map(|s| row(g, s))
+            })
+            .collect();
+        let pair = |g: &str, a: &str, b: &str| PairedComparison {
+            a: format!("{g}/{a}"),
+            b: format!("{g}/{b}"),
+            group: g.into(),
+            ..Default::default()
+        };
+        let comparisons: Vec<PairedComparison> = ["g/n0", "g/n0.5"]
+            .iter()
+            .flat_map(|g| {
+                [
+                    pair(g, "native-popf", "native-skip"),
+                    pair(g, "pvop-popf", "pvop-skip"),
+                ]
+            })
+            .collect();
+        let refs: Vec<&PhaseResult> = rows.iter().collect();
+        let names: Vec<&str> = ordered(&refs, &comparisons)
+            .iter()
+            .map(|r| r.name.as_str())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "g/n0/native-popf",
+                "g/n0/native-skip",
+                "g/n0/pvop-popf",
+                "g/n0/pvop-skip",
+                "g/n0.5/native-popf",
+                "g/n0.5/native-skip",
+                "g/n0.5/pvop-popf",
+                "g/n0.5/pvop-skip",
+            ]
+        );
     }
 }
