@@ -1120,8 +1120,16 @@ mod tests {
                 assert_eq!(c, Some((1.0, [1.0, 1.0])), "{name}: {stat} per op");
             }
             if exiting || flavour != KvmFlavour::Pvm {
+                // PVM has no `irq_exits`: its `exits` also count an emulation batch's end and
+                // the host's preemptions, which land by time (1.0038 ±0.0033 on a loaded
+                // host), so there the law allows 1%.
+                let slack = if flavour == KvmFlavour::Pvm {
+                    0.01
+                } else {
+                    0.0
+                };
                 assert!(
-                    law.covers(1.0),
+                    law.covers_within(1.0, slack),
                     "{name}: one KVM exit per instruction: {law}"
                 );
             } else {
@@ -1170,7 +1178,11 @@ mod tests {
 
     impl LawFigure {
         fn covers(&self, x: f64) -> bool {
-            (self.per_op - x).abs() <= self.half
+            self.covers_within(x, 0.0)
+        }
+
+        fn covers_within(&self, x: f64, slack: f64) -> bool {
+            (self.per_op - x).abs() <= self.half + slack
         }
     }
 
