@@ -443,6 +443,11 @@ impl Ctx<'_> {
                 plan_defaults::MIN_ROUNDS,
             )?,
             block_us: self.block_us(&run.block_us, max_seconds)?,
+            replicates: self.opt_int(
+                &run.replicates,
+                "run.replicates",
+                plan_defaults::REPLICATES,
+            )?,
             pin_vcpus: run.pin.unwrap_or(false),
             hypercall,
             phase_timeout_ms,

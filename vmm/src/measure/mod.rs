@@ -39,6 +39,7 @@ pub mod pacing;
 pub mod pinning;
 mod preflight;
 pub mod ratio;
+pub mod replicates;
 mod rows;
 pub mod session;
 pub mod shadow;
