@@ -256,6 +256,8 @@ fn sample_report() -> RunReport {
             not_used: vec!["steal time: not reported by this host".into()],
         },
         ci_method: crate::results::CI_METHOD.into(),
+        replicates: 1,
+        replicate_ci_method: String::new(),
         description: "Paravirt flag save/restore against native, quick settings.".into(),
         vm_stats_by_group: BTreeMap::from([(
             "strategies/n0/none/1v".into(),
