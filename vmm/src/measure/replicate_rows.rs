@@ -1,6 +1,6 @@
 //! A group's figures when it ran on several fresh VMs (`run.replicates` > 1): the rounds of all
 //! replicates give the group's outcome as one VM's would ([`super::rows::build`]), then every
-//! row's cycles/op and ns/op, count, comparison and difference takes the replicates'
+//! row's cycles/op, ns/op, cycles/loop, ops/s, count, comparison and difference takes the replicates'
 //! combination ([`super::replicates`]) of the same estimate computed on each replicate's rounds.
 
 use super::estimators::{self, RoundTable};
@@ -171,6 +171,19 @@ fn combine_row(
     let ns_per_cycle = 1e9 / tsc_hz;
     set_summary(&mut r.cycles_per_op, &c, 1.0);
     set_summary(&mut r.ns_per_op, &c, ns_per_cycle);
+    // What `check --normalised` and the throughput rows judge, combined the same way.
+    for (summary, values) in [
+        (&mut r.cycles_per_loop, within(tables, |t| t.normalised(v))),
+        (
+            &mut r.ops_per_sec,
+            within(tables, |t| t.ops_per_sec(v, tsc_hz)),
+        ),
+    ] {
+        match replicates::combine(&values) {
+            Some(combined) => set_summary(summary, &combined, 1.0),
+            None => summary.ci95 = [f64::NAN; 2],
+        }
+    }
     r.precision_reached =
         estimators::precise(&r.cycles_per_op, r.baseline_cycles.median, precision);
     r.replicates = Some(spread(&c, pooled));

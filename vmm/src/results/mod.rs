@@ -334,8 +334,9 @@ pub struct PhaseResult {
     /// row's blocks.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub irq_delivery: Option<IrqDelivery>,
-    /// Measured on `run.replicates` > 1 fresh VMs: `cycles_per_op` and `ns_per_op` (median and
-    /// ci95) and `counts` are then the replicates' combination ([`RunReport::replicate_ci_method`]);
+    /// Measured on `run.replicates` > 1 fresh VMs: the median and ci95 of `cycles_per_op`,
+    /// `ns_per_op`, `cycles_per_loop` and `ops_per_sec`, and `counts`, are then the replicates'
+    /// combination ([`RunReport::replicate_ci_method`]);
     /// this holds the cycles/op of each replicate and the between-replicate share.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replicates: Option<ReplicateSpread>,
