@@ -239,3 +239,103 @@ pub(super) fn precise(
     }
     (all, worst)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::plan::{Plan, StrategyId, Workload};
+    use crate::measure::estimators::Cell;
+    use crate::results::PairedComparison;
+
+    fn row(strategy: StrategyId) -> PhasePlan {
+        Plan::single(Workload::Strategy { strategy }, 1, 100)
+            .phases
+            .remove(0)
+    }
+
+    /// One block of `net` cycles an operation over a loop of 100, 100 operations.
+    fn block(net: f64) -> Option<Cell> {
+        Some(Cell {
+            cycles_mean: (100.0 + net) * 100.0,
+            cycles_max: (100.0 + net) * 100.0,
+            ops: 100,
+            vcpus: 1,
+            ..Default::default()
+        })
+    }
+
+    /// Three VMs whose rows cost 5% more or less than each other (both rows alike, so their
+    /// ratio does not move), in slices of 10 rounds: the rows' combined CIs hold the move and
+    /// say so, the ratio's does not need to.
+    #[test]
+    fn a_move_between_vms_widens_the_rows_and_leaves_the_ratio() {
+        let (a, b) = (
+            row(StrategyId::NATIVE_POPF),
+            row(StrategyId::NATIVE_CLI_STI),
+        );
+        let group_rows = [&a, &b];
+        let levels = [1.0, 1.05, 0.95];
+        let mut table = RoundTable::new(3);
+        let mut replicate_of = Vec::new();
+        for slice in 0..6 {
+            for (r, level) in levels.iter().enumerate() {
+                for i in 0..10 {
+                    let e = if (slice + i) % 2 == 0 { 0.002 } else { -0.002 };
+                    table.rounds.push(vec![
+                        block(0.0),
+                        block(500.0 * level * (1.0 + e)),
+                        block(300.0 * level * (1.0 - e)),
+                    ]);
+                    replicate_of.push(r);
+                }
+            }
+        }
+        let tables = split(&table, &replicate_of, 3);
+        assert!(tables.iter().all(|t| t.rounds.len() == 60));
+        let result = |name: &str, v: usize| PhaseResult {
+            name: name.into(),
+            group: "g".into(),
+            cycles_per_op: Summary::from_samples(&table.net_cycles(v)),
+            ..Default::default()
+        };
+        let mut outcome = GroupOutcome {
+            results: vec![result("a", 1), result("b", 2)],
+            comparisons: vec![PairedComparison {
+                a: "a".into(),
+                b: "b".into(),
+                group: "g".into(),
+                ratio: estimators::interval(&table.paired_ratios(
+                    1,
+                    2,
+                    estimators::Metric::NetCycles,
+                    1e9,
+                )),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let pooled = outcome.results[0].cycles_per_op.ci95;
+        combine(&mut outcome, &group_rows, &tables, 1e9, 0.005);
+        let a = &outcome.results[0];
+        let spread = a.replicates.as_ref().expect("a's spread");
+        assert_eq!(spread.estimates.len(), 3);
+        assert!((a.cycles_per_op.median - 500.0).abs() < 1.0, "{a:?}");
+        assert!(a.cycles_per_op.ci95[1] - a.cycles_per_op.ci95[0] > pooled[1] - pooled[0]);
+        assert!(a.cycles_per_op.ci95[0] < 475.0 && a.cycles_per_op.ci95[1] > 525.0);
+        assert!(spread.between_share > 0.9, "{spread:?}");
+        assert!(!a.precision_reached);
+        let ratio = &outcome.comparisons[0];
+        assert!((ratio.ratio.median - 0.6).abs() < 0.01, "{ratio:?}");
+        let half = (ratio.ratio.ci95[1] - ratio.ratio.ci95[0]) / 2.0 / ratio.ratio.median;
+        assert!(half < 0.01, "{ratio:?}");
+        assert_eq!(outcome.warnings.len(), 1, "{:?}", outcome.warnings);
+        assert!(
+            outcome.warnings[0].starts_with("g: ")
+                && outcome.warnings[0].contains("moved between replicates"),
+            "{:?}",
+            outcome.warnings
+        );
+        let (precise_now, worst) = precise(&group_rows, &tables, 1e9, 0.005);
+        assert!(!precise_now && worst > 0.05, "{worst}");
+    }
+}

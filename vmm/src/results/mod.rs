@@ -506,15 +506,6 @@ pub struct PairedComparison {
     pub replicates: Option<ReplicateSpread>,
 }
 
-fn one() -> u32 {
-    1
-}
-
-/// 1 (or the 0 of a report built in code): one VM per group, nothing to say.
-fn is_one(n: &u32) -> bool {
-    *n <= 1
-}
-
 fn is_zero(n: &u32) -> bool {
     *n == 0
 }
@@ -656,8 +647,9 @@ pub struct RunReport {
     /// the interactions between conditions that differ in one factor.
     #[serde(default)]
     pub answers: Vec<Answer>,
-    /// Fresh VMs each group was measured on (`run.replicates`; 1 in files from before).
-    #[serde(default = "one", skip_serializing_if = "is_one")]
+    /// Fresh VMs each group was measured on (`run.replicates`); 0, absent in the JSON, in files
+    /// from before the key and reports built in code: one VM.
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub replicates: u32,
     /// With `replicates` > 1: how every row's, comparison's, difference's and count's CI
     /// combines the replicates (`ci_method` is then each replicate's own and `within_ci95`'s).
