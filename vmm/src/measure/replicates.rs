@@ -20,7 +20,8 @@ use crate::statistics;
 /// The method of every combined CI, as the report names it.
 pub const REPLICATE_CI_METHOD: &str = "t interval over the replicates' estimates (each \
      replicate a fresh VM, their rounds interleaved in slices): mean of the per-replicate \
-     medians (counts: means) ± t(K−1) × sd / √K";
+     medians (counts: means) ± t(K−1) × s / √K, s their sd but at least the replicates' own \
+     noise (RMS of their CI half-widths / 1.96)";
 
 /// A between-replicate share above this says the host moved between replicates: their
 /// estimates spread more than their own CIs explain, and most of the combined CI is that move.
@@ -115,10 +116,19 @@ fn between_share(mean_within: f64, var: f64) -> f64 {
     ((var - mean_within) / var).clamp(0.0, 1.0)
 }
 
+/// A replicate's estimate as text: whole cycles from 100 up, 4 decimals below (ratios, counts).
+pub fn estimate_text(e: f64) -> String {
+    if e.abs() >= 100.0 {
+        format!("{e:.0}")
+    } else {
+        format!("{e:.4}")
+    }
+}
+
 /// The warning for a figure whose replicates moved apart ([`Combined::between_dominates`]):
 /// `what` names it ("strategies/0: native-popf cycles/op").
 pub fn moved_warning(what: &str, c: &Combined) -> String {
-    let shown: Vec<String> = c.estimates.iter().map(|e| format!("{e:.4}")).collect();
+    let shown: Vec<String> = c.estimates.iter().map(|e| estimate_text(*e)).collect();
     format!(
         "{what}: the host moved between replicates: their estimates ({}) lie {:.2}% apart, \
          {:.0}% of their spread beyond what each replicate's own CI explains; the combined CI \

@@ -11,7 +11,11 @@ fn spread_line(what: &str, s: &ReplicateSpread) -> String {
     } else {
         "? (a replicate had no CI)".into()
     };
-    let estimates: Vec<String> = s.estimates.iter().map(|e| format!("{e:.4}")).collect();
+    let estimates: Vec<String> = s
+        .estimates
+        .iter()
+        .map(|e| crate::measure::replicates::estimate_text(*e))
+        .collect();
     format!(
         "  {what}: between-replicate share {share}; per VM {}",
         estimates.join(", ")
@@ -58,7 +62,7 @@ mod tests {
         report.results.push(PhaseResult {
             name: "a".into(),
             replicates: Some(ReplicateSpread {
-                estimates: vec![1.0, 1.5, 2.0],
+                estimates: vec![1.0, 1.5, 2000.4],
                 between_share: 0.8,
                 within_ci95: [1.4, 1.6],
             }),
@@ -69,7 +73,7 @@ mod tests {
         assert!(lines[0].contains("the t interval."), "{lines:?}");
         assert_eq!(
             lines[1],
-            "  a cycles/op: between-replicate share 80%; per VM 1.0000, 1.5000, 2.0000"
+            "  a cycles/op: between-replicate share 80%; per VM 1.0000, 1.5000, 2000"
         );
     }
 }
