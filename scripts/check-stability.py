@@ -362,8 +362,9 @@ def coverage_main(args, binary, out):
                     loaded[k].append(run(binary, args.config, out / f"{tag}-load-{i}.json",
                                          f"{k}, {args.load} busy loops {i + 1}/{args.loaded_runs}",
                                          extra + list(flag)))
-    print(f"cross-run coverage of comparison ratios, `{args.config}` "
-          f"{' '.join(extra)} ({args.runs} quiet, {args.loaded_runs} loaded runs each):")
+    shown = " ".join([f"`{args.config}`"] + extra)
+    print(f"cross-run coverage of comparison ratios, {shown} "
+          f"({args.runs} quiet, {args.loaded_runs} loaded runs each):")
     figures = {k: coverage_line(k, quiet[k], loaded[k]) for k in kinds}
     replicated = figures[list(kinds)[1]]
     ok = replicated[0] >= 0.9 and (not args.loaded_runs or replicated[1] >= 0.9)
