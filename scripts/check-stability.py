@@ -227,7 +227,7 @@ def main():
     ap.add_argument("--load", type=int, default=os.cpu_count() or 1,
                     help="busy loops for the loaded runs (default: one per host CPU)")
     ap.add_argument("--coverage", action="store_true",
-                    help="measure cross-run coverage of the comparison ratios instead (see above)")
+                    help="measure cross-run coverage of the comparison ratios instead (the script's header says how)")
     ap.add_argument("--runs", type=int, default=20, help="--coverage: quiet runs of each kind")
     ap.add_argument("--loaded-runs", type=int, default=10,
                     help="--coverage: runs of each kind under the busy loops")
