@@ -24,6 +24,17 @@ Below the table, not a check: the groups of each `strategies` run in which irqbe
 host change speed (its "the host changed speed" warning), which widens row CIs and moves
 medians between runs.
 Exit status: 0 when every check passes, 1 when one fails, 2 when a run fails.
+
+    scripts/check-stability.py --coverage [--runs N] [--loaded-runs M] [--replicates K]
+                               [--config NAME] [--set KEY=VALUE ...] [--load N] [--binary PATH]
+
+Cross-run coverage instead: N back-to-back quiet runs (default 20) and M under the busy loops
+(default 10) of the config (default strategies), each once as today (run.replicates=1, one VM
+per group) and once with run.replicates=K (default 3), the two kinds alternating so the host's
+hour falls on both. For every comparison ratio it counts how often run i's 95% CI covers run j's
+point estimate over all pairs i != j (quiet with quiet; loaded with quiet, both ways), and prints
+the pooled coverage, the median over comparisons, the widest ratio CI and the time per run,
+single-VM beside replicated. The check: replicated coverage >= 90% in both.
 Needs only Python 3 and what `cargo` builds; the busy loops are killed on exit, whatever happens.
 """
 
@@ -215,7 +226,19 @@ def main():
     ap.add_argument("--keep", help="directory to keep the JSON results in")
     ap.add_argument("--load", type=int, default=os.cpu_count() or 1,
                     help="busy loops for the loaded runs (default: one per host CPU)")
+    ap.add_argument("--coverage", action="store_true",
+                    help="measure cross-run coverage of the comparison ratios instead (the script's header says how)")
+    ap.add_argument("--runs", type=int, default=20, help="--coverage: quiet runs of each kind")
+    ap.add_argument("--loaded-runs", type=int, default=10,
+                    help="--coverage: runs of each kind under the busy loops")
+    ap.add_argument("--replicates", type=int, default=3,
+                    help="--coverage: run.replicates of the replicated runs")
+    ap.add_argument("--config", default="strategies", help="--coverage: the config to run")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="--coverage: passed to every run as --set KEY=VALUE")
     args = ap.parse_args()
+    if args.runs < 2 or args.loaded_runs < 0 or args.replicates < 2:
+        ap.error("--runs must be >= 2, --loaded-runs >= 0, --replicates >= 2")
     binary = args.binary
     if binary is None:
         subprocess.run(["cargo", "build", "--release", "-q", "-p", "irqbench"], cwd=ROOT, check=True)
@@ -232,6 +255,8 @@ def main():
     out = Path(args.keep or tempfile.mkdtemp(prefix="irqbench-stability-"))
     out.mkdir(parents=True, exist_ok=True)
     print(f"check-stability: results in {out}", file=sys.stderr)
+    if args.coverage:
+        return coverage_main(args, binary, out)
     q1 = run(binary, "strategies", out / "strategies-quiet-1.json", "quiet")
     q2 = run(binary, "strategies", out / "strategies-quiet-2.json", "quiet, again")
     iq = run(binary, "insn-cost", out / "insn-quiet.json", "quiet")
@@ -267,6 +292,85 @@ def speed_steps(report):
         spread = w.split("(+", 1)[1].split(")", 1)[0] if "(+" in w else "?"
         out.append(f"{group.split('/', 1)[-1]} +{spread}")
     return out
+
+
+def ratio_cis(report):
+    """(a, b) -> (ratio, ci95) of every comparison with a ratio and a CI."""
+    out = {}
+    for c in report.get("comparisons", []):
+        r = c.get("ratio") or {}
+        m, ci = r.get("median"), r.get("ci95")
+        if c.get("no_ratio") is None and m is not None and ci and None not in ci:
+            out[(c["a"], c["b"])] = (m, ci)
+    return out
+
+
+def coverage(runs_i, runs_j):
+    """Pooled fraction of (run i CI covers run j estimate) over comparisons and pairs i != j
+    (runs_i and runs_j the same list: quiet with quiet), the median over comparisons of each
+    one's fraction, and the number of (pair, comparison) cases."""
+    per = {}
+    for i, ri in enumerate(runs_i):
+        for j, rj in enumerate(runs_j):
+            if runs_i is runs_j and i == j:
+                continue
+            ci_i, est_j = ratio_cis(ri), ratio_cis(rj)
+            for key, (_, ci) in ci_i.items():
+                if key in est_j:
+                    hit = ci[0] <= est_j[key][0] <= ci[1]
+                    per.setdefault(key, []).append(hit)
+    cases = [h for hits in per.values() for h in hits]
+    if not cases:
+        return float("nan"), float("nan"), 0
+    each = sorted(sum(h) / len(h) for h in per.values())
+    mid = len(each) // 2
+    med = each[mid] if len(each) % 2 else (each[mid - 1] + each[mid]) / 2
+    return sum(cases) / len(cases), med, len(cases)
+
+
+def coverage_line(label, runs, loaded):
+    quiet_cov = coverage(runs, runs)
+    both = [coverage(loaded, runs), coverage(runs, loaded)] if loaded else []
+    loaded_cases = sum(b[2] for b in both)
+    loaded_cov = (sum(b[0] * b[2] for b in both) / loaded_cases) if loaded_cases else float("nan")
+    walls = [r["_wall"] for r in runs + loaded]
+    widest = max((w for r in runs for _, w in ratio_half_widths(r)), default=float("nan"))
+    print(f"{label}: quiet {quiet_cov[0] * 100:.1f}% of {quiet_cov[2]} (median over comparisons "
+          f"{quiet_cov[1] * 100:.1f}%), loaded vs quiet {loaded_cov * 100:.1f}% of {loaded_cases}; "
+          f"widest quiet ratio CI ±{widest:.2f}%; {sum(walls) / len(walls):.1f} s a run "
+          f"(max {max(walls):.1f} s)")
+    return quiet_cov[0], loaded_cov
+
+
+def coverage_main(args, binary, out):
+    """The --coverage mode (module doc)."""
+    extra = [a for kv in args.set for a in ("--set", kv)]
+    kinds = {"single VM (replicates=1)": ("--set", "run.replicates=1"),
+             f"replicates={args.replicates}": ("--set", f"run.replicates={args.replicates}")}
+    quiet = {k: [] for k in kinds}
+    loaded = {k: [] for k in kinds}
+    for i in range(args.runs):
+        for k, flag in kinds.items():
+            tag = k.split(" ")[0].replace("=", "")
+            quiet[k].append(run(binary, args.config, out / f"{tag}-quiet-{i}.json",
+                                f"{k}, quiet {i + 1}/{args.runs}", extra + list(flag)))
+    if args.loaded_runs:
+        with Load(args.load):
+            for i in range(args.loaded_runs):
+                for k, flag in kinds.items():
+                    tag = k.split(" ")[0].replace("=", "")
+                    loaded[k].append(run(binary, args.config, out / f"{tag}-load-{i}.json",
+                                         f"{k}, {args.load} busy loops {i + 1}/{args.loaded_runs}",
+                                         extra + list(flag)))
+    shown = " ".join([f"`{args.config}`"] + extra)
+    print(f"cross-run coverage of comparison ratios, {shown} "
+          f"({args.runs} quiet, {args.loaded_runs} loaded runs each):")
+    figures = {k: coverage_line(k, quiet[k], loaded[k]) for k in kinds}
+    replicated = figures[list(kinds)[1]]
+    ok = replicated[0] >= 0.9 and (not args.loaded_runs or replicated[1] >= 0.9)
+    print(f"{'PASS' if ok else 'FAIL'}: replicated coverage >= 90% quiet"
+          f"{' and loaded vs quiet' if args.loaded_runs else ''}")
+    return 0 if ok else 1
 
 
 def exit_on_signal(signum, _frame):

@@ -314,6 +314,9 @@ pub struct Plan {
     pub min_rounds: u32,
     /// Target length of one block (one variant's n operations), in microseconds.
     pub block_us: u32,
+    /// Fresh VMs each group is measured on, interleaved in slices of rounds (1: one VM).
+    #[serde(default = "defaults::replicates")]
+    pub replicates: u32,
     pub pin_vcpus: bool,
     pub hypercall: HypercallTransport,
     /// A dispatch still running after this long is stopped by the watchdog; `None` = derived.
@@ -339,6 +342,14 @@ pub mod defaults {
     pub const MAX_SECONDS: f64 = 8.0;
     pub const MIN_ROUNDS: u32 = 20;
     pub const BLOCK_US: u32 = 500;
+    pub const REPLICATES: u32 = 1;
+    /// Each replicate is a VM with its own guest memory and vCPU threads.
+    pub const MAX_REPLICATES: u32 = 16;
+
+    /// [`REPLICATES`], for plans serialized before the key.
+    pub fn replicates() -> u32 {
+        REPLICATES
+    }
 }
 
 impl Plan {
@@ -375,6 +386,7 @@ impl Plan {
             max_seconds: 2.0,
             min_rounds: 3,
             block_us: defaults::BLOCK_US,
+            replicates: defaults::REPLICATES,
             pin_vcpus: false,
             hypercall: HypercallTransport::Port,
             phase_timeout_ms: None,

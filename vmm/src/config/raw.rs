@@ -33,6 +33,7 @@ pub(super) struct RawRun {
     pub max_seconds: Option<Spanned<f64>>,
     pub min_rounds: Option<Spanned<i64>>,
     pub block_us: Option<Spanned<i64>>,
+    pub replicates: Option<Spanned<i64>>,
     pub pin: Option<bool>,
     pub hypercall: Option<Spanned<String>>,
     pub phase_timeout_ms: Option<Spanned<i64>>,

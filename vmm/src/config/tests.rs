@@ -475,7 +475,7 @@ fn unknown_run_key() {
         "5:1",
         "unknown key `precison` in [run]",
         &[
-            "valid keys: memory_mib, precision, max_seconds, min_rounds, block_us, pin,",
+            "valid keys: memory_mib, precision, max_seconds, min_rounds, block_us, replicates,",
             "did you mean `precision`?",
         ],
     );
@@ -1373,6 +1373,18 @@ fn new_run_keys_are_range_checked() {
             "5:14",
             "run.min_rounds",
             "100_001 is outside 3..=100_000",
+        ),
+        (
+            "replicates = 0",
+            "5:14",
+            "run.replicates",
+            "0 is outside 1..=16",
+        ),
+        (
+            "replicates = 17",
+            "5:14",
+            "run.replicates",
+            "17 is outside 1..=16",
         ),
         (
             "block_us = 19",

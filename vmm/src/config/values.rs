@@ -441,6 +441,7 @@ impl Ctx<'_> {
             max_seconds,
             min_rounds: self.opt_int(&run.min_rounds, "run.min_rounds", defaults::MIN_ROUNDS)?,
             block_us: self.block_us(&run.block_us, max_seconds)?,
+            replicates: self.opt_int(&run.replicates, "run.replicates", defaults::REPLICATES)?,
             pin_vcpus: run.pin.unwrap_or(false),
             hypercall,
             phase_timeout_ms,

@@ -11,6 +11,7 @@ use super::collect::Collected;
 use super::descriptor::{self, workload_ids};
 use super::estimators;
 use super::pacing::{End, Pacer};
+use super::replicate_rows;
 use super::rows::{self, GroupOutcome};
 use crate::config::plan::{PhasePlan, Plan, Workload};
 use crate::measure::session::{PhaseError, RunOptions, Session, Step};
@@ -26,6 +27,15 @@ const WARMUP_ROUNDS: u32 = 2;
 const MAX_BLOCKS: usize = 2_000_000;
 const MAX_CELLS: usize = 250_000;
 
+/// What a group's rounds gave: the blocks (of every replicate), the replicate that ran each
+/// round, whether a signal stopped them, and how the pacer ended them.
+struct RoundsRun {
+    collected: Collected,
+    replicate_of: Vec<usize>,
+    interrupted: bool,
+    end: Option<End>,
+}
+
 /// The most rounds a group of `variants` blocks on `vcpus` vCPUs may keep.
 fn max_rounds(variants: usize, vcpus: u32) -> u32 {
     let by_blocks = MAX_BLOCKS / (variants.max(1) * vcpus.max(1) as usize);
@@ -34,9 +44,10 @@ fn max_rounds(variants: usize, vcpus: u32) -> u32 {
 }
 
 /// Everything a group's dispatches need.
-#[allow(missing_debug_implementations)] // holds the session, which is not Debug-worthy
+#[allow(missing_debug_implementations)] // holds the sessions, which are not Debug-worthy
 pub struct GroupRun<'a> {
-    pub session: &'a mut Session,
+    /// One fresh VM per replicate (`run.replicates`); their rounds interleave in slices.
+    pub sessions: &'a mut [Session],
     pub plan: &'a Plan,
     pub rows: Vec<&'a PhasePlan>,
     pub tsc_khz: u64,
@@ -72,9 +83,19 @@ impl GroupRun<'_> {
         desc: PhaseDescriptor,
         expected: Duration,
     ) -> Result<crate::measure::session::Dispatch, PhaseError> {
+        self.dispatch_on(0, desc, expected)
+    }
+
+    /// Dispatches to replicate `r`'s VM.
+    fn dispatch_on(
+        &mut self,
+        r: usize,
+        desc: PhaseDescriptor,
+        expected: Duration,
+    ) -> Result<crate::measure::session::Dispatch, PhaseError> {
         let timeout = self.timeout(expected);
-        self.session
-            .dispatch(desc, self.rows[0].irq, timeout, &self.options.stop)
+        let irq = self.rows[0].irq;
+        self.sessions[r].dispatch(desc, irq, timeout, &self.options.stop)
     }
 
     /// Block size n: the slowest variant's block lasts about `block_us`; and the cycles one
@@ -153,7 +174,9 @@ impl GroupRun<'_> {
         // which would make the calibration pick blocks far too short.
         step(&Step::WarmUp);
         let warm = descriptor::rounds(&self.rows, &variants, CALIBRATION_OPS, 0, WARMUP_ROUNDS);
-        self.dispatch(warm, Duration::from_secs(1))?;
+        for r in 0..self.sessions.len() {
+            self.dispatch_on(r, warm, Duration::from_secs(1))?;
+        }
         step(&Step::Calibrate);
         let (n, round_cycles) = self.calibrate(&variants)?;
         // After the calibration, whose three short blocks are no figure: what the gate waits
@@ -166,10 +189,11 @@ impl GroupRun<'_> {
         let estimate = Duration::try_from_secs_f64(round_cycles / (self.tsc_khz as f64 * 1000.0))
             .unwrap_or(Duration::MAX);
         self.round_fits_budget(n, variants.len(), estimate)?;
-        let mut pacer = Pacer::new(self.plan.max_seconds, self.plan.min_rounds, estimate);
+        let mut pacer = Pacer::new(self.plan.max_seconds, self.min_rounds(), estimate);
         let rounds_started = Instant::now();
         let dump = super::dump::dir().map(|d| (d, super::dump::snapshot()));
-        let (collected, interrupted, end) = self.rounds(&variants, n, &mut pacer, started, step)?;
+        let ran = self.rounds(&variants, n, &mut pacer, started, step)?;
+        let (collected, interrupted, end) = (&ran.collected, ran.interrupted, ran.end);
         let wall = rounds_started.elapsed();
         if let Some((dir, before)) = &dump {
             let group = self.rows[0].group.to_string();
@@ -183,21 +207,35 @@ impl GroupRun<'_> {
         }
         let facts = rows::GroupFacts {
             rows: &self.rows,
-            image: &self.session.image,
+            image: &self.sessions[0].image,
             tsc_khz: self.tsc_khz,
             precision: self.plan.precision,
             hypercall: self.plan.hypercall,
         };
         let table = collected.table();
-        let mut outcome = rows::build(facts, &collected, &table, wall, interrupted);
+        let mut outcome = rows::build(facts, collected, &table, wall, interrupted);
+        let tsc_hz = self.tsc_khz as f64 * 1000.0;
+        let tables = self.replicate_tables(&table, &ran.replicate_of);
+        if let Some(tables) = &tables {
+            replicate_rows::combine(
+                &mut outcome,
+                &self.rows,
+                tables,
+                tsc_hz,
+                self.plan.precision,
+            );
+        }
         // A signal while the figures were computed: they are complete, the run is not.
         outcome.interrupted |= self.options.stop.load(Ordering::SeqCst);
         self.mark_short(&mut outcome, &pacer, collected.rounds, end);
         if matches!(end, Some(End::Budget)) && outcome.results.iter().all(|r| r.precision_reached) {
-            let tsc_hz = self.tsc_khz as f64 * 1000.0;
+            let judged = match &tables {
+                Some(t) => replicate_rows::precise(&self.rows, t, tsc_hz, self.plan.precision),
+                None => comparisons_precise(&self.rows, &table, tsc_hz, self.plan.precision),
+            };
             outcome
                 .warnings
-                .extend(comparisons_warning(&self.rows, &table, tsc_hz, self.plan));
+                .extend(comparisons_warning(&self.rows, judged, self.plan));
         }
         // Under an interrupt load the baseline's cost also holds the interrupts its blocks
         // took, which a timer's period beating against the rounds' moves in stretches too.
@@ -209,8 +247,36 @@ impl GroupRun<'_> {
         Ok(outcome)
     }
 
+    /// The rounds the group runs at least: `run.min_rounds` on every replicate.
+    fn min_rounds(&self) -> u32 {
+        let k = self.sessions.len().max(1) as u32;
+        self.plan.min_rounds.saturating_mul(k)
+    }
+
+    /// [`Self::min_rounds`] as its keys and value.
+    fn min_rounds_named(&self) -> String {
+        match self.sessions.len() {
+            0 | 1 => format!("run.min_rounds = {}", self.plan.min_rounds),
+            k => format!(
+                "run.min_rounds × run.replicates = {} × {k}",
+                self.plan.min_rounds
+            ),
+        }
+    }
+
+    /// With replicates, the pooled `table`'s rounds split by the replicate that ran each.
+    fn replicate_tables(
+        &self,
+        table: &estimators::RoundTable,
+        replicate_of: &[usize],
+    ) -> Option<Vec<estimators::RoundTable>> {
+        let k = self.sessions.len();
+        (k > 1).then(|| replicate_rows::split(table, replicate_of, k))
+    }
+
     /// Rounds until the pacer ends them, precision is reached, a signal stops them or the
-    /// memory bound is hit: the blocks, whether a signal stopped them, and how the pacer ended.
+    /// memory bound is hit. With replicates each of the pacer's dispatches is a slice run on
+    /// every replicate in turn (A B C A B C …), so the host's slow stretches fall on all of them.
     fn rounds(
         &mut self,
         variants: &[u32],
@@ -218,48 +284,60 @@ impl GroupRun<'_> {
         pacer: &mut Pacer,
         started: Instant,
         step: &mut dyn FnMut(&Step),
-    ) -> Result<(Collected, bool, Option<End>), PhaseError> {
+    ) -> Result<RoundsRun, PhaseError> {
         let lock = matches!(self.rows[0].workload, Workload::Lock { .. });
         let first = self.rows[0];
-        let mut collected = Collected::new(variants.len(), first.vcpus);
+        let mut ran = RoundsRun {
+            collected: Collected::new(variants.len(), first.vcpus),
+            replicate_of: Vec::new(),
+            interrupted: false,
+            end: None,
+        };
         let round_cap = max_rounds(variants.len(), first.vcpus);
         let mut first_round = 0u32;
         // Computing the figures reads every block so far: check precision after a dispatch
         // once the rounds have grown by a tenth (after every one of the pacer's first few).
         let mut next_check = 0u32;
         loop {
-            let rounds = pacer
-                .next_rounds(started.elapsed(), first_round)
-                .min(round_cap - first_round);
-            let desc = descriptor::rounds(&self.rows, variants, n, first_round, rounds);
-            let sent = Instant::now();
-            match self.dispatch(desc, pacer.round() * rounds) {
-                Ok(d) => collected.add(&d.desc, &d, lock)?,
-                Err(PhaseError::Interrupted) if collected.rounds > 0 => {
-                    return Ok((collected, true, None))
+            for r in 0..self.sessions.len() {
+                let rounds = pacer
+                    .next_rounds(started.elapsed(), first_round)
+                    .min(round_cap - first_round);
+                let desc = descriptor::rounds(&self.rows, variants, n, first_round, rounds);
+                let sent = Instant::now();
+                match self.dispatch_on(r, desc, pacer.round() * rounds) {
+                    Ok(d) => ran.collected.add(&d.desc, &d, lock)?,
+                    Err(PhaseError::Interrupted) if ran.collected.rounds > 0 => {
+                        ran.interrupted = true;
+                        return Ok(ran);
+                    }
+                    Err(e) => return Err(e),
                 }
-                Err(e) => return Err(e),
-            }
-            pacer.observe(rounds, sent.elapsed());
-            first_round += rounds;
-            if self.options.stop.load(Ordering::SeqCst) {
-                return Ok((collected, true, None));
-            }
-            if first_round >= round_cap {
-                return Ok((collected, false, None));
+                ran.replicate_of
+                    .extend(std::iter::repeat_n(r, rounds as usize));
+                pacer.observe(rounds, sent.elapsed());
+                first_round += rounds;
+                if self.options.stop.load(Ordering::SeqCst) {
+                    ran.interrupted = true;
+                    return Ok(ran);
+                }
+                if first_round >= round_cap {
+                    return Ok(ran);
+                }
             }
             if let Some(end) = pacer.end(started.elapsed(), first_round) {
-                return Ok((collected, false, Some(end)));
+                ran.end = Some(end);
+                return Ok(ran);
             }
             if first_round >= next_check {
                 next_check = first_round + first_round / 10;
-                let (done, worst) = self.precision(&collected.table(), collected.rounds);
+                let (done, worst) = self.precision(&ran);
                 step(&Step::Rounds {
                     done: first_round,
                     worst,
                 });
                 if done {
-                    return Ok((collected, false, None));
+                    return Ok(ran);
                 }
             }
         }
@@ -286,7 +364,7 @@ impl GroupRun<'_> {
 
     /// Marks the rows of a group that ran fewer than `min_rounds` rounds, and says why.
     fn mark_short(&self, outcome: &mut GroupOutcome, pacer: &Pacer, done: u32, end: Option<End>) {
-        if done >= self.plan.min_rounds {
+        if done >= self.min_rounds() {
             return;
         }
         for r in &mut outcome.results {
@@ -298,18 +376,27 @@ impl GroupRun<'_> {
             // A signal: the run is marked partial, which says it.
             _ if outcome.interrupted => return,
             _ => format!(
-                "{group}: {done} of run.min_rounds = {} rounds: the group keeps at most \
-                 {done} rounds in memory; its rows are marked min_rounds_missed",
-                self.plan.min_rounds
+                "{group}: {done} of {} rounds: the group keeps at most {done} rounds in \
+                 memory; its rows are marked min_rounds_missed",
+                self.min_rounds_named()
             ),
         };
         outcome.warnings.push(why);
     }
 
     /// Whether every row and every comparison is precise, and the worst relative half-width
-    /// (for progress).
-    fn precision(&self, table: &estimators::RoundTable, rounds: u32) -> (bool, f64) {
-        let mut all = rounds >= self.plan.min_rounds;
+    /// (for progress); with replicates, by their combined CIs.
+    fn precision(&self, ran: &RoundsRun) -> (bool, f64) {
+        let table = ran.collected.table();
+        let enough = ran.collected.rounds >= self.min_rounds();
+        let tsc_hz = self.tsc_khz as f64 * 1000.0;
+        if let Some(tables) = self.replicate_tables(&table, &ran.replicate_of) {
+            let (all, worst) =
+                replicate_rows::precise(&self.rows, &tables, tsc_hz, self.plan.precision);
+            return (enough && all, worst);
+        }
+        let table = &table;
+        let mut all = enough;
         let mut worst = 0.0f64;
         for v in 1..table.variants {
             let (net, _) = estimators::batched(&table.net_cycles(v));
@@ -384,14 +471,10 @@ fn block_ops_advice(n: u64, budget: f64, round_secs: f64) -> String {
 }
 
 /// Why a group whose rows all reached their precision still ran out its budget: some
-/// comparison did not (its rows' `~` marks cannot say so).
-fn comparisons_warning(
-    rows: &[&PhasePlan],
-    table: &estimators::RoundTable,
-    tsc_hz: f64,
-    plan: &Plan,
-) -> Option<String> {
-    let (precise, worst) = comparisons_precise(rows, table, tsc_hz, plan.precision);
+/// comparison did not (its rows' `~` marks cannot say so); `judged` is whether its
+/// comparisons are precise and the worst relative half-width.
+fn comparisons_warning(rows: &[&PhasePlan], judged: (bool, f64), plan: &Plan) -> Option<String> {
+    let (precise, worst) = judged;
     (!precise).then(|| {
         // Not precise with every half-width within: a pair lacked the rounds to judge.
         let worst = if worst > plan.precision {
@@ -458,7 +541,7 @@ mod tests {
                 precision: 0.005,
                 ..Plan::single(Workload::Doorbells, 1, 1)
             };
-            let why = comparisons_warning(&rows, &t, 1e9, &plan);
+            let why = comparisons_warning(&rows, comparisons_precise(&rows, &t, 1e9, 0.005), &plan);
             assert_eq!(why.is_none(), want, "{why:?}");
             if let Some(why) = why {
                 assert!(why.contains("run.precision = 0.005 (worst ±"), "{why}");
@@ -474,7 +557,8 @@ mod tests {
             precision: 0.005,
             ..Plan::single(Workload::Doorbells, 1, 1)
         };
-        let why = comparisons_warning(&rows, &t, 1e9, &plan).expect("a warning");
+        let why = comparisons_warning(&rows, comparisons_precise(&rows, &t, 1e9, 0.005), &plan)
+            .expect("a warning");
         assert!(
             why.contains("fewer than 6 undisturbed paired rounds"),
             "{why}"

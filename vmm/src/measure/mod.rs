@@ -38,6 +38,8 @@ pub mod irq_load;
 pub mod pacing;
 pub mod pinning;
 mod preflight;
+mod replicate_rows;
+pub mod replicates;
 mod rows;
 pub mod session;
 pub mod shadow;
@@ -175,6 +177,12 @@ pub fn start_report(kvm: &Kvm, plan: &Plan) -> Result<RunReport, RunError> {
         config_source: plan.source.clone(),
         description: plan.description.clone(),
         ci_method: CI_METHOD.into(),
+        replicates: plan.replicates,
+        replicate_ci_method: if plan.replicates > 1 {
+            replicates::REPLICATE_CI_METHOD.into()
+        } else {
+            String::new()
+        },
         disturbance: DisturbanceInfo {
             sources: vec![
                 disturbance::SOURCE_OFF_CPU.into(),
@@ -287,7 +295,8 @@ pub fn run_prepared(
     let started = Instant::now();
     refuse_livelocking_hypercall(plan, report.host.kvm_flavour)?;
     let tsc_khz = report.host.tsc_khz.max(1);
-    let mut session: Option<Session> = None;
+    // One VM per replicate, reused by the next group where it fits.
+    let mut sessions: Vec<Session> = Vec::new();
     let mut violations = Vec::new();
     let mut gated = false;
     let groups = groups(&plan.phases);
@@ -299,11 +308,12 @@ pub fn run_prepared(
             break;
         }
         let irqchip = irqchip_recorded(first, &mut report.host);
-        let reuse = session
-            .as_ref()
-            .is_some_and(|s| !s.dead && s.vcpus == first.vcpus && s.irqchip == irqchip);
+        let reuse = !sessions.is_empty()
+            && sessions
+                .iter()
+                .all(|s| !s.dead && s.vcpus == first.vcpus && s.irqchip == irqchip);
         if !reuse {
-            if let Some(s) = session.take() {
+            for s in sessions.drain(..) {
                 s.shutdown();
             }
             progress(i, total, &first.group.to_string(), &Step::Boot);
@@ -313,10 +323,12 @@ pub fn run_prepared(
                 irqchip,
                 hypercall_exits: plan.hypercall == HypercallTransport::Vmcall,
             };
-            match Session::boot(kvm, image, config, plan.hypercall, plan.pin_vcpus) {
-                Ok(s) => {
-                    record_pinning(&mut report.host, s.pinning.as_ref());
-                    session = Some(s);
+            match boot_replicates(kvm, image, config, plan) {
+                Ok(booted) => {
+                    for s in &booted {
+                        record_pinning(&mut report.host, s.pinning.as_ref());
+                    }
+                    sessions = booted;
                 }
                 Err(PhaseError::Interrupted) => {
                     mark_stopped(&mut report, "while booting", &first.group);
@@ -331,14 +343,16 @@ pub fn run_prepared(
                 }
             }
         }
-        let Some(s) = session.as_mut() else { continue };
+        if sessions.is_empty() {
+            continue;
+        }
         progress(i, total, &first.group.to_string(), &Step::Start);
         let group = first.group.to_string();
         let tracer = trace_exits::start(&mut report, options.trace_exits);
         let host = &mut report.host;
         let mut before_rounds = || std::mem::replace(&mut gated, true) || gate(host);
         let mut run = GroupRun {
-            session: s,
+            sessions: &mut sessions,
             plan,
             rows: rows.clone(),
             tsc_khz,
@@ -369,7 +383,7 @@ pub fn run_prepared(
             }
         }
     }
-    if let Some(s) = session.take() {
+    for s in sessions.drain(..) {
         s.shutdown();
     }
     if !gated {
@@ -378,6 +392,29 @@ pub fn run_prepared(
     }
     close_run(&mut report, options, &violations, started);
     Ok(report)
+}
+
+/// One freshly booted VM per replicate (`run.replicates`), each with its own guest memory
+/// and vCPU threads; a failed boot shuts down those already booted.
+fn boot_replicates(
+    kvm: &Kvm,
+    image: &Arc<GuestImage>,
+    config: MachineConfig,
+    plan: &Plan,
+) -> Result<Vec<Session>, PhaseError> {
+    let mut booted = Vec::new();
+    for _ in 0..plan.replicates.max(1) {
+        match Session::boot(kvm, image, config, plan.hypercall, plan.pin_vcpus) {
+            Ok(s) => booted.push(s),
+            Err(e) => {
+                for s in booted {
+                    s.shutdown();
+                }
+                return Err(e);
+            }
+        }
+    }
+    Ok(booted)
 }
 
 /// The validation may have found PVM behind an ambiguous declaration: never issue a hypercall
@@ -459,7 +496,7 @@ fn close_run(
 mod tests {
     use super::*;
     use crate::config::plan::{GroupKey, IrqSource, StrategyId, Workload};
-    use crate::results::ExitSite;
+    use crate::results::{ExitSite, ReplicateSpread};
 
     fn image() -> Arc<GuestImage> {
         Arc::new(GuestImage::embedded().expect("embedded guest"))
@@ -590,6 +627,66 @@ mod tests {
             r.baseline_cycles.median,
             r.raw_cycles_per_op.median
         );
+    }
+
+    /// Three replicates: three fresh VMs whose rounds interleave; every row and comparison
+    /// carries the combined CI around the mean of the replicates' estimates, each replicate's
+    /// estimate, the between-replicate share and the pooled (within-only) CI.
+    #[test]
+    fn three_replicates_give_combined_cis_and_a_between_replicate_share() {
+        let rows = ["native-popf", "native-cli-sti"].map(|name| {
+            adaptive(
+                Workload::Strategy {
+                    strategy: strategy(name),
+                },
+                IrqSource::None,
+                0.0,
+            )
+        });
+        let plan = Plan {
+            replicates: 3,
+            max_seconds: 0.5,
+            ..small_plan(rows.to_vec())
+        };
+        let Some(report) = run(&plan) else { return };
+        assert_eq!(report.replicates, 3);
+        assert_eq!(report.replicate_ci_method, replicates::REPLICATE_CI_METHOD);
+        let check = |what: &str, estimate: f64, ci: [f64; 2], spread: &ReplicateSpread| {
+            assert_eq!(spread.estimates.len(), 3, "{what}: {spread:?}");
+            let mean = spread.estimates.iter().sum::<f64>() / 3.0;
+            assert!(
+                (estimate - mean).abs() <= 1e-9 * mean.abs().max(1.0),
+                "{what}"
+            );
+            assert!(
+                ci[0] <= estimate && estimate <= ci[1],
+                "{what}: {estimate} {ci:?}"
+            );
+            assert!(ci[1] > ci[0], "{what}: {ci:?}");
+            let share = spread.between_share;
+            assert!((0.0..=1.0).contains(&share), "{what}: share {share}");
+            let pooled = spread.within_ci95;
+            println!("{what}: {estimate:.4} {ci:?} (pooled {pooled:?}), share {share:.2}");
+        };
+        for r in &report.results {
+            let spread = r.replicates.as_ref().expect("a row's replicates");
+            check(
+                &r.name,
+                r.cycles_per_op.median,
+                r.cycles_per_op.ci95,
+                spread,
+            );
+        }
+        assert_eq!(report.comparisons.len(), 1);
+        for c in &report.comparisons {
+            let spread = c.replicates.as_ref().expect("a comparison's replicates");
+            check(
+                &format!("{} vs {}", c.b, c.a),
+                c.ratio.median,
+                c.ratio.ci95,
+                spread,
+            );
+        }
     }
 
     /// `min_rounds` is a floor: 500 rounds with a 0.1 s budget (2000 gave 110 rounds). A row

@@ -101,17 +101,28 @@ pub(super) fn resources(plan: &Plan, manifest: &mut HostManifest) -> Result<(), 
             manifest.recommended_vcpus
         ));
     }
-    let need_mib = u64::from(plan.memory_mib);
+    // Every replicate is a VM of its own: its memory and vCPU threads all live at once.
+    let replicates = plan.replicates.max(1);
+    let need_mib = u64::from(plan.memory_mib) * u64::from(replicates);
+    let (lower, of) = if replicates > 1 {
+        (
+            "run.memory_mib or run.replicates",
+            format!(" ({replicates} replicates)"),
+        )
+    } else {
+        ("run.memory_mib", String::new())
+    };
     if let Some(avail_mib) = mem_available_mib() {
         if need_mib > avail_mib {
             return Err(RunError::Resources(format!(
-                "guest memory {need_mib} MiB exceeds the host's available {avail_mib} MiB \
-                 (MemAvailable in /proc/meminfo); lower run.memory_mib"
+                "guest memory {need_mib} MiB{of} exceeds the host's available {avail_mib} MiB \
+                 (MemAvailable in /proc/meminfo); lower {lower}"
             )));
         }
     }
-    process_limits(vcpus)?;
-    address_space(need_mib, vcpus)
+    let threads = vcpus.saturating_mul(replicates);
+    process_limits(threads)?;
+    address_space(need_mib, threads)
 }
 
 /// What this process has mapped now (VmSize in /proc/self/status), in bytes.

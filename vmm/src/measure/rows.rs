@@ -203,7 +203,7 @@ const OWN_COUNTS: [(&str, Counter); 6] = [
 /// Every event count of row `v` per op, as a mean over its kept rounds with a CI: the KVM
 /// stats that moved in the group, then [`OWN_COUNTS`]. Counts with too few kept rounds are
 /// left out.
-fn event_counts(table: &RoundTable, v: usize) -> BTreeMap<String, CountEstimate> {
+pub(super) fn event_counts(table: &RoundTable, v: usize) -> BTreeMap<String, CountEstimate> {
     let stats = table
         .stat_names
         .iter()
@@ -509,6 +509,7 @@ fn comparisons(
             rounds: ratios.len() as u32,
             ratio,
             no_ratio,
+            replicates: None,
         });
     }
     out

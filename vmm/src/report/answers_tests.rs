@@ -166,6 +166,7 @@ fn paired(a: &PhaseResult, b: &PhaseResult, logs: Vec<f64>) -> PairedComparison 
         log_ratios: logs,
         nonpositive_ratios: 0,
         ci_batches: 0,
+        replicates: None,
     }
 }
 

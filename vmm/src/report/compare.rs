@@ -324,6 +324,19 @@ fn run_warnings(which: &str, r: &RunReport, warnings: &mut Vec<String>) {
     }
 }
 
+/// Runs measured on different numbers of VMs per group (`run.replicates`): a CI from one VM
+/// holds none of the host's moves between VMs, which a replicated run's CI holds.
+fn replicates_warning(a: &RunReport, b: &RunReport) -> Option<String> {
+    let (ka, kb) = (a.replicates.max(1), b.replicates.max(1));
+    (ka != kb).then(|| {
+        format!(
+            "the old run measured each group on {ka} VM(s), the new on {kb}: a CI from one VM \
+             holds none of the host's moves between VMs (run.replicates), so judging by CIs \
+             apart is stricter on its side"
+        )
+    })
+}
+
 /// [`compare`] with the relative-change floor chosen by the caller (`--min-change`).
 pub fn compare_with(a: &RunReport, b: &RunReport, min_change_pct: f64) -> Comparison {
     compare_by(a, b, min_change_pct, false)
@@ -345,6 +358,7 @@ pub fn compare_by(
     };
     run_warnings("old", a, &mut c.warnings);
     run_warnings("new", b, &mut c.warnings);
+    c.warnings.extend(replicates_warning(a, b));
     let a_by_id = by_identity(a, "old", &mut c.warnings);
     let b_by_id = by_identity(b, "new", &mut c.warnings);
 

@@ -18,6 +18,7 @@ mod forest;
 pub(crate) mod format;
 mod json;
 pub(crate) mod markdown;
+mod replicates_text;
 mod scaling;
 mod svg;
 pub(crate) mod table;

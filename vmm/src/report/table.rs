@@ -510,6 +510,7 @@ pub(crate) fn legend(report: &RunReport) -> Vec<String> {
     if !report.ci_method.is_empty() {
         lines.push(format!("CI: {}", report.ci_method));
     }
+    lines.extend(super::replicates_text::legend(report));
     if !report.disturbance.sources.is_empty() {
         lines.push(format!(
             "disturbance sources: {}",

@@ -266,6 +266,8 @@ fn sample_report() -> RunReport {
             not_used: vec!["steal time: not reported by this host".into()],
         },
         ci_method: crate::results::CI_METHOD.into(),
+        replicates: 1,
+        replicate_ci_method: String::new(),
         description: "Paravirt flag save/restore against native, quick settings.".into(),
         vm_stats_by_group: BTreeMap::from([(
             "strategies/n0/none/1v".into(),
@@ -1408,4 +1410,56 @@ fn a_table_wider_than_the_width_continues_in_panels_that_repeat_the_first_column
     for cell in ["1".repeat(12), "2".repeat(12), "three".repeat(3)] {
         assert!(rows.iter().any(|r| r.contains(&cell)), "{cell}:\n{panels}");
     }
+}
+
+/// `check` judges replicated runs by their combined CIs (`cycles_per_op.ci95` holds them): a
+/// 6% move between runs that the VMs of each run also showed among themselves is noise, where
+/// the pooled within-only CIs, apart, would have called it a regression; runs on different
+/// numbers of VMs say so.
+#[test]
+fn replicated_runs_are_judged_by_their_combined_cis() {
+    let spread = |estimates: Vec<f64>, within: [f64; 2]| crate::results::ReplicateSpread {
+        estimates,
+        between_share: 0.9,
+        within_ci95: within,
+    };
+    let mut a = sample_report();
+    a.replicates = 3;
+    let mut b = a.clone();
+    let name = a.results[0].name.clone();
+    for (r, level) in [(&mut a, 10_000.0), (&mut b, 10_600.0)] {
+        let row = &mut r.results[0];
+        row.cycles_per_op = rounds(level, 10.0, 60);
+        let within = row.cycles_per_op.ci95;
+        // Three VMs 5% apart: the combined CI (t over them) is about ±7%.
+        row.cycles_per_op.ci95 = [level * 0.93, level * 1.07];
+        row.replicates = Some(spread(vec![level * 0.975, level, level * 1.025], within));
+    }
+    let judged = |a: &RunReport, b: &RunReport| {
+        compare(a, b)
+            .rows
+            .into_iter()
+            .find(|r| r.name == name && r.metric == "cycles/op")
+            .expect("a cycles row")
+    };
+    let row = judged(&a, &b);
+    assert!(!row.beyond_noise && row.basis == NoiseBasis::Ci, "{row:?}");
+    // The same runs with only the within-only CIs: a regression by the old rule.
+    let (mut a1, mut b1) = (a.clone(), b.clone());
+    for r in [&mut a1, &mut b1] {
+        let within = r.results[0].replicates.take().expect("spread").within_ci95;
+        r.results[0].cycles_per_op.ci95 = within;
+        r.replicates = 1;
+    }
+    assert!(judged(&a1, &b1).beyond_noise);
+    let mixed = compare(&a1, &b);
+    assert!(
+        mixed
+            .warnings
+            .iter()
+            .any(|w| w.contains("on 1 VM(s), the new on 3")),
+        "{:?}",
+        mixed.warnings
+    );
+    assert!(!compare(&a, &b).warnings.iter().any(|w| w.contains("VM(s)")));
 }

@@ -340,6 +340,27 @@ pub struct PhaseResult {
     /// row's blocks.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub irq_delivery: Option<IrqDelivery>,
+    /// Measured on `run.replicates` > 1 fresh VMs: the median and ci95 of `cycles_per_op`,
+    /// `ns_per_op`, `cycles_per_loop` and `ops_per_sec`, and `counts`, are then the replicates'
+    /// combination ([`RunReport::replicate_ci_method`]);
+    /// this holds the cycles/op of each replicate and the between-replicate share.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicates: Option<ReplicateSpread>,
+}
+
+/// How a figure measured on several fresh VMs spread across them.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ReplicateSpread {
+    /// Each replicate's own estimate (median of its rounds), in replicate order.
+    pub estimates: Vec<f64>,
+    /// Of the variance of `estimates`, the share their own CIs do not explain (0-1; null
+    /// where a replicate had no CI): above 0.5 the host moved between the replicates.
+    #[serde(deserialize_with = "f64_or_null")]
+    pub between_share: f64,
+    /// The 95% CI the rounds of all replicates give pooled, as if from one VM ([`CI_METHOD`]):
+    /// what the combined CI would be without the between-replicate variance.
+    #[serde(deserialize_with = "pair_or_null")]
+    pub within_ci95: [f64; 2],
 }
 
 impl PhaseResult {
@@ -482,6 +503,10 @@ pub struct PairedComparison {
     /// few rounds for batches, or a file from before them; the CI is then the rounds' alone).
     #[serde(default)]
     pub ci_batches: u32,
+    /// Measured on `run.replicates` > 1 fresh VMs: `ratio` is then the replicates'
+    /// combination ([`RunReport::replicate_ci_method`]) of their median paired ratios.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicates: Option<ReplicateSpread>,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -627,6 +652,14 @@ pub struct RunReport {
     /// the interactions between conditions that differ in one factor.
     #[serde(default)]
     pub answers: Vec<Answer>,
+    /// Fresh VMs each group was measured on (`run.replicates`); 0, absent in the JSON, in files
+    /// from before the key and reports built in code: one VM.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub replicates: u32,
+    /// With `replicates` > 1: how every row's, comparison's, difference's and count's CI
+    /// combines the replicates (`ci_method` is then each replicate's own and `within_ci95`'s).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub replicate_ci_method: String,
     /// [`answers::INTERACTION_METHOD`] when `answers` has interactions.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub interaction_method: String,
