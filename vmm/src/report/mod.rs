@@ -17,10 +17,13 @@ mod folder;
 mod forest;
 pub(crate) mod format;
 mod json;
+mod mail;
 pub(crate) mod markdown;
 mod scaling;
+mod summary;
 mod svg;
 pub(crate) mod table;
+mod verdict;
 mod warnings;
 mod width;
 
@@ -46,10 +49,13 @@ pub use folder::{new_results_dir, write_csv, write_json, write_markdown, write_s
 pub use forest::render_forest;
 pub(crate) use json::forget_v1_cis;
 pub use json::{read_json, to_json};
+pub use mail::{render_mail, MAIL_WIDTH};
 pub use markdown::render_markdown;
 pub use scaling::{render_scaling, scaling_rows, ScalingRow};
+pub use summary::{figures_meaning, render_summary, render_summary_at, WARNINGS_SHOWN};
 pub use svg::render_svg;
 pub use table::{host_header, render_mixed, render_table, render_table_at, vcpu_spread};
+pub use verdict::EXITS_DIFFERENCE_METHOD;
 pub use warnings::name_list;
 pub use width::{text_width, wrap, DEFAULT_WIDTH};
 
