@@ -210,3 +210,53 @@ fn verbose_and_quiet_cannot_be_asked_together() {
         .expect("spawn irqbench");
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
 }
+
+/// `compare --mail -` and `check --mail -`: the mail report alone on stdout, in 72 columns,
+/// starting with the command that reproduces it; check's ends with its verdict.
+#[test]
+fn compare_and_check_write_the_mail_report() {
+    if !kvm_or_skip() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    let db = dir.path().join("h.sqlite");
+    let db = db.to_str().expect("utf-8");
+    let quick = ["--set", "run.max_seconds=0.2", "--db", db];
+    let out = irqbench().args(["run", "quick", "-q"]).args(quick).output();
+    assert!(out.expect("spawn").status.success());
+    let out = irqbench()
+        .args(["baseline", "save", "before", "--db", db])
+        .output()
+        .expect("spawn");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let check = irqbench()
+        .args([
+            "check",
+            "quick",
+            "--baseline",
+            "before",
+            "--mail",
+            "-",
+            "-q",
+        ])
+        .args(quick)
+        .output()
+        .expect("spawn");
+    let compare = irqbench()
+        .args(["compare", "1", "2", "--mail", "-", "--db", db])
+        .output()
+        .expect("spawn");
+    assert!(compare.status.success(), "{}", text(&compare.stderr));
+    for (what, out) in [("check", &check), ("compare", &compare)] {
+        let mail = text(&out.stdout);
+        assert!(mail.starts_with(&format!("$ irqbench {what} ")), "{mail}");
+        let widest = mail.lines().map(|l| l.chars().count()).max().unwrap_or(0);
+        assert!(widest <= 72, "{what} --mail: {widest} columns\n{mail}");
+        assert!(mail.contains("cycles/op, old -> new"), "{mail}");
+        assert!(!mail.contains("| "), "no Markdown: {mail}");
+    }
+    let verdict = text(&check.stdout);
+    let last = verdict.lines().last().unwrap_or_default();
+    assert!(last.starts_with("check: "), "{verdict}");
+    assert_eq!(last == "check: passed", check.status.success(), "{verdict}");
+}

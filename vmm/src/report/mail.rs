@@ -80,7 +80,7 @@ fn command(report: &RunReport) -> String {
     cmd
 }
 
-fn clip(line: &str, width: usize) -> String {
+pub(super) fn clip(line: &str, width: usize) -> String {
     if line.chars().count() <= width {
         return line.to_string();
     }
@@ -182,7 +182,11 @@ fn labels(rows: &[Verdict], shared: &[String]) -> Vec<String> {
 /// 3 significant digits, `17.4k` past 10 000; a net whose CI holds 0 is `≈0`, one below it
 /// `<0`: never a plain number then.
 fn figure(s: &Summary) -> String {
-    let e = Estimate::of(s);
+    short_figure(Estimate::of(s))
+}
+
+/// [`figure`] of an estimate: `≈0`, `<0`, `no data` or 3 significant digits.
+pub(super) fn short_figure(e: Estimate) -> String {
     if !e.median.is_finite() {
         return "no data".into();
     }
@@ -305,7 +309,7 @@ fn exits_figure(e: Estimate) -> String {
 
 /// Rows of four cells, each column as wide as its widest cell, two spaces apart (one where two
 /// would pass [`MAIL_WIDTH`]); still too wide, the condition goes above its figures.
-fn push_table(out: &mut String, rows: &[[String; 4]]) {
+pub(super) fn push_table(out: &mut String, rows: &[[String; 4]]) {
     let width = |i: usize| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0);
     let (w0, w1, w2) = (width(0), width(1), width(2));
     let lead = if w0 == 0 { 0 } else { w0 + 2 };
