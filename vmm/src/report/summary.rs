@@ -6,12 +6,12 @@
 
 use std::fmt::Write as _;
 
-use crate::results::{KvmFlavour, RunReport};
+use crate::results::{KvmFlavour, ResultKind, RunReport};
 
 use super::columns::{grid, Align};
 use super::format::tsc_ghz;
 use super::table::{figure_warnings, groups, Group, TextTable};
-use super::verdict::group_verdicts;
+use super::verdict::Verdict;
 use super::width::{text_width, wrap};
 
 /// Warning lines at most, the "N more" line included (the issue allows five; four keep
@@ -103,12 +103,12 @@ pub fn figures_meaning(report: &RunReport) -> String {
     if let Some(by) = &h.emulated_cpu {
         let first = by.split(" (").next().unwrap_or(by);
         let tsc = if by.starts_with("Bochs") {
-            ", where the TSC counts instructions"
+            ": TSC = instructions"
         } else {
             ""
         };
         return format!(
-            "the CPU is emulated ({first}{tsc}): cycles are the emulator's; exit counts are KVM's"
+            "the CPU is emulated ({first}{tsc}): cycles are the emulator's; exits are KVM's"
         );
     }
     let emulates_cpl0 = matches!(
@@ -200,6 +200,22 @@ fn first_line(s: &str) -> String {
     s.lines().next().unwrap_or_default().to_string()
 }
 
+/// Every comparison of `group`, as the tables pick them (an instruction group: those against
+/// its first row).
+pub(crate) fn group_verdicts<'a>(report: &'a RunReport, group: &Group<'a>) -> Vec<Verdict<'a>> {
+    let Some(first) = group.rows.first() else {
+        return Vec::new();
+    };
+    let every_pair = group.kind == ResultKind::Insn;
+    report
+        .comparisons
+        .iter()
+        .filter(|c| !every_pair || (c.a == first.name && c.b != first.name))
+        .filter(|c| c.group == group.name || c.group.is_empty())
+        .map(|c| Verdict::of(report, c))
+        .collect()
+}
+
 /// The group's answer lines under a heading that names the group and their columns, then its
 /// compact table. A group without comparisons gets its plain heading.
 fn render_group(out: &mut String, report: &RunReport, group: &Group, width: usize) {
@@ -262,6 +278,25 @@ fn push_without_rule(out: &mut String, table: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_header_says_what_the_cycles_are_on_each_flavour() {
+        let mut r = RunReport::default();
+        r.host.kvm_flavour = KvmFlavour::Pvm;
+        assert!(figures_meaning(&r).contains("the emulator's, only ratios"));
+        r.host.kvm_flavour = KvmFlavour::Vmx;
+        assert!(figures_meaning(&r).starts_with("TSC cycles of native execution"));
+        // The svm box: QEMU TCG; the vmx box: Bochs, whose TSC counts instructions.
+        r.host.emulated_cpu = Some("QEMU TCG (hypervisor signature TCGTCGTCGTCG)".into());
+        assert_eq!(
+            figures_meaning(&r),
+            "the CPU is emulated (QEMU TCG): cycles are the emulator's; exits are KVM's"
+        );
+        r.host.emulated_cpu = Some("Bochs (DMI Bochs Bochs; no hypervisor signature)".into());
+        assert!(figures_meaning(&r).contains("(Bochs: TSC = instructions)"));
+        let line = format!("figures: {}", figures_meaning(&r));
+        assert!(line.chars().count() <= 100, "{line}");
+    }
 
     #[test]
     fn a_merged_warning_loses_its_names_on_its_one_line() {

@@ -174,25 +174,6 @@ impl<'a> Verdict<'a> {
     }
 }
 
-/// Every comparison of `group`, as the tables pick them (an instruction group: those against
-/// its first row).
-pub(crate) fn group_verdicts<'a>(
-    report: &'a RunReport,
-    group: &super::table::Group<'a>,
-) -> Vec<Verdict<'a>> {
-    let Some(first) = group.rows.first() else {
-        return Vec::new();
-    };
-    let every_pair = group.kind == ResultKind::Insn;
-    report
-        .comparisons
-        .iter()
-        .filter(|c| !every_pair || (c.a == first.name && c.b != first.name))
-        .filter(|c| c.group == group.name || c.group.is_empty())
-        .map(|c| Verdict::of(report, c))
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
