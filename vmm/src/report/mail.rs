@@ -268,43 +268,29 @@ fn render_question(out: &mut String, q: &Question, shared: &[String]) {
     if moved.is_empty() {
         return;
     }
-    // Only the conditions whose exits moved: the others are named as noise in one line.
-    let _ = writeln!(
-        out,
-        "  exits/op, where it changed beyond noise ({} of {}):",
-        moved.len(),
-        q.rows.len()
-    );
-    let rows: Vec<[String; 4]> = moved
-        .iter()
-        .map(|(v, l)| {
-            let exits = |r: Option<&PhaseResult>| {
-                r.and_then(super::columns::exits_estimate)
-                    .map_or_else(|| "?".into(), exits_figure)
-            };
-            let verdict = if v.exits.is_some_and(|d| d.value < 0.0) {
-                "fewer"
-            } else {
-                "more"
-            };
-            [
-                (*l).clone(),
-                format!("{} -> {}", exits(v.a), exits(v.b)),
-                v.exits_text(),
-                verdict.into(),
-            ]
-        })
-        .collect();
-    push_table(out, &rows);
+    let _ = writeln!(out, "{}", exits_line(&moved, q.rows.len()));
 }
 
-fn exits_figure(e: Estimate) -> String {
-    match e.ci {
-        Some(ci) if crate::statistics::holds_zero(ci) => "≈0".into(),
-        Some(ci) if ci[1] < 0.0 => "<0".into(),
-        _ if !e.median.is_finite() => "no data".into(),
-        _ => fmt_sig(e.median, 2),
+/// The conditions whose exits/op moved beyond noise, in one line (a mail's length must not
+/// grow with the conditions): each with its Δ where they fit, else how many went which way.
+fn exits_line(moved: &[(&Verdict, &String)], of: usize) -> String {
+    let head = format!("  exits/op beyond noise in {} of {of}: ", moved.len());
+    let listed: Vec<String> = moved
+        .iter()
+        .map(|(v, l)| format!("{l} {}", v.exits_text()))
+        .collect();
+    let line = format!("{head}{}", listed.join("; "));
+    if line.chars().count() <= MAIL_WIDTH {
+        return line;
     }
+    let fewer = moved
+        .iter()
+        .filter(|(v, _)| v.exits.is_some_and(|d| d.value < 0.0))
+        .count();
+    format!(
+        "{head}{} more, {fewer} fewer (run -v lists them)",
+        moved.len() - fewer
+    )
 }
 
 /// Rows of four cells, each column as wide as its widest cell, two spaces apart (one where two
