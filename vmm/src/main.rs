@@ -39,14 +39,15 @@ fn dispatch(command: Command) -> Result<Status, CliError> {
             markdown,
             min_change,
             normalised,
+            mail,
             ..
         } => cli::history::cmd_compare(
             &old,
             &new,
             db.db.as_deref(),
             markdown,
-            min_change,
-            normalised,
+            (min_change, normalised),
+            mail.as_deref(),
         ),
         Command::History(args) => cli::history::cmd_history(args),
         Command::Baseline(args) => cli::history::cmd_baseline(args),

@@ -106,6 +106,7 @@ fn only_runs_the_matching_rows_and_the_report_records_the_flags() {
         "report.redact=[\"cmdline\"]",
         "--only",
         "quick/pvop-*",
+        "--verbose",
         "--json",
         path_str(&json),
         "--markdown",

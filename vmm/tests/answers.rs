@@ -75,6 +75,7 @@ fn a_two_by_two_run_answers_each_default_pair_per_condition_with_the_load_intera
             "run",
             config.to_str().expect("utf-8"),
             "--no-save",
+            "--verbose",
             "--json",
         ])
         .arg(&json)

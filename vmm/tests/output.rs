@@ -219,7 +219,7 @@ fn a_forty_row_run_on_a_busy_host_warns_once_per_kind_and_reports_each_group() {
 /// Three saved runs of a 8-row config: `history` is one rows × runs table that fits the width,
 /// tens of lines; `--long` is the table per row; `-q` keeps the listing.
 #[test]
-fn history_is_a_compact_rows_by_runs_table_by_default() {
+fn history_lists_a_line_per_run_and_rows_by_runs_on_request() {
     if !kvm_or_skip() {
         return;
     }
@@ -244,7 +244,12 @@ fn history_is_a_compact_rows_by_runs_table_by_default() {
             .output()
             .expect("spawn")
     };
-    let out = history(&[]);
+    // By default one line per run, and how to ask for the rows.
+    let runs = text(&history(&[]).stdout);
+    assert!(!runs.contains("per row and run"), "{runs}");
+    assert!(runs.contains("per-row trends: --row GLOB"), "{runs}");
+    assert!(runs.lines().count() < 12, "{runs}");
+    let out = history(&["--row", "*"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let listing = text(&out.stdout);
     let pivot = &listing[listing.find("per row and run").expect(&listing)..];
@@ -264,7 +269,7 @@ fn history_is_a_compact_rows_by_runs_table_by_default() {
     let long = text(&history(&["--long"]).stdout);
     assert!(long.contains("trend per row"), "{long}");
     assert!(long.lines().count() > listing.lines().count(), "{long}");
-    let quiet = history(&["-q"]);
+    let quiet = history(&["-q", "--row", "*"]);
     assert_eq!(text(&quiet.stdout), listing);
     assert!(quiet.stderr.is_empty(), "{}", text(&quiet.stderr));
 }

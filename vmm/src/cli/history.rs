@@ -137,12 +137,13 @@ pub(crate) fn run_meta<'a>(
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Examples:
-  irqbench history                               # the last 20 runs and every row's trend
+  irqbench history                               # the last 20 runs, one line each
+  irqbench history --row 'quick/*'               # and each quick row's median per run
   irqbench history --config quick --strategy native-popf --last 10
   irqbench history --host epyc --json > history.json
   irqbench history --strategy pvop-skip --svg trend.svg   # median line, 95% CI band
 
-Below the runs, one table of rows × runs: each cell is the row's median with the 95% CI of
+With --strategy or --row, below the runs, one table of rows × runs: each cell is the row's median with the 95% CI of
 that run (`±h` reaches the farther end of the CI; a CI that includes 0 prints `≈0 (±h)`);
 runs past the width continue in panels. --long prints a table per row instead. --host
 matches part of the hostname or of the host (CPU, kernel, KVM flavour), in any case.")]
@@ -153,6 +154,10 @@ pub(crate) struct HistoryArgs {
     /// Only runs with a row of this strategy (or instruction probe), and only those rows.
     #[arg(long, value_name = "NAME")]
     strategy: Option<String>,
+    /// Each row whose full name matches this glob (`quick/pvop-*`; `*` matches `/` too): its
+    /// median per run below the runs. Without --row or --strategy, one line per run.
+    #[arg(long, value_name = "GLOB")]
+    row: Option<String>,
     /// Only runs on a host whose name or description contains this.
     #[arg(long, value_name = "TEXT")]
     host: Option<String>,
@@ -192,6 +197,7 @@ pub(crate) fn cmd_history(args: HistoryArgs) -> Result<Status, CliError> {
             "--json and --svg - both name stdout: give --svg a file".into(),
         ));
     }
+    let per_row = args.strategy.is_some() || args.row.is_some();
     let filter = RunFilter {
         config: args.config,
         strategy: args.strategy,
@@ -211,6 +217,13 @@ pub(crate) fn cmd_history(args: HistoryArgs) -> Result<Status, CliError> {
         }
         Err(e) => return Err(e.into()),
     };
+    let points: Vec<history::TrendPoint> = match &args.row {
+        Some(glob) => points
+            .into_iter()
+            .filter(|p| irqbench::config::select::matches(glob, &p.name))
+            .collect(),
+        None => points,
+    };
     if let Some(target) = &svg {
         let chart = history::render_trend_svg(&points)
             .map_err(|why| format!("{why} (nothing matched, or no run has rows)"));
@@ -227,11 +240,20 @@ pub(crate) fn cmd_history(args: HistoryArgs) -> Result<Status, CliError> {
         emit_json(&text)
     } else if args.long {
         emit(&history::render_history(&loc.path, &runs, &points))
-    } else {
+    } else if per_row {
         let width = report::text_width();
         emit(&history::render_history_pivot(
             &loc.path, &runs, &points, width,
         ))
+    } else {
+        let width = report::text_width();
+        let mut text = history::render_history_pivot(&loc.path, &runs, &[], width);
+        if !points.is_empty() {
+            text.push_str(
+                "\nper-row trends: --row GLOB (`--row 'quick/*'`), --strategy NAME, or --long\n",
+            );
+        }
+        emit(&text)
     }
 }
 
@@ -453,17 +475,30 @@ pub(crate) fn cmd_compare(
     new: &str,
     db: Option<&Path>,
     markdown: bool,
-    min_change: f64,
-    normalised: bool,
+    (min_change, normalised): (f64, bool),
+    mail: Option<&Path>,
 ) -> Result<Status, CliError> {
     let loc = location(db)?;
+    let mail = mail_target(mail, &loc.path)?;
     let mut store = None;
     let (a, a_shown) = load_ref(old, &loc, &mut store)?;
     let (b, b_shown) = load_ref(new, &loc, &mut store)?;
     let mut c = report::compare_by(&a, &b, min_change, normalised);
     c.runs[0].source = a_shown;
     c.runs[1].source = b_shown;
-    let printed = emit(&report::render_compare(&c, markdown))?;
+    let mut printed = Status::Success;
+    if let Some(t) = &mail {
+        let flag = if normalised { " --normalised" } else { "" };
+        let command = format!(
+            "irqbench compare {} {}{flag}",
+            escape_line(old),
+            escape_line(new)
+        );
+        write_one(t, Ok(report::render_compare_mail(&c, &command)), true)?;
+    }
+    if !mail.as_ref().is_some_and(OutputTarget::is_stdout) {
+        printed = emit(&report::render_compare(&c, markdown))?;
+    }
     if c.rows.is_empty() {
         // Nothing was compared: a CI step comparing the wrong pair must not pass.
         warn(format_args!(
@@ -474,6 +509,15 @@ pub(crate) fn cmd_compare(
         return Ok(printed.and(Status::Failed));
     }
     Ok(printed)
+}
+
+/// `--mail FILE|-`, checked before anything is read or run: kind, folder, not the history.
+fn mail_target(mail: Option<&Path>, db: &Path) -> Result<Option<OutputTarget>, CliError> {
+    mail.map(|p| {
+        OutputTarget::new("--mail", p).and_then(|t| not_over_history(&[&t], Some(db)).map(|()| t))
+    })
+    .transpose()
+    .map_err(CliError::Output)
 }
 
 #[derive(Debug, clap::Args)]
@@ -506,6 +550,10 @@ pub(crate) struct CheckArgs {
     /// stdout carries the verdict).
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
+    /// Also write the comparison and the verdict as plain text of at most 72 columns to paste
+    /// into a mail; `-` for stdout instead of the table.
+    #[arg(long, value_name = "FILE")]
+    mail: Option<PathBuf>,
     /// Guest kernel ELF to boot instead of the embedded one.
     #[arg(long, value_name = "FILE")]
     guest: Option<PathBuf>,
@@ -607,6 +655,10 @@ pub(crate) fn cmd_check(args: CheckArgs) -> Result<Status, CliError> {
     if args.strict_host {
         refuse_another_host(&args.baseline, base_id, &base)?;
     }
+    let mail = match &args.save.db {
+        Some(db) => mail_target(args.mail.as_deref(), db)?,
+        None => mail_target(args.mail.as_deref(), &location(None)?.path)?,
+    };
     let done = pipeline(&Request {
         config: Some(&args.config),
         guest: args.guest.as_deref(),
@@ -654,6 +706,12 @@ pub(crate) fn cmd_check(args: CheckArgs) -> Result<Status, CliError> {
     } else {
         Status::Failed
     };
+    if let Some(t) = &mail {
+        write_one(t, Ok(check_mail(&args, &outcome)), true)?;
+        if t.is_stdout() {
+            return Ok(done.status.and(verdict));
+        }
+    }
     Ok(emit(&history::render_check(&outcome))?
         .and(done.status)
         .and(verdict))
@@ -686,6 +744,37 @@ fn strict_host_refusal(name: &str, base_id: i64, differs: &[String]) -> CliError
             .collect::<Vec<_>>()
             .join("; ")
     ))
+}
+
+/// The mail report of a check: the comparison, then the verdict in one line.
+fn check_mail(args: &CheckArgs, outcome: &history::CheckOutcome) -> String {
+    let mut command = format!(
+        "irqbench check {} --baseline {}",
+        escape_line(&args.config),
+        escape_line(&args.baseline)
+    );
+    if args.normalised {
+        command.push_str(" --normalised");
+    }
+    let adhoc = args.adhoc.recorded();
+    if !adhoc.is_empty() {
+        command.push(' ');
+        command.push_str(&adhoc.flags());
+    }
+    let mut text = report::render_compare_mail(&outcome.comparison, &command);
+    let verdict = if outcome.passed() {
+        "check: passed".to_string()
+    } else {
+        format!(
+            "check: FAILED: {} regression(s), {} missing, {} not judged",
+            outcome.regressions.len(),
+            outcome.missing.len(),
+            outcome.unjudged.len()
+        )
+    };
+    text.push_str(&verdict);
+    text.push('\n');
+    text
 }
 
 /// `--last N`: a count in range, with the range named also for a number past u64 (clap's own

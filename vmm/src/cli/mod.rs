@@ -66,7 +66,8 @@ pub enum Command {
   irqbench run                                   # built-in quick config (5 strategies)
   irqbench run configs/strategies.toml           # every strategy, nesting 0 and 0.5
   irqbench run pv-restore-skip --out results     # results/pv-restore-skip-<UTC time>/...
-  irqbench run epoll-irqsave-vs-irq --markdown mail.md
+  irqbench run epoll-irqsave-vs-irq --mail -     # 72 columns of plain text for a mail
+  irqbench run pv-restore-skip -v                # the whole report, not one screen
   irqbench run my.toml --guest ./my-guest.elf    # another guest payload
   irqbench run quick --no-save                   # not kept in the history database
   irqbench run quick --set run.max_seconds=1 --only 'quick/pvop-*'
@@ -83,7 +84,10 @@ Every run is saved in the history database (see `irqbench history`; --db PATH na
 file, --no-save skips it). A database named with --db that cannot be used fails at once; when
 the default one cannot be written, the run warns and still prints and writes its results.
 
-Outputs: --json/--csv/--markdown take a new path, a regular file (replaced atomically) or `-`
+The table fits COLUMNS (else the terminal, else 100 columns): the answers and a compact table
+per group; -v adds the legend, KVM stats per op, exit sites, validation detail and scaling.
+
+Outputs: --json/--csv/--markdown/--mail take a new path, a regular file (replaced atomically) or `-`
 for stdout (then the table is not printed, and no chart is written); a symlink, FIFO or device
 is refused. Every output is checked before the first VM starts.
 
@@ -203,6 +207,10 @@ Exit status: 0 compared; 1 no row of one run matches a row of the other (nothing
         /// Print nothing but errors and the comparison.
         #[arg(long, short)]
         quiet: bool,
+        /// Also write the comparison as plain text of at most 72 columns to paste into a mail
+        /// (the command, the two runs, old -> new per row); `-` for stdout instead of the table.
+        #[arg(long, value_name = "FILE")]
+        mail: Option<PathBuf>,
     },
     /// The saved runs, and each row's median and CI across them.
     History(history::HistoryArgs),

@@ -42,13 +42,22 @@ pub struct RunArgs {
     /// Write a Markdown report (host manifest and tables) to paste into a mail; `-` for stdout.
     #[arg(long, value_name = "FILE")]
     markdown: Option<PathBuf>,
+    /// Write a plain-text report of at most 72 columns to paste into a mail: the command, the
+    /// host, and per comparison a table across conditions; `-` for stdout.
+    #[arg(long, value_name = "FILE")]
+    mail: Option<PathBuf>,
     /// Write every format into a new timestamped folder under DIR (never overwritten).
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
     /// Print nothing but errors: no progress, no notes, no table (the files asked for are
     /// still written).
-    #[arg(long, short)]
+    #[arg(long, short, conflicts_with = "verbose")]
     quiet: bool,
+    /// Print the whole report: legend, KVM stats per op, exit sites, validation detail,
+    /// scaling tables, per-vCPU throughput (the default prints one screen: the answers and a
+    /// compact table per group).
+    #[arg(long, short)]
+    verbose: bool,
     #[command(flatten)]
     pub adhoc: PlanArgs,
     #[command(flatten)]
@@ -121,6 +130,7 @@ pub struct Outputs {
     pub forest: Option<OutputTarget>,
     pub csv: Option<OutputTarget>,
     pub markdown: Option<OutputTarget>,
+    pub mail: Option<OutputTarget>,
     pub exports: Vec<(ExportFormat, OutputTarget)>,
 }
 
@@ -132,6 +142,7 @@ impl Outputs {
             &self.forest,
             &self.csv,
             &self.markdown,
+            &self.mail,
         ]
         .into_iter()
         .flatten()
@@ -197,6 +208,7 @@ fn check_outputs(args: &RunArgs) -> Result<Outputs, CliError> {
         forest,
         csv: target("--csv", &args.csv)?,
         markdown: target("--markdown", &args.markdown)?,
+        mail: target("--mail", &args.mail)?,
         exports: Vec::new(),
     }
     .with_exports(&args.reporting)?;
@@ -326,7 +338,11 @@ pub fn cmd_run(args: &RunArgs) -> Result<Status, CliError> {
     if args.quiet || outputs.uses_stdout() {
         return Ok(done.status);
     }
-    let table = format!("{}\n", report::render_table(&done.report));
+    let table = if args.verbose {
+        format!("{}\n", report::render_table(&done.report))
+    } else {
+        report::render_summary(&done.report)
+    };
     let printed = emit(&table).unwrap_or_else(|e| e.report());
     Ok(done.status.and(printed))
 }
@@ -599,6 +615,9 @@ fn write_outputs(
     }
     if let Some(t) = &outputs.markdown {
         jobs.push((t.clone(), Ok(report::render_markdown(report))));
+    }
+    if let Some(t) = &outputs.mail {
+        jobs.push((t.clone(), Ok(report::render_mail(report))));
     }
     if let Some(d) = out_dir {
         for (path, text) in d.files(report) {

@@ -23,7 +23,7 @@ mod overrides;
 pub mod plan;
 mod raw;
 mod schema;
-mod select;
+pub mod select;
 mod spans;
 mod translate;
 mod values;

@@ -17,11 +17,15 @@ mod folder;
 mod forest;
 pub(crate) mod format;
 mod json;
+mod mail;
+mod mail_compare;
 pub(crate) mod markdown;
 mod replicates_text;
 mod scaling;
+mod summary;
 mod svg;
 pub(crate) mod table;
+mod verdict;
 mod warnings;
 mod width;
 
@@ -48,10 +52,14 @@ pub use folder::{
 };
 pub use forest::{forest_page_name, render_forest};
 pub use json::{convert_v3, read_json, report_from_str, to_json};
+pub use mail::{render_mail, MAIL_WIDTH};
+pub use mail_compare::render_compare_mail;
 pub use markdown::render_markdown;
 pub use scaling::{render_scaling, scaling_rows, ScalingRow};
+pub use summary::{figures_meaning, render_summary, render_summary_at, WARNINGS_SHOWN};
 pub use svg::render_svg;
 pub use table::{host_header, render_mixed, render_table, render_table_at, vcpu_spread};
+pub use verdict::EXITS_DIFFERENCE_METHOD;
 pub use warnings::name_list;
 pub use width::{text_width, wrap, DEFAULT_WIDTH};
 

@@ -483,6 +483,7 @@ pub(crate) fn legend(report: &RunReport) -> Vec<String> {
             crate::measure::counts::COUNT_CI_METHOD
         ),
         "comparisons: median of per-round paired ratios (b/a - 1) with its 95% CI.".to_string(),
+        format!("{}.", super::verdict::EXITS_DIFFERENCE_METHOD),
     ];
     lines.push(cycles_line(report));
     if report.results.iter().any(|r| r.kind == ResultKind::Insn) {
