@@ -51,7 +51,7 @@ fn dispatch(command: Command) -> Result<Status, CliError> {
         ),
         Command::History(args) => cli::history::cmd_history(args),
         Command::Baseline(args) => cli::history::cmd_baseline(args),
-        Command::Check(args) => cli::history::cmd_check(args),
+        Command::Check(args) => cli::check::cmd_check(args),
         Command::Import(args) => cli::history::cmd_import(args),
         Command::List => cli::output::emit(&irqbench::report::wrap(
             &cli::inspect::list_text(),

@@ -115,8 +115,17 @@ fn a_two_by_two_run_answers_each_default_pair_per_condition_with_the_load_intera
             "legend:\n{out}"
         );
     }
+    assert_json_answers(&json);
+    let forest = std::fs::read_to_string(dir.path().join("r.forest.svg")).expect("forest plot");
+    assert!(forest.contains("interactions: how the change differs"));
+    assert!(forest.contains("load: inject 1 kHz vs no load (nesting 0, 1 vCPU)"));
+}
+
+/// The JSON's answers: one per default pair, every condition, four interactions each, an
+/// estimate with its CI or the reason there is none.
+fn assert_json_answers(json: &Path) {
     let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).expect("json")).expect("valid json");
+        serde_json::from_str(&std::fs::read_to_string(json).expect("json")).expect("valid json");
     let answers = report["answers"].as_array().expect("answers[]");
     assert_eq!(answers.len(), PAIRS.len(), "{answers:?}");
     let mut estimated = 0;
@@ -156,7 +165,4 @@ fn a_two_by_two_run_answers_each_default_pair_per_condition_with_the_load_intera
         }
     }
     assert!(estimated > 0, "not one interaction estimated: {answers:?}");
-    let forest = std::fs::read_to_string(dir.path().join("r.forest.svg")).expect("forest plot");
-    assert!(forest.contains("interactions: how the change differs"));
-    assert!(forest.contains("load: inject 1 kHz vs no load (nesting 0, 1 vCPU)"));
 }

@@ -1,6 +1,7 @@
 //! The command line: the arguments, one module per command family, one error type. `main.rs`
 //! parses, dispatches and prints an error once.
 
+pub mod check;
 pub mod complete;
 pub mod config;
 pub mod error;
@@ -10,6 +11,7 @@ pub mod output;
 pub mod progress;
 pub mod reference;
 pub mod run;
+pub mod save;
 pub mod signals;
 pub mod validate;
 
@@ -185,7 +187,7 @@ Exit status: 0 compared; 1 no row of one run matches a row of the other (nothing
         #[arg(value_name = "NEW")]
         new: String,
         #[command(flatten)]
-        db: history::DbArg,
+        db: save::DbArg,
         /// Markdown table instead of aligned text.
         #[arg(long)]
         markdown: bool,
@@ -217,7 +219,7 @@ Exit status: 0 compared; 1 no row of one run matches a row of the other (nothing
     /// Name a saved run as a baseline, list or remove baselines.
     Baseline(history::BaselineArgs),
     /// Run a config and compare it with a baseline: exit 1 on a regression beyond noise.
-    Check(history::CheckArgs),
+    Check(check::CheckArgs),
     /// Load results JSON files (irqbench-results/4, or /3 converted) into the history database.
     Import(history::ImportArgs),
     /// List strategies, instruction probes, interrupt sources and shipped configs.

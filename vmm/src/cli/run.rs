@@ -18,9 +18,9 @@ use irqbench::{host, measure, validate};
 
 use super::config::{load_image, load_plan, PlanArgs};
 use super::error::{warn, CliError, Status};
-use super::history::{not_over_history, run_meta, SaveArgs, Saver};
 use super::output::{emit, reported, write_one};
 use super::progress::Progress;
+use super::save::{not_over_history, run_meta, SaveArgs, Saver};
 // Where the other commands have always found them.
 use super::signals::{announce_stop, RESULTS_WHOLE};
 pub(crate) use super::signals::{install_signals, Signals};
