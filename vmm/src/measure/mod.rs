@@ -662,7 +662,12 @@ mod tests {
                 ci[0] <= estimate && estimate <= ci[1],
                 "{what}: {estimate} {ci:?}"
             );
-            assert!(ci[1] > ci[0], "{what}: {ci:?}");
+            // Zero-width only where every VM measured the same exact figure (the VMX box, whose
+            // TSC counts instructions, reads native-popf 5.0 [5.0, 5.0] on all three).
+            assert!(
+                ci[1] > ci[0] || spread.estimates.iter().all(|e| *e == estimate),
+                "{what}: {ci:?} {spread:?}"
+            );
             let share = spread.between_share;
             assert!((0.0..=1.0).contains(&share), "{what}: share {share}");
             let pooled = spread.within_ci95;
