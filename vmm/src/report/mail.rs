@@ -10,8 +10,9 @@ use crate::results::{ComparedMetric, PhaseResult, RunReport, Summary};
 
 use super::answers::irq_label;
 use super::format::{fmt_fraction, fmt_sig, Estimate};
-use super::summary::figures_meaning;
+use super::summary::{figures_meaning, without_names};
 use super::verdict::{Direction, Verdict};
+use super::warnings::figure_warnings;
 use super::width::wrap;
 
 /// Columns a mail line may take (a reply quotes it with `> ` and stays under 80).
@@ -50,6 +51,7 @@ pub fn render_mail(report: &RunReport) -> String {
     if !shared.is_empty() {
         let _ = writeln!(out, "every row: {}", shared.join(", "));
     }
+    push_caveats(&mut out, report);
     out.push_str("change [95% CI]: median of per-round after/before - 1; noise: CI holds 0\n");
     for q in questions(report) {
         render_question(&mut out, &q, &shared);
@@ -61,6 +63,24 @@ pub fn render_mail(report: &RunReport) -> String {
         .collect::<Vec<_>>()
         .join("\n")
         + "\n"
+}
+
+/// The figures' own warnings (disturbed rows, a lighter load than asked, a host that changed
+/// speed): a pasted mail must not hide which figures are weak. One line, then a count.
+fn push_caveats(out: &mut String, report: &RunReport) {
+    const SHOWN: usize = 1;
+    let all = figure_warnings(report);
+    for w in all.iter().take(SHOWN) {
+        let first = w.lines().next().unwrap_or_default();
+        let line = format!(
+            "caveat: {}",
+            without_names(first.trim_start_matches("warning: "))
+        );
+        let _ = writeln!(out, "{}", clip(&line, MAIL_WIDTH));
+    }
+    if all.len() > SHOWN {
+        let _ = writeln!(out, "caveats: {} more (run -v)", all.len() - SHOWN);
+    }
 }
 
 /// `irqbench run NAME --set …`: what reproduces the run (a file config by its path).

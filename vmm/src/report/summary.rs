@@ -87,7 +87,9 @@ fn header_lines(report: &RunReport) -> Vec<String> {
     } else {
         format!(" ({})", report.adhoc.flags())
     };
-    let description = report.description.lines().next().unwrap_or_default();
+    // The whole description, its newlines escaped (`clip` keeps it on one line): a first line
+    // alone would hide what a second line says, forged or not.
+    let description = report.description.trim_end();
     let sep = if description.is_empty() { "" } else { ": " };
     lines.push(format!(
         "config {}{adhoc}{sep}{description}",
@@ -171,7 +173,7 @@ fn warning_lines(report: &RunReport, width: usize) -> Vec<String> {
 
 /// `warning: 23 rows (a/…, b/… and 19 more): text` → `warning: 23 rows: text`: on one line
 /// the list of names would push out what the warning says (`--verbose` keeps it).
-fn without_names(line: &str) -> String {
+pub(super) fn without_names(line: &str) -> String {
     let Some(open) = line.find(" (") else {
         return line.to_string();
     };
