@@ -242,6 +242,9 @@ cp -r configs "$root$repo/configs"
 cp README.md "$root$repo/"
 cp -r docs "$root$repo/docs"
 cp -r vmm/src "$root$repo/vmm/src"
+# The test fixtures (a results file of the previous schema the converter tests read).
+mkdir -p "$root$repo/vmm/tests"
+cp -r vmm/tests/fixtures "$root$repo/vmm/tests/fixtures"
 for d in vmm abi; do mkdir -p "$root$repo/$d"; cp "$d/Cargo.toml" "$root$repo/$d/"; done
 mkdir -p "$root$repo/target/tmp"
 
