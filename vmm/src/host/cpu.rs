@@ -79,22 +79,25 @@ pub fn hypervisor_signature() -> Option<String> {
 
 /// Whether the CPU this process runs on is emulated instruction by instruction (QEMU's TCG,
 /// Bochs) rather than run by hardware, and by what: from the hypervisor signature and the
-/// machine's DMI vendor and product (`sys_vendor`, `product_name` under `dmi`). Its timing
+/// machine's DMI vendor, product and BIOS vendor (`sys_vendor`, `product_name`, `bios_vendor`
+/// under `dmi`: Bochs leaves the first two empty and names itself in the third). Its timing
 /// (TSC invariance, tick delivery, TSC agreement between vCPUs) is the emulator's, not a
 /// CPU's; its KVM's exit counts and reasons are still KVM's own.
 pub fn emulated_cpu(
     signature: Option<&str>,
     dmi_vendor: &str,
     dmi_product: &str,
+    bios_vendor: &str,
 ) -> Option<String> {
     if signature == Some("TCGTCGTCGTCG") {
         return Some("QEMU TCG (hypervisor signature TCGTCGTCGTCG)".into());
     }
     let dmi = format!("{dmi_vendor} {dmi_product}").to_ascii_lowercase();
-    if dmi.contains("bochs") && signature.is_none() {
+    let bochs_bios = bios_vendor.to_ascii_lowercase().contains("bochs");
+    if (dmi.contains("bochs") || bochs_bios) && signature.is_none() {
         return Some(format!(
             "Bochs (DMI {}; no hypervisor signature)",
-            format!("{dmi_vendor} {dmi_product}").trim()
+            format!("{dmi_vendor} {dmi_product} {bios_vendor}").trim()
         ));
     }
     // QEMU with KVM acceleration says KVMKVMKVM: a nested guest, not an emulated CPU.
@@ -226,16 +229,29 @@ mod tests {
 
     #[test]
     fn an_emulated_cpu_is_told_by_its_signature_or_its_dmi() {
-        assert!(emulated_cpu(Some("TCGTCGTCGTCG"), "QEMU", "Standard PC").is_some());
-        assert!(emulated_cpu(None, "", "Bochs").is_some());
-        assert!(emulated_cpu(None, "QEMU", "Standard PC (i440FX + PIIX, 1996)").is_some());
+        assert!(emulated_cpu(Some("TCGTCGTCGTCG"), "QEMU", "Standard PC", "SeaBIOS").is_some());
+        assert!(emulated_cpu(None, "", "Bochs", "").is_some());
+        // Bochs 2.7's BIOS, as the vmx box's kernel reads it: "DMI:  , BIOS Bochs 2.7".
+        assert!(emulated_cpu(None, "", "", "The Bochs Project").is_some());
+        assert!(emulated_cpu(None, "QEMU", "Standard PC (i440FX + PIIX, 1996)", "").is_some());
         // QEMU with KVM, a cloud VM, bare metal: not emulated.
-        assert_eq!(emulated_cpu(Some("KVMKVMKVM"), "QEMU", "Standard PC"), None);
         assert_eq!(
-            emulated_cpu(Some("KVMKVMKVM"), "Google", "Google Compute Engine"),
+            emulated_cpu(Some("KVMKVMKVM"), "QEMU", "Standard PC", "Bochs"),
             None
         );
-        assert_eq!(emulated_cpu(None, "Dell Inc.", "PowerEdge R750"), None);
+        assert_eq!(
+            emulated_cpu(
+                Some("KVMKVMKVM"),
+                "Google",
+                "Google Compute Engine",
+                "Google"
+            ),
+            None
+        );
+        assert_eq!(
+            emulated_cpu(None, "Dell Inc.", "PowerEdge R750", "Dell Inc."),
+            None
+        );
     }
 
     /// The vendor string's three registers, as CPUID leaf 0 returns them.

@@ -378,6 +378,7 @@ pub fn emulated_cpu_here() -> Option<String> {
         cpu::hypervisor_signature().as_deref(),
         &dmi("sys_vendor"),
         &dmi("product_name"),
+        &dmi("bios_vendor"),
     )
 }
 
