@@ -162,16 +162,7 @@ pub(crate) fn folder_safe(name: &str) -> String {
 pub fn check_out_base(base: &Path) -> Result<(), ReportError> {
     let exists = fs::symlink_metadata(base).is_ok();
     if exists && !base.is_dir() {
-        let link = fs::symlink_metadata(base).is_ok_and(|m| m.file_type().is_symlink());
-        let kind = match fs::metadata(base).map(|m| crate::files::read::file_kind(&m)) {
-            Ok(kind) if link => format!("symbolic link to a {kind}"),
-            Ok(kind) => kind.to_owned(),
-            Err(_) => "symbolic link that leads nowhere".to_owned(),
-        };
-        return Err(ReportError::OutNotAFolder {
-            path: base.to_owned(),
-            kind,
-        });
+        return Err(not_a_folder(base));
     }
     let folder = if exists {
         base
@@ -197,22 +188,27 @@ pub fn check_out_base(base: &Path) -> Result<(), ReportError> {
         .map_err(cannot)
 }
 
+/// `--out` names something that is not a folder: say what is there.
+fn not_a_folder(base: &Path) -> ReportError {
+    let link = fs::symlink_metadata(base).is_ok_and(|m| m.file_type().is_symlink());
+    let kind = match fs::metadata(base).map(|m| crate::files::read::file_kind(&m)) {
+        Ok(kind) if link => format!("symbolic link to a {kind}"),
+        Ok(kind) => kind.to_owned(),
+        Err(_) => "symbolic link that leads nowhere".to_owned(),
+    };
+    ReportError::OutNotAFolder {
+        path: base.to_owned(),
+        kind,
+    }
+}
+
 pub fn new_results_dir(base: &Path, config_name: &str) -> Result<PathBuf, ReportError> {
     check_out_base(base)?;
     match fs::create_dir(base) {
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists && base.is_dir() => {}
         // "File exists" says nothing to someone who named a folder: say what is there.
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-            let link = fs::symlink_metadata(base).is_ok_and(|m| m.file_type().is_symlink());
-            let kind = match fs::metadata(base).map(|m| crate::files::read::file_kind(&m)) {
-                Ok(kind) if link => format!("symbolic link to a {kind}"),
-                Ok(kind) => kind.to_owned(),
-                Err(_) => "symbolic link that leads nowhere".to_owned(),
-            };
-            return Err(ReportError::OutNotAFolder {
-                path: base.to_owned(),
-                kind,
-            });
+            return Err(not_a_folder(base));
         }
         Err(source) => {
             return Err(ReportError::CreateDir {

@@ -56,7 +56,12 @@ pub fn render_mail(report: &RunReport) -> String {
     for q in questions(report) {
         render_question(&mut out, &q, &shared);
     }
-    let text = crate::text::escape(&out);
+    finish(&out)
+}
+
+/// A mail's text escaped, wrapped and clipped to [`MAIL_WIDTH`] columns.
+pub(super) fn finish(out: &str) -> String {
+    let text = crate::text::escape(out);
     wrap(&text, MAIL_WIDTH)
         .lines()
         .map(|l| clip(l, MAIL_WIDTH))

@@ -7,8 +7,7 @@ use std::fmt::Write as _;
 use super::compare::{CompareRow, Comparison, METRIC_OPS, METRIC_OPS_PER_LOOP};
 use super::compare_text::change_text;
 use super::format::Estimate;
-use super::mail::{clip, push_table, short_figure, MAIL_WIDTH};
-use super::width::wrap;
+use super::mail::{finish, push_table, short_figure};
 
 /// The mail report of a comparison; `command` is what reproduces it.
 pub fn render_compare_mail(c: &Comparison, command: &str) -> String {
@@ -66,13 +65,7 @@ pub fn render_compare_mail(c: &Comparison, command: &str) -> String {
     if c.rows.is_empty() {
         out.push_str("no row compared\n");
     }
-    let text = crate::text::escape(&out);
-    wrap(&text, MAIL_WIDTH)
-        .lines()
-        .map(|l| clip(l, MAIL_WIDTH))
-        .collect::<Vec<_>>()
-        .join("\n")
-        + "\n"
+    finish(&out)
 }
 
 fn side(v: f64, ci: Option<[f64; 2]>) -> String {
