@@ -40,6 +40,7 @@ pub mod pinning;
 mod preflight;
 mod replicate_rows;
 pub mod replicates;
+pub mod rerun;
 mod rows;
 pub mod session;
 pub mod shadow;

@@ -42,7 +42,9 @@ pub use compare::{
     compare, compare_by, compare_with, host_differences, CompareRow, Comparison, NoiseBasis,
     RunLabel, SpeedDifference, DEFAULT_MIN_CHANGE_PCT,
 };
-pub(crate) use compare::{METRIC_EXITS, METRIC_OPS_PER_LOOP};
+pub(crate) use compare::{
+    METRIC_CYCLES, METRIC_EXITS, METRIC_OPS, METRIC_OPS_PER_LOOP, METRIC_PER_LOOP,
+};
 pub(crate) use compare_text::change_text;
 pub use compare_text::{render_compare, render_compare_at};
 pub use csv::render_csv;
