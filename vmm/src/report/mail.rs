@@ -52,7 +52,11 @@ pub fn render_mail(report: &RunReport) -> String {
         let _ = writeln!(out, "every row: {}", shared.join(", "));
     }
     push_caveats(&mut out, report);
-    out.push_str("change [95% CI]: median of per-round after/before - 1; noise: CI holds 0\n");
+    let _ = writeln!(
+        out,
+        "change [{}]: median of per-round after/before - 1; noise: the interval holds 0",
+        super::summary::interval_level(report)
+    );
     for q in questions(report) {
         render_question(&mut out, &q, &shared);
     }
