@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use super::*;
 use crate::report::tests::rounds;
 use crate::results::{
-    ComparedMetric, HostManifest, Interval, PairedComparison, PhaseResult, ResultKind, RunReport,
-    SCHEMA,
+    Ci, ComparedMetric, Estimate, HostManifest, PairedComparison, PhaseResult, ResultKind,
+    RunReport, SCHEMA,
 };
 
 fn row(strategy: &str, cycles: f64, spread: f64) -> PhaseResult {
@@ -54,10 +54,10 @@ fn report(started: u64, popf: f64) -> RunReport {
             b: "quick/native-skip/n0/none/1v".into(),
             group: "quick/n0/none/1v".into(),
             metric: ComparedMetric::CyclesPerOp,
-            ratio: Interval {
-                median: 0.88,
-                ci95: [0.87, 0.89],
-            },
+            ratio: Some(Estimate {
+                point: 0.88,
+                ci: Some(Ci::from([0.87, 0.89])),
+            }),
             rounds: 25,
             no_ratio: None,
             ..PairedComparison::default()
@@ -527,7 +527,7 @@ fn exits_without_a_count_are_no_data_not_zero() {
     for r in &mut base.results {
         let exits = crate::results::CountEstimate {
             per_op: 0.5,
-            ci95: [0.45, 0.55],
+            ci95: Ci::from([0.45, 0.55]),
             rounds: 25,
             ops: 25_000,
             ..Default::default()

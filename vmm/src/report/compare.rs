@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use crate::results::{PhaseResult, RunReport, Summary};
 
 use super::columns::{exits_estimate, exits_stat};
-use super::format::Estimate;
+use super::format::Ci;
 
 /// Back-to-back runs of one config on one host drift by a few percent (a new VM, other load):
 /// below this relative change nothing is called beyond noise, whatever the CIs say.
@@ -84,8 +84,8 @@ pub struct CompareRow {
     pub metric: String,
     pub old: f64,
     pub new: f64,
-    pub old_ci95: Option<[f64; 2]>,
-    pub new_ci95: Option<[f64; 2]>,
+    pub old_ci95: Option<Ci>,
+    pub new_ci95: Option<Ci>,
     /// (new - old) / old × 100; ±inf when old is 0 and new is not.
     pub change_pct: f64,
     /// See [`NoiseBasis`] for the rule.
@@ -110,21 +110,20 @@ fn ops_per_loop(r: &PhaseResult) -> Summary {
     let (ops, base) = (&r.ops_per_sec, &r.baseline_ns);
     let scale = base.median * 1e-9;
     let median = ops.median * scale;
-    let (eo, eb) = (Estimate::of(ops), Estimate::of(base));
-    let (Some(co), Some(cb), true) = (eo.ci, eb.ci, median.is_finite() && median > 0.0) else {
+    let (Some(co), Some(cb), true) = (ops.ci95, base.ci95, median.is_finite() && median > 0.0)
+    else {
         return Summary {
             median,
-            ci95: [f64::NAN; 2],
             samples: Vec::new(),
             ..Summary::default()
         };
     };
     let rel = |m: f64, b: f64| ((m - b) / m).abs();
-    let lo = median * (1.0 - rel(ops.median, co[0]).hypot(rel(base.median, cb[0])));
-    let hi = median * (1.0 + rel(ops.median, co[1]).hypot(rel(base.median, cb[1])));
+    let lo = median * (1.0 - rel(ops.median, co.lo).hypot(rel(base.median, cb.lo)));
+    let hi = median * (1.0 + rel(ops.median, co.hi).hypot(rel(base.median, cb.hi)));
     Summary {
         median,
-        ci95: [lo, hi],
+        ci95: Some(Ci { lo, hi }),
         samples: ops.samples.iter().map(|x| x * scale).collect(),
         ..Summary::default()
     }
@@ -140,8 +139,8 @@ fn change_pct(old: f64, new: f64) -> f64 {
     }
 }
 
-fn disjoint(a: [f64; 2], b: [f64; 2]) -> bool {
-    a[1] < b[0] || b[1] < a[0]
+fn disjoint(a: Ci, b: Ci) -> bool {
+    a.hi < b.lo || b.hi < a.lo
 }
 
 /// A row of a per-round summary: by the CIs when both runs have one; a run without one (too
@@ -153,15 +152,11 @@ pub(crate) fn summary_row(
     b: &Summary,
     min_change_pct: f64,
 ) -> CompareRow {
-    let (ea, eb) = (Estimate::of(a), Estimate::of(b));
-    let change = if a.has_data() && b.has_data() {
-        change_pct(a.median, b.median)
-    } else {
-        f64::NAN
-    };
-    let (beyond_noise, basis) = match (ea.ci, eb.ci) {
-        _ if change.is_nan() => (false, NoiseBasis::NoData),
-        (Some(ca), Some(cb)) => (
+    let both = a.estimate().zip(b.estimate());
+    let change = both.map_or(f64::NAN, |(ea, eb)| change_pct(ea.point, eb.point));
+    let (beyond_noise, basis) = match (both, a.ci95, b.ci95) {
+        (None, ..) => (false, NoiseBasis::NoData),
+        (_, Some(ca), Some(cb)) => (
             disjoint(ca, cb) && change.abs() >= min_change_pct,
             NoiseBasis::Ci,
         ),
@@ -172,8 +167,8 @@ pub(crate) fn summary_row(
         metric: metric.into(),
         old: a.median,
         new: b.median,
-        old_ci95: ea.ci,
-        new_ci95: eb.ci,
+        old_ci95: a.ci95,
+        new_ci95: b.ci95,
         change_pct: change,
         beyond_noise,
         basis,
@@ -200,7 +195,7 @@ fn exits_row(name: &str, ra: &PhaseResult, rb: &PhaseResult, min_change_pct: f64
     // From a baseline whose CI holds 0 (printed ≈0) a relative change is unbounded however
     // small the difference (back to back on a busy CI host: ≈0 → 0.027 exits/op, "+4380%"),
     // so the floor is then the same share of one exit per op (at 50%, half an exit per op).
-    let from_zero = cis.0.is_some_and(crate::statistics::holds_zero);
+    let from_zero = cis.0.is_some_and(Ci::holds_zero);
     let big_enough = if from_zero {
         (new - old).abs() * 100.0 >= min_change_pct
     } else {
