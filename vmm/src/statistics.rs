@@ -110,25 +110,97 @@ pub fn median_ci_ranks(n: usize, confidence: f64) -> Option<(usize, usize)> {
 
 /// The 95% confidence interval of the median of an ascending slice, by order statistics
 /// ([`median_ci_ranks`]); `None` with fewer than 6 samples.
-pub fn median_ci95(sorted: &[f64]) -> Option<[f64; 2]> {
+pub fn median_ci95(sorted: &[f64]) -> Option<Ci> {
     let (lo, hi) = median_ci_ranks(sorted.len(), 0.95)?;
-    Some([sorted[lo], sorted[hi]])
+    Some(Ci {
+        lo: sorted[lo],
+        hi: sorted[hi],
+    })
 }
 
-/// Half the width of the CI, measured from the median to the farther bound.
-pub fn half_width(median: f64, ci: [f64; 2]) -> f64 {
-    (median - ci[0]).max(ci[1] - median).max(0.0)
+/// A 95% confidence interval, JSON `[lo, hi]`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(from = "[f64; 2]", into = "[f64; 2]")]
+pub struct Ci {
+    pub lo: f64,
+    pub hi: f64,
 }
 
-/// Whether `ci` is an interval at all: both ends numbers. A figure from too few samples has
-/// `[NaN, NaN]` (JSON `null`) there, and `f64::max` would make its half-width 0.
-pub fn is_interval(ci: [f64; 2]) -> bool {
-    ci[0].is_finite() && ci[1].is_finite()
+impl From<[f64; 2]> for Ci {
+    fn from([lo, hi]: [f64; 2]) -> Ci {
+        Ci { lo, hi }
+    }
 }
 
-/// Whether a CI includes 0: such a value is printed `≈0`, never as a plain number.
-pub fn holds_zero(ci: [f64; 2]) -> bool {
-    ci[0] <= 0.0 && ci[1] >= 0.0
+impl From<Ci> for [f64; 2] {
+    fn from(ci: Ci) -> [f64; 2] {
+        [ci.lo, ci.hi]
+    }
+}
+
+impl Ci {
+    /// Half the width, measured from `point` to the farther end.
+    pub fn half_width(self, point: f64) -> f64 {
+        (point - self.lo).max(self.hi - point).max(0.0)
+    }
+
+    /// Whether it includes 0: such a value is printed `≈0`, never as a plain number.
+    pub fn holds_zero(self) -> bool {
+        self.lo <= 0.0 && self.hi >= 0.0
+    }
+
+    /// It lies strictly on one side of `value`.
+    pub fn excludes(self, value: f64) -> bool {
+        self.lo > value || self.hi < value
+    }
+
+    /// In other units: both ends times `k` (> 0).
+    pub fn scaled(self, k: f64) -> Ci {
+        Ci {
+            lo: self.lo * k,
+            hi: self.hi * k,
+        }
+    }
+}
+
+/// A figure: its point estimate (a median, or a count's mean) and the 95% CI that bounds it,
+/// where its samples give one. A figure without data is no `Estimate`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Estimate {
+    pub point: f64,
+    pub ci: Option<Ci>,
+}
+
+impl Estimate {
+    /// The one place that decides whether a figure has a CI: not from fewer than
+    /// [`MIN_CI_SAMPLES`] of `n` samples, nor with ends that are not numbers or lie the wrong
+    /// way round. No finite point is no figure.
+    pub fn new(point: f64, ci: Option<Ci>, n: usize) -> Option<Estimate> {
+        let ci = ci.filter(|c| n >= MIN_CI_SAMPLES && c.lo.is_finite() && c.hi.is_finite());
+        point.is_finite().then_some(Estimate {
+            point,
+            ci: ci.filter(|c| c.lo <= c.hi),
+        })
+    }
+
+    /// Half the CI's width from the point; `None` without a CI.
+    pub fn half_width(&self) -> Option<f64> {
+        self.ci.map(|c| c.half_width(self.point))
+    }
+
+    /// In other units: the point and the CI times `k` (> 0).
+    pub fn scaled(self, k: f64) -> Estimate {
+        let ci = self.ci.map(|c| c.scaled(k));
+        Estimate {
+            point: self.point * k,
+            ci,
+        }
+    }
+
+    /// The CI lies strictly on one side of `value` (never without a CI).
+    pub fn excludes(&self, value: f64) -> bool {
+        self.ci.is_some_and(|c| c.excludes(value))
+    }
 }
 
 #[cfg(test)]
@@ -214,7 +286,7 @@ mod tests {
             let mut s: Vec<f64> = (0..41).map(|_| next()).collect();
             s.sort_by(f64::total_cmp);
             let ci = median_ci95(&s).expect("41 samples");
-            if ci[0] <= 0.5 && 0.5 <= ci[1] {
+            if !ci.excludes(0.5) {
                 covered += 1;
             }
         }
@@ -230,6 +302,6 @@ mod tests {
         assert_eq!(m, 3.0);
         assert!((sd - 2.5f64.sqrt()).abs() < 1e-12);
         assert_eq!(mean_sd(&[1.0]), None);
-        assert_eq!(half_width(10.0, [9.0, 10.5]), 1.0);
+        assert_eq!(Ci { lo: 9.0, hi: 10.5 }.half_width(10.0), 1.0);
     }
 }

@@ -130,8 +130,8 @@ fn row_line(r: &CompareRow) -> String {
     )
 }
 
-fn ci_text(v: f64, ci: Option<[f64; 2]>) -> String {
-    let e = crate::report::format::Estimate { median: v, ci };
+fn ci_text(v: f64, ci: Option<crate::results::Ci>) -> String {
+    let e = crate::results::Estimate { point: v, ci };
     if ci.is_some() || v < 0.0 {
         crate::report::format::fmt_cost(e)
     } else {

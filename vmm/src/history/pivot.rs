@@ -166,7 +166,10 @@ mod tests {
                     kind: "strategy".into(),
                     strategy: format!("strategy-{s}"),
                     median: 1000.0 + (r.id * 10 + s) as f64,
-                    ci95: Some([990.0, 1020.0 + (r.id * 10 + s) as f64]),
+                    ci95: Some(crate::results::Ci::from([
+                        990.0,
+                        1020.0 + (r.id * 10 + s) as f64,
+                    ])),
                 });
             }
         }

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use rusqlite::{params, OptionalExtension};
 
 use super::{HistoryError, Store};
-use crate::results::RunReport;
+use crate::results::{Ci, RunReport};
 
 /// Longest baseline name.
 pub const MAX_BASELINE_NAME: usize = 64;
@@ -54,7 +54,7 @@ pub struct TrendPoint {
     /// Net cycles per operation (or per instruction): median and 95% CI (`None`: too few
     /// rounds, or a v1 file, gave none).
     pub median: f64,
-    pub ci95: Option<[f64; 2]>,
+    pub ci95: Option<Ci>,
 }
 
 /// A named run.
@@ -274,7 +274,7 @@ impl Store {
                         kind: r.get(3)?,
                         strategy: r.get(4)?,
                         median: r.get(5)?,
-                        ci95: lo.zip(hi).map(|(lo, hi)| [lo, hi]),
+                        ci95: lo.zip(hi).map(|(lo, hi)| Ci { lo, hi }),
                     })
                 })
                 .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())

@@ -11,6 +11,7 @@ use crate::measure::rerun::{
     rerun_interval, standard_error, EARLIER_RUNS_WINDOW, MIN_EARLIER_RUNS, RERUN_METHOD,
 };
 use crate::results::{ComparedMetric, ReplicateSpread, RerunLevel, RowRerun, RunReport};
+use crate::statistics::Ci;
 
 /// Each figure's values in the earlier runs, oldest run first.
 #[derive(Default)]
@@ -91,8 +92,7 @@ fn metric_name(m: ComparedMetric) -> &'static str {
 }
 
 /// The standard error of a figure with CI `ci` from `spread`'s replicates (one VM without).
-fn own_se(ci: [f64; 2], spread: Option<&ReplicateSpread>) -> f64 {
-    let ci = crate::statistics::is_interval(ci).then_some(ci);
+fn own_se(ci: Option<Ci>, spread: Option<&ReplicateSpread>) -> f64 {
     standard_error(ci, spread.map_or(1, |s| s.estimates.len()))
 }
 
@@ -116,11 +116,10 @@ pub fn fill_rerun(
     let earlier = store.earlier_figures(&ids)?;
     for c in &mut report.comparisons {
         let key = (c.a.clone(), c.b.clone(), metric_name(c.metric).to_owned());
-        if c.no_ratio.is_none() {
-            if let Some(values) = earlier.ratios.get(&key) {
-                let se = own_se(c.ratio.ci95, c.replicates.as_ref());
-                c.rerun95 = rerun_interval(c.ratio.median, se, values);
-            }
+        let ratio = c.ratio.filter(|_| c.no_ratio.is_none());
+        if let (Some(ratio), Some(values)) = (ratio, earlier.ratios.get(&key)) {
+            let se = own_se(ratio.ci, c.replicates.as_ref());
+            c.rerun95 = rerun_interval(ratio.point, se, values);
         }
     }
     for r in &mut report.results {
@@ -152,7 +151,8 @@ pub fn fill_rerun(
 fn wider_than(report: &RunReport, precision: f64) -> Option<String> {
     let half = |c: &crate::results::PairedComparison| {
         c.rerun95
-            .map(|ci| (ci[1] - ci[0]) / 2.0 / c.ratio.median.abs())
+            .zip(c.ratio)
+            .map(|(ci, r)| (ci.hi - ci.lo) / 2.0 / r.point.abs())
     };
     let with: Vec<_> = report
         .comparisons

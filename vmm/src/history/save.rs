@@ -9,7 +9,8 @@ use sha2::{Digest, Sha256};
 use super::schema::host_label;
 use super::{HistoryError, Store, SAVE_PAUSE_ENV};
 use crate::report::columns::{exits_estimate, exits_stat};
-use crate::report::format::{human_timestamp, Estimate};
+use crate::report::format::human_timestamp;
+use crate::results::Estimate;
 use crate::results::{PhaseResult, RunReport, Summary};
 
 /// What produced a stored run.
@@ -79,10 +80,7 @@ pub(super) fn utc_now() -> String {
 
 /// The CI bounds of a summary as two nullable columns (no CI: both NULL).
 fn ci_columns(s: &Summary) -> (Option<f64>, Option<f64>) {
-    match Estimate::of(s).ci {
-        Some([lo, hi]) => (Some(lo), Some(hi)),
-        None => (None, None),
-    }
+    s.ci95.map_or((None, None), |c| (Some(c.lo), Some(c.hi)))
 }
 
 /// Tests only: sleeps inside the open transaction after telling stderr, so a test can kill
@@ -210,9 +208,13 @@ fn insert_rows(tx: &Transaction, id: i64, report: &RunReport) -> rusqlite::Resul
     )?;
     for (position, c) in report.comparisons.iter().enumerate() {
         // Indexed only with a CI (too few rounds give none): the stored report keeps the rest.
-        if c.no_ratio.is_some() || !c.has_ci() {
+        let Some(Estimate {
+            point,
+            ci: Some(ci),
+        }) = c.ratio.filter(|_| c.no_ratio.is_none())
+        else {
             continue;
-        }
+        };
         let metric = match c.metric {
             crate::results::ComparedMetric::CyclesPerOp => "cycles_per_op",
             crate::results::ComparedMetric::OpsPerSec => "ops_per_sec",
@@ -224,9 +226,9 @@ fn insert_rows(tx: &Transaction, id: i64, report: &RunReport) -> rusqlite::Resul
             c.b,
             c.group,
             metric,
-            c.ratio.median,
-            c.ratio.ci95[0],
-            c.ratio.ci95[1],
+            point,
+            ci.lo,
+            ci.hi,
             c.rounds,
         ])?;
     }
@@ -273,8 +275,8 @@ fn insert_result(
         ops_lo,
         ops_hi,
         exits_stat(r),
-        exits_ci.map(|c| c[0]),
-        exits_ci.map(|c| c[1]),
+        exits_ci.map(|c| c.lo),
+        exits_ci.map(|c| c.hi),
         r.precision_reached,
         r.disturbed_fraction,
     ])?;

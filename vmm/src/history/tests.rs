@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use super::*;
 use crate::report::tests::rounds;
 use crate::results::{
-    ComparedMetric, HostManifest, Interval, PairedComparison, PhaseResult, ResultKind, RunReport,
-    SCHEMA,
+    Ci, ComparedMetric, Estimate, HostManifest, PairedComparison, PhaseResult, ResultKind,
+    RunReport, SCHEMA,
 };
 
 fn row(strategy: &str, cycles: f64, spread: f64) -> PhaseResult {
@@ -54,10 +54,10 @@ fn report(started: u64, popf: f64) -> RunReport {
             b: "quick/native-skip/n0/none/1v".into(),
             group: "quick/n0/none/1v".into(),
             metric: ComparedMetric::CyclesPerOp,
-            ratio: Interval {
-                median: 0.88,
-                ci95: [0.87, 0.89],
-            },
+            ratio: Some(Estimate {
+                point: 0.88,
+                ci: Some(Ci::from([0.87, 0.89])),
+            }),
             rounds: 25,
             no_ratio: None,
             ..PairedComparison::default()
@@ -527,7 +527,7 @@ fn exits_without_a_count_are_no_data_not_zero() {
     for r in &mut base.results {
         let exits = crate::results::CountEstimate {
             per_op: 0.5,
-            ci95: [0.45, 0.55],
+            ci95: Ci::from([0.45, 0.55]),
             rounds: 25,
             ops: 25_000,
             ..Default::default()
@@ -992,8 +992,10 @@ fn three_earlier_runs_give_rerun_intervals_and_two_do_not() {
     store.save(&other, &meta()).unwrap();
     let with_ratio = |started: u64, ratio: f64| {
         let mut r = report(started, 14_000.0 + ratio);
-        r.comparisons[0].ratio.median = ratio;
-        r.comparisons[0].ratio.ci95 = [ratio - 0.001, ratio + 0.001];
+        r.comparisons[0].ratio = Some(crate::statistics::Estimate {
+            point: ratio,
+            ci: Some([ratio - 0.001, ratio + 0.001].into()),
+        });
         r
     };
     for (i, ratio) in [0.87, 0.88].into_iter().enumerate() {
@@ -1016,7 +1018,7 @@ fn three_earlier_runs_give_rerun_intervals_and_two_do_not() {
     let ci = next.comparisons[0].rerun95.expect("a rerun interval");
     let half = 4.303 * std::f64::consts::SQRT_2 * 0.01;
     assert!(
-        (ci[1] - 0.88 - half).abs() < 1e-3 && (0.88 - ci[0] - half).abs() < 1e-3,
+        (ci.hi - 0.88 - half).abs() < 1e-3 && (0.88 - ci.lo - half).abs() < 1e-3,
         "{ci:?}"
     );
     // ±6% against a precision of 0.5%: the run says it could not give that.

@@ -7,7 +7,7 @@ use plotters::prelude::*;
 
 use super::{RunRow, TrendPoint};
 use crate::report::columns::Align;
-use crate::report::format::{fmt_cost, human_timestamp, Estimate};
+use crate::report::format::{fmt_cost, human_timestamp, Ci, Estimate};
 use crate::report::table::TextTable;
 
 /// Runs `history` lists when `--last` is not given.
@@ -65,7 +65,7 @@ pub(super) fn trends_hashed<S: std::hash::BuildHasher + Default>(
 
 pub(super) fn estimate(p: &TrendPoint) -> Estimate {
     Estimate {
-        median: p.median,
+        point: p.median,
         ci: p.ci95,
     }
 }
@@ -193,7 +193,7 @@ fn draw_trend<DB: DrawingBackend>(
     t: &Trend,
 ) -> Result<(), String> {
     let n = t.points.len();
-    let bounds = |p: &&TrendPoint| p.ci95.unwrap_or([p.median, p.median]);
+    let bounds = |p: &&TrendPoint| p.ci95.map_or([p.median; 2], <[f64; 2]>::from);
     let lo = t
         .points
         .iter()
@@ -256,7 +256,7 @@ fn draw_trend<DB: DrawingBackend>(
     // One run has no band to draw between runs: its CI is a whisker (every run without a CI
     // has none).
     for (i, p) in t.points.iter().enumerate() {
-        let Some([wlo, whi]) = p.ci95.filter(|_| n == 1) else {
+        let Some(Ci { lo: wlo, hi: whi }) = p.ci95.filter(|_| n == 1) else {
             continue;
         };
         let x = i as f64;
@@ -397,7 +397,7 @@ mod tests {
             kind: "strategy".into(),
             strategy: "pvop-skip".into(),
             median,
-            ci95,
+            ci95: ci95.map(Ci::from),
         }
     }
 

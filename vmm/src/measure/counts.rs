@@ -15,6 +15,7 @@ use thiserror::Error;
 
 use crate::config::plan::HypercallTransport;
 pub use crate::results::CountEstimate;
+use crate::statistics::{Ci, Estimate};
 
 /// Keys of `PhaseResult::counts` for the counters that are not KVM stats (those keep their
 /// kernel names, and KVM has a `hypercalls` stat of its own).
@@ -43,12 +44,6 @@ pub const COUNT_CI_METHOD: &str = "mean per op over kept rounds (Σ row events �
      delta-method variance over rounds with Student's t (k − 1 df), widened where wider to the \
      same over 10 to 20 batches of contiguous rounds (B − 1 df; rounds close in time can share \
      the host's state)";
-
-/// Fewer kept rounds than this give no figure: the same floor as the median's CI of the
-/// cycle figures (order statistics need 6 at 95%), so a row has cycles and counts or neither.
-/// At 6 rounds, t(5) keeps the ratio CI's coverage at 92–94% for Poisson counts of ≥ 18
-/// events (82% for bursts of 4); more rounds are the cure, not a higher floor.
-pub const MIN_ROUNDS: usize = crate::statistics::MIN_CI_SAMPLES;
 
 /// One kept round of a row: its events, operations and loop iterations, and the empty
 /// baseline's events and loop iterations in the same round. All are summed over vCPUs.
@@ -85,11 +80,15 @@ impl RoundCount {
 }
 
 /// The mean per op of `rounds` (the kept rounds of one row and one event) with its CI
-/// ([`COUNT_CI_METHOD`]); `None` with fewer than [`MIN_ROUNDS`] rounds or no operations.
+/// ([`COUNT_CI_METHOD`]); `None` without operations or a CI. A count is a figure only with its
+/// CI, which [`Estimate::new`] gives from as many rounds as the cycle figures' median CI, so a
+/// row has cycles and counts or neither. At 6 rounds, t(5) keeps the ratio CI's coverage at
+/// 92–94% for Poisson counts of ≥ 18 events (82% for bursts of 4); more rounds are the cure,
+/// not a higher floor.
 pub fn estimate(rounds: &[RoundCount]) -> Option<CountEstimate> {
     let k = rounds.len();
     let ops: u64 = rounds.iter().map(|r| r.ops).sum();
-    if k < MIN_ROUNDS || ops == 0 {
+    if ops == 0 {
         return None;
     }
     let units: Vec<(f64, u64)> = rounds.iter().map(|r| (r.net(), r.ops)).collect();
@@ -107,9 +106,10 @@ pub fn estimate(rounds: &[RoundCount]) -> Option<CountEstimate> {
         })
         .collect();
     let half = ratio_half_width(&units, per_op).max(ratio_half_width(&batched, per_op));
+    let ci = Ci::from([per_op - half, per_op + half]);
     Some(CountEstimate {
         per_op,
-        ci95: [per_op - half, per_op + half],
+        ci95: Estimate::new(per_op, Some(ci), k)?.ci?,
         rounds: k,
         events: rounds.iter().map(|r| r.events).sum(),
         baseline_events: rounds.iter().map(|r| r.baseline_events).sum(),
@@ -250,12 +250,12 @@ pub fn check_exits_cover_handled(
     kvm: &CountEstimate,
     handled: &CountEstimate,
 ) -> Result<(), InvariantViolation> {
-    if kvm.ci95[1] < handled.ci95[0] {
+    if kvm.ci95.hi < handled.ci95.lo {
         return Err(InvariantViolation::ExitsBelowHandled {
             kvm: kvm.per_op,
-            kvm_ci: kvm.ci95,
+            kvm_ci: kvm.ci95.into(),
             handled: handled.per_op,
-            handled_ci: handled.ci95,
+            handled_ci: handled.ci95.into(),
         });
     }
     Ok(())
@@ -297,6 +297,7 @@ mod tests {
     use super::*;
 
     /// The tests' synthetic counts are reproducible from a seed.
+    use crate::statistics::MIN_CI_SAMPLES;
     use irqbench_abi::SplitMix64 as Rng;
 
     /// Poisson and clustered draws for the synthetic counts.
@@ -348,7 +349,7 @@ mod tests {
                 rounds.extend((0..30).map(|_| RoundCount::gross(rng.poisson(rate * 100.0), 100)));
             }
             let e = estimate(&rounds).expect("600 rounds");
-            batched += usize::from(e.ci95[0] <= 0.5 && 0.5 <= e.ci95[1]);
+            batched += usize::from(!e.ci95.excludes(0.5));
             let units: Vec<(f64, u64)> = rounds.iter().map(|r| (r.net(), r.ops)).collect();
             let half = ratio_half_width(&units, e.per_op);
             rounds_only += usize::from((e.per_op - 0.5).abs() <= half);
@@ -411,8 +412,8 @@ mod tests {
         for seed in 0..100 {
             let rounds = POISSON_QUARTER.rounds(50, &mut Rng(seed));
             let e = estimate(&rounds).expect("50 rounds");
-            assert!(e.ci95[0] <= e.per_op && e.per_op <= e.ci95[1], "{e:?}");
-            if e.ci95[0] <= 0.25 && 0.25 <= e.ci95[1] {
+            assert!(!e.ci95.excludes(e.per_op), "{e:?}");
+            if !e.ci95.excludes(0.25) {
                 covered += 1;
             }
         }
@@ -431,7 +432,11 @@ mod tests {
         };
         let e = estimate(&[round; 8]).expect("8 rounds");
         assert!((e.per_op - 0.15).abs() < 1e-12, "{e:?}");
-        assert_eq!(e.ci95, [e.per_op, e.per_op], "identical rounds: no spread");
+        assert_eq!(
+            e.ci95,
+            Ci::from([e.per_op; 2]),
+            "identical rounds: no spread"
+        );
         assert_eq!(
             (e.rounds, e.events, e.baseline_events, e.ops),
             (8, 56, 16, 160)
@@ -443,7 +448,7 @@ mod tests {
             .collect();
         let e = estimate(&sparse).expect("40 rounds");
         assert!((e.per_op - 1.0 / 48.0).abs() < 1e-12);
-        assert!(e.ci95[0] > 0.0 && e.ci95[1] < 0.05, "{e:?}");
+        assert!(e.ci95.lo > 0.0 && e.ci95.hi < 0.05, "{e:?}");
         assert!(!e.is_zero());
     }
 
@@ -466,7 +471,11 @@ mod tests {
             .collect();
         let e = estimate(&rounds).expect("40 rounds");
         assert_eq!(e.per_op, 1.0, "{e:?}");
-        assert_eq!(e.ci95, [1.0, 1.0], "every round nets exactly 100: {e:?}");
+        assert_eq!(
+            e.ci95,
+            Ci::from([1.0; 2]),
+            "every round nets exactly 100: {e:?}"
+        );
     }
 
     #[test]
@@ -483,16 +492,16 @@ mod tests {
         ];
         let e = estimate(&rounds).expect("30 rounds");
         assert_eq!(e.per_op, 0.0);
-        assert_eq!(e.ci95, [0.0, 0.0]);
+        assert_eq!(e.ci95, Ci::from([0.0; 2]));
         assert!(e.is_zero());
     }
 
     #[test]
     fn no_kept_rounds_or_too_few_for_a_ci_give_no_figure() {
         assert_eq!(estimate(&[]), None);
-        let few = vec![RoundCount::gross(3, 12); MIN_ROUNDS - 1];
+        let few = vec![RoundCount::gross(3, 12); MIN_CI_SAMPLES - 1];
         assert_eq!(estimate(&few), None);
-        assert!(estimate(&[RoundCount::gross(3, 12); MIN_ROUNDS]).is_some());
+        assert!(estimate(&[RoundCount::gross(3, 12); MIN_CI_SAMPLES]).is_some());
         assert_eq!(estimate(&[RoundCount::gross(3, 0); 10]), None, "no ops");
     }
 
@@ -506,7 +515,7 @@ mod tests {
     fn estimate_of(per_op: f64, ci95: [f64; 2]) -> CountEstimate {
         CountEstimate {
             per_op,
-            ci95,
+            ci95: ci95.into(),
             rounds: 20,
             ..Default::default()
         }
@@ -627,7 +636,7 @@ mod tests {
 
     /// The alternative evaluated against the ratio CI: a percentile bootstrap over rounds.
     fn bootstrap(rounds: &[RoundCount], replicates: usize, seed: u64) -> Option<[f64; 2]> {
-        if rounds.len() < MIN_ROUNDS {
+        if rounds.len() < MIN_CI_SAMPLES {
             return None;
         }
         let nets: Vec<f64> = rounds.iter().map(RoundCount::net).collect();
@@ -688,8 +697,8 @@ mod tests {
                     let rounds = s.rounds(k, &mut Rng(seed));
                     let e = estimate(&rounds).unwrap();
                     ev += e.events;
-                    rc += usize::from(e.ci95[0] <= truth && truth <= e.ci95[1]);
-                    rw += e.ci95[1] - e.ci95[0];
+                    rc += usize::from(!e.ci95.excludes(truth));
+                    rw += e.ci95.hi - e.ci95.lo;
                     let b = bootstrap(&rounds, 1000, seed ^ 0xB007).unwrap();
                     bc += usize::from(b[0] <= truth && truth <= b[1]);
                     bw += b[1] - b[0];

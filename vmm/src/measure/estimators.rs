@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 
 use super::counts::RoundCount;
-use crate::results::{Interval, Summary};
+use crate::results::{Ci, Estimate, Summary};
 use crate::statistics;
 
 /// The guest's own counters over a block, summed over vCPUs: the abi's one counts record.
@@ -262,13 +262,9 @@ pub enum Metric {
     OpsPerSec,
 }
 
-/// Median and CI of per-round values (no CI, NaN, below 6 samples).
-pub fn interval(samples: &[f64]) -> Interval {
-    let s = Summary::from_samples(samples);
-    Interval {
-        median: s.median,
-        ci95: s.ci95,
-    }
+/// Median and CI of per-round values; `None` without any.
+pub fn interval(samples: &[f64]) -> Option<Estimate> {
+    Summary::from_samples(samples).estimate()
 }
 
 /// The medians of `values` (per-round values in round order) cut into
@@ -296,31 +292,25 @@ pub fn batched(values: &[f64]) -> (Summary, usize) {
     let pooled = Summary::from_samples(values);
     let medians = batch_medians(values);
     let b = medians.len();
-    let (Some((_, sd)), Ok(t), true) = (
+    let (Some((_, sd)), Ok(t), Some(ci)) = (
         statistics::mean_sd(&medians),
         StudentsT::new(0.0, 1.0, b.saturating_sub(1).max(1) as f64),
-        pooled.median.is_finite(),
+        pooled.ci95,
     ) else {
         return (pooled, 0);
     };
     let half = t.inverse_cdf(0.975) * sd / (b as f64).sqrt();
-    let ci95 = [
-        pooled.ci95[0].min(pooled.median - half),
-        pooled.ci95[1].max(pooled.median + half),
-    ];
+    let ci95 = Some(Ci {
+        lo: ci.lo.min(pooled.median - half),
+        hi: ci.hi.max(pooled.median + half),
+    });
     (Summary { ci95, ..pooled }, b)
 }
 
 /// [`batched`] as an interval.
-pub fn batched_interval(values: &[f64]) -> (Interval, usize) {
+pub fn batched_interval(values: &[f64]) -> (Option<Estimate>, usize) {
     let (s, b) = batched(values);
-    (
-        Interval {
-            median: s.median,
-            ci95: s.ci95,
-        },
-        b,
-    )
+    (s.estimate(), b)
 }
 
 /// Of the baseline's cycles per op, the fraction a net's CI half-width may always reach.
@@ -331,12 +321,11 @@ pub const FLOOR_OF_BASELINE: f64 = 0.02;
 /// Whether a row's CI is narrow enough: its half-width at most `precision` of |median|, or, for
 /// nets near zero where a relative target could never be met, of [`FLOOR_OF_BASELINE`] of
 /// `baseline` (the loop's own cycles per op: the scale of the noise every net is measured
-/// against). Fewer than 6 rounds have no CI and are never precise.
+/// against). A figure without a CI is never precise.
 pub fn precise(summary: &Summary, baseline: f64, precision: f64) -> bool {
-    if summary.samples.len() < statistics::MIN_CI_SAMPLES {
+    let Some(half) = summary.estimate().and_then(|e| e.half_width()) else {
         return false;
-    }
-    let half = statistics::half_width(summary.median, summary.ci95);
+    };
     half <= precision * summary.median.abs().max(FLOOR_OF_BASELINE * baseline.abs())
 }
 
@@ -380,8 +369,9 @@ mod tests {
             let (wide, b) = batched(&values);
             assert_eq!(b, MAX_BATCHES.min(values.len() / MIN_BATCH_VALUES));
             for (i, s) in [Summary::from_samples(&values), wide].iter().enumerate() {
-                covered[i] += usize::from(s.ci95[0] <= 1.0 && 1.0 <= s.ci95[1]);
-                widths[i].push(s.ci95[1] - s.ci95[0]);
+                let ci = s.ci95.expect("a CI");
+                covered[i] += usize::from(!ci.excludes(1.0));
+                widths[i].push(ci.hi - ci.lo);
             }
         }
         let out = [0, 1].map(|i| {
@@ -428,7 +418,10 @@ mod tests {
         assert_eq!((m.len(), m[0], m[9]), (10, 2.5, 56.5));
         let (s, b) = batched(&values);
         assert_eq!(b, 10);
-        assert!(s.ci95[0] < Summary::from_samples(&values).ci95[0], "{s:?}");
+        assert!(
+            s.ci95.unwrap().lo < Summary::from_samples(&values).ci95.unwrap().lo,
+            "{s:?}"
+        );
     }
 
     fn cell(cycles: f64, ops: u64) -> Option<Cell> {
@@ -476,7 +469,8 @@ mod tests {
         let s = Summary::from_samples(&t.userspace_exits(1));
         assert_eq!(s.samples.len(), 49);
         assert!((s.median - 0.27).abs() < 1e-12, "{s:?}");
-        assert!(s.ci95[0] >= 0.25 && s.ci95[1] <= 0.29 && s.ci95[0] <= s.ci95[1]);
+        let ci = s.ci95.expect("a CI");
+        assert!(ci.lo >= 0.25 && ci.hi <= 0.29 && ci.lo <= ci.hi);
     }
 
     #[test]
@@ -488,15 +482,15 @@ mod tests {
         // of 500 × speed over a symmetric drift is 500 within 1%.
         assert!((a.median - 500.0).abs() < 5.0, "{a:?}");
         assert!((b.median - 300.0).abs() < 3.0, "{b:?}");
-        assert!(a.ci95[0] <= a.median && a.median <= a.ci95[1]);
+        assert!(a.ci95.is_some_and(|ci| !ci.excludes(a.median)));
         // The ratio is exact in every round: drift cancels completely.
         let ratios = t.paired_ratios(1, 2, Metric::NetCycles, 1e9);
         assert_eq!(ratios.len(), 50);
-        let r = interval(&ratios);
-        assert!((r.median - 0.6).abs() < 1e-12);
-        assert!((r.ci95[1] - r.ci95[0]).abs() < 1e-12);
-        let d = interval(&t.paired_differences(1, 2));
-        assert!((d.median - 200.0).abs() < 2.0);
+        let r = interval(&ratios).expect("a ratio");
+        assert!((r.point - 0.6).abs() < 1e-12);
+        assert!(r.half_width().expect("a CI") < 1e-12);
+        let d = interval(&t.paired_differences(1, 2)).expect("a difference");
+        assert!((d.point - 200.0).abs() < 2.0);
     }
 
     #[test]
@@ -528,7 +522,7 @@ mod tests {
                 .push(vec![cell(10_000.0, 100), cell(10_000.0 + jitter, 100)]);
         }
         let s = Summary::from_samples(&t.net_cycles(1));
-        assert!(s.ci95[0] < 0.0 && s.ci95[1] > 0.0, "{s:?}");
+        assert!(s.ci95.is_some_and(Ci::holds_zero), "{s:?}");
         // Precise against the baseline's scale: ±0.3 ≤ 2% × (0.02 × 1000), not 2% × (0.02 × 10).
         assert!(precise(&s, 1000.0, 0.02), "{s:?}");
         assert!(!precise(&s, 10.0, 0.02));
@@ -545,8 +539,8 @@ mod tests {
         let ops = t.ops_per_sec(2, 1e9);
         // 100 ops in 40 000 cycles at 1 GHz: 2.5 M ops/s (± drift).
         assert!(ops.iter().all(|o| (o / 2.5e6 - 1.0).abs() < 0.11));
-        let ratio = interval(&t.paired_ratios(1, 2, Metric::OpsPerSec, 1e9));
-        assert!((ratio.median - 1.5).abs() < 1e-9);
+        let ratio = interval(&t.paired_ratios(1, 2, Metric::OpsPerSec, 1e9)).expect("a ratio");
+        assert!((ratio.point - 1.5).abs() < 1e-9);
     }
 
     #[test]
@@ -588,7 +582,7 @@ mod tests {
         );
         let e = super::super::counts::estimate(&rounds).expect("40 rounds");
         assert!((e.per_op - 1.0 / 96.0).abs() < 1e-12, "{e:?}");
-        assert!(e.ci95[0] > 0.0, "{e:?}");
+        assert!(e.ci95.lo > 0.0, "{e:?}");
         assert_eq!(t.counts(1, |c| Some(c.guest.interrupts)), rounds);
         assert!(t.stat_counts(1, "no_such_stat").is_empty());
     }

@@ -15,7 +15,7 @@ use super::replicate_rows;
 use super::rows::{self, GroupOutcome};
 use crate::config::plan::{PhasePlan, Plan, Workload};
 use crate::measure::session::{PhaseError, RunOptions, Session, Step};
-use crate::results::{PhaseResult, ResultKind};
+use crate::results::{Ci, PhaseResult, ResultKind};
 
 /// Where calibration starts (operations per block).
 const CALIBRATION_OPS: u64 = 16;
@@ -406,7 +406,8 @@ impl GroupRun<'_> {
                 .abs()
                 .max(estimators::FLOOR_OF_BASELINE * base.abs())
                 .max(f64::MIN_POSITIVE);
-            worst = worst.max(crate::statistics::half_width(net.median, net.ci95) / scale);
+            let half = net.estimate().and_then(|e| e.half_width());
+            worst = worst.max(half.unwrap_or(0.0) / scale);
             all &= estimators::precise(&net, base, self.plan.precision);
         }
         let (compared, worst_ratio) = comparisons_precise(
@@ -437,7 +438,7 @@ fn comparisons_precise(
     let spans_zero: Vec<bool> = (0..rows.len())
         .map(|v| {
             let (net, _) = estimators::batched(&table.net_cycles(v + 1));
-            net.ci95[0] <= 0.0 && net.ci95[1] >= 0.0
+            net.ci95.is_some_and(Ci::holds_zero)
         })
         .collect();
     for (a, b) in rows::compared_pairs(rows) {
@@ -445,15 +446,15 @@ fn comparisons_precise(
             continue;
         }
         let ratios = table.paired_ratios(a + 1, b + 1, metric, tsc_hz);
-        if ratios.len() < crate::statistics::MIN_CI_SAMPLES {
-            all = false;
+        let (ratio, _) = estimators::batched_interval(&ratios);
+        let Some((point, Some(half))) = ratio.map(|r| (r.point, r.half_width())) else {
+            all = false; // too few paired rounds for a CI
             continue;
-        }
-        let (ratio, _) = estimators::batched(&ratios);
-        if ratio.median <= 0.0 {
+        };
+        if point <= 0.0 {
             continue; // b's net is at or below 0: a ratio to quote it by means nothing
         }
-        let half = crate::statistics::half_width(ratio.median, ratio.ci95) / ratio.median;
+        let half = half / point;
         worst = worst.max(half);
         all &= half <= precision;
     }
@@ -580,7 +581,10 @@ mod tests {
                     .push(vec![block(0.0), block(500.0), block(sign * e)]);
             }
             let (net, _) = estimators::batched(&t.net_cycles(2));
-            assert!(net.ci95[0] < 0.0 && net.ci95[1] > 0.0, "{net:?}");
+            assert!(
+                net.ci95.is_some_and(|c| c.lo < 0.0 && c.hi > 0.0),
+                "{net:?}"
+            );
             let (precise, worst) = comparisons_precise(&rows, &t, 1e9, 0.005);
             assert!(precise, "sign {sign}: held by a ratio of ±{worst}");
         }

@@ -598,10 +598,8 @@ mod tests {
                 (ns.median - cycles.median * ns_per_cycle).abs()
                     < 1e-6 * cycles.median.abs().max(1.0)
             );
-            assert!(
-                (ns.ci95[1] - cycles.ci95[1] * ns_per_cycle).abs()
-                    < 1e-6 * cycles.ci95[1].abs().max(1.0)
-            );
+            let (ns_hi, hi) = (ns.ci95.expect("a CI").hi, cycles.ci95.expect("a CI").hi);
+            assert!((ns_hi - hi * ns_per_cycle).abs() < 1e-6 * hi.abs().max(1.0));
         }
         assert!(r.baseline_cycles.median > 0.0, "baseline was not measured");
         // Each round subtracts the baseline block of the same round ...
@@ -652,7 +650,9 @@ mod tests {
         let Some(report) = run(&plan) else { return };
         assert_eq!(report.replicates, 3);
         assert_eq!(report.replicate_ci_method, replicates::REPLICATE_CI_METHOD);
-        let check = |what: &str, estimate: f64, ci: [f64; 2], spread: &ReplicateSpread| {
+        let check = |what: &str, e: Option<crate::results::Estimate>, spread: &ReplicateSpread| {
+            let e = e.expect("a figure");
+            let (estimate, ci) = (e.point, <[f64; 2]>::from(e.ci.expect("a CI")));
             assert_eq!(spread.estimates.len(), 3, "{what}: {spread:?}");
             let mean = spread.estimates.iter().sum::<f64>() / 3.0;
             assert!(
@@ -676,22 +676,12 @@ mod tests {
         };
         for r in &report.results {
             let spread = r.replicates.as_ref().expect("a row's replicates");
-            check(
-                &r.name,
-                r.cycles_per_op.median,
-                r.cycles_per_op.ci95,
-                spread,
-            );
+            check(&r.name, r.cycles_per_op.estimate(), spread);
         }
         assert_eq!(report.comparisons.len(), 1);
         for c in &report.comparisons {
             let spread = c.replicates.as_ref().expect("a comparison's replicates");
-            check(
-                &format!("{} vs {}", c.b, c.a),
-                c.ratio.median,
-                c.ratio.ci95,
-                spread,
-            );
+            check(&format!("{} vs {}", c.b, c.a), c.ratio, spread);
         }
     }
 
@@ -1201,10 +1191,13 @@ mod tests {
             if exiting {
                 // The VMM counts its own exits: exact, every block.
                 let vmm = &r.counts[counts::USERSPACE_EXITS];
-                assert_eq!((vmm.per_op, vmm.ci95), (1.0, [1.0, 1.0]), "{name}: {vmm:?}");
+                let exact = crate::results::Ci::from([1.0; 2]);
+                assert_eq!((vmm.per_op, vmm.ci95), (1.0, exact), "{name}: {vmm:?}");
                 // An exit to the VMM and back costs far more than the loop around it.
                 assert!(
-                    r.cycles_per_op.ci95[0] > 0.5 * r.baseline_cycles.median,
+                    r.cycles_per_op
+                        .ci95
+                        .is_some_and(|c| c.lo > 0.5 * r.baseline_cycles.median),
                     "{name}: net {:?} vs baseline {}",
                     r.cycles_per_op,
                     r.baseline_cycles.median
@@ -1219,7 +1212,10 @@ mod tests {
                 _ => None,
             };
             if let Some(stat) = reason {
-                let c = r.counts.get(stat).map(|c| (c.per_op, c.ci95));
+                let c = r
+                    .counts
+                    .get(stat)
+                    .map(|c| (c.per_op, <[f64; 2]>::from(c.ci95)));
                 assert_eq!(c, Some((1.0, [1.0, 1.0])), "{name}: {stat} per op");
             }
             if exiting || flavour != KvmFlavour::Pvm {
@@ -1265,7 +1261,7 @@ mod tests {
             for name in names {
                 if let Some(c) = r.counts.get(*name) {
                     f.per_op += sign * c.per_op;
-                    f.half += (c.ci95[1] - c.ci95[0]) / 2.0;
+                    f.half += (c.ci95.hi - c.ci95.lo) / 2.0;
                 }
             }
         }

@@ -4,10 +4,10 @@
 //! combination ([`super::replicates`]) of the same estimate computed on each replicate's rounds.
 
 use super::estimators::{self, RoundTable};
-use super::replicates::{self, Combined, Within};
+use super::replicates::{self, Combined};
 use super::rows::{self, GroupOutcome};
 use crate::config::plan::PhasePlan;
-use crate::results::{Interval, PhaseResult, ReplicateSpread, Summary};
+use crate::results::{Ci, CountEstimate, Estimate, PhaseResult, ReplicateSpread, Summary};
 
 /// The rounds of `table` each replicate ran, as one table per replicate (`replicate_of[r]` is
 /// round r's replicate).
@@ -32,20 +32,17 @@ pub(super) fn split(
 }
 
 /// Each replicate's median and CI of per-round `values` ([`estimators::batched`]).
-fn within(tables: &[RoundTable], values: impl Fn(&RoundTable) -> Vec<f64>) -> Vec<Within> {
+fn within(
+    tables: &[RoundTable],
+    values: impl Fn(&RoundTable) -> Vec<f64>,
+) -> Vec<Option<Estimate>> {
     tables
         .iter()
-        .map(|t| {
-            let (s, _) = estimators::batched(&values(t));
-            Within {
-                estimate: s.median,
-                ci95: s.ci95,
-            }
-        })
+        .map(|t| estimators::batched(&values(t)).0.estimate())
         .collect()
 }
 
-fn spread(c: &Combined, pooled: [f64; 2]) -> ReplicateSpread {
+fn spread(c: &Combined, pooled: Option<Ci>) -> ReplicateSpread {
     ReplicateSpread {
         estimates: c.estimates.clone(),
         between_share: c.between_share,
@@ -56,16 +53,15 @@ fn spread(c: &Combined, pooled: [f64; 2]) -> ReplicateSpread {
 /// A summary whose median and CI are the combination's (the rest stays the pooled rounds').
 fn set_summary(s: &mut Summary, c: &Combined, scale: f64) {
     s.median = c.estimate * scale;
-    s.ci95 = [c.ci95[0] * scale, c.ci95[1] * scale];
+    s.ci95 = Some(c.ci95.scaled(scale));
 }
 
-fn set_interval(i: &mut Interval, c: Option<&Combined>) {
+/// The combination's figure; without one (fewer than two replicates had a figure), the pooled
+/// point without a CI.
+fn combined_or_point(pooled: Option<Estimate>, c: Option<&Combined>) -> Option<Estimate> {
     match c {
-        Some(c) => {
-            i.median = c.estimate;
-            i.ci95 = c.ci95;
-        }
-        None => i.ci95 = [f64::NAN; 2],
+        Some(c) => Some(c.figure()),
+        None => pooled.map(|p| Estimate { ci: None, ..p }),
     }
 }
 
@@ -93,11 +89,11 @@ pub(super) fn combine(
         if c.no_ratio.is_some() {
             continue;
         }
-        let pooled = c.ratio.ci95;
+        let pooled = c.ratio.and_then(|r| r.ci);
         let combined = replicates::combine(&within(tables, |t| {
             t.paired_ratios(a + 1, b + 1, metric, tsc_hz)
         }));
-        set_interval(&mut c.ratio, combined.as_ref());
+        c.ratio = combined_or_point(c.ratio, combined.as_ref());
         if let Some(combined) = combined {
             c.replicates = Some(spread(&combined, pooled));
             moved.push((format!("{}: {} vs {} ratio", c.group, c.b, c.a), combined));
@@ -109,14 +105,8 @@ pub(super) fn combine(
         };
         let combined = replicates::combine(&within(tables, |t| t.paired_differences(a + 1, b + 1)));
         let ns_per_cycle = 1e9 / tsc_hz;
-        set_interval(&mut d.cycles, combined.as_ref());
-        d.ns = Interval {
-            median: d.cycles.median * ns_per_cycle,
-            ci95: [
-                d.cycles.ci95[0] * ns_per_cycle,
-                d.cycles.ci95[1] * ns_per_cycle,
-            ],
-        };
+        d.cycles = combined_or_point(d.cycles, combined.as_ref());
+        d.ns = d.cycles.map(|c| c.scaled(ns_per_cycle));
     }
     let worst = moved
         .iter()
@@ -135,36 +125,31 @@ fn combine_row(
     tsc_hz: f64,
     precision: f64,
 ) -> Option<Combined> {
-    for (name, count) in r.counts.iter_mut() {
-        let per_replicate: Vec<Within> = tables
+    // A count that fewer than two replicates have is no combination: absent, as a count from
+    // too few rounds is.
+    r.counts.retain(|name, count| {
+        let per_replicate: Vec<Option<Estimate>> = tables
             .iter()
-            .map(|t| match rows::event_counts(t, v).get(name) {
-                Some(e) => Within {
-                    estimate: e.per_op,
-                    ci95: e.ci95,
-                },
-                None => Within {
-                    estimate: f64::NAN,
-                    ci95: [f64::NAN; 2],
-                },
+            .map(|t| {
+                rows::event_counts(t, v)
+                    .get(name)
+                    .map(CountEstimate::estimate)
             })
             .collect();
-        match replicates::combine(&per_replicate) {
-            Some(c) => {
-                count.per_op = c.estimate;
-                count.ci95 = c.ci95;
-            }
-            None => count.ci95 = [f64::NAN; 2],
+        let combined = replicates::combine(&per_replicate);
+        if let Some(c) = &combined {
+            (count.per_op, count.ci95) = (c.estimate, c.ci95);
         }
-    }
+        combined.is_some()
+    });
     if !r.cycles_per_op.has_data() {
         return None;
     }
     let pooled = r.cycles_per_op.ci95;
     let Some(c) = replicates::combine(&within(tables, |t| t.net_cycles(v))) else {
         // Fewer than two replicates kept a round: one VM's figure is no combination.
-        r.cycles_per_op.ci95 = [f64::NAN; 2];
-        r.ns_per_op.ci95 = [f64::NAN; 2];
+        r.cycles_per_op.ci95 = None;
+        r.ns_per_op.ci95 = None;
         r.precision_reached = false;
         return None;
     };
@@ -181,7 +166,7 @@ fn combine_row(
     ] {
         match replicates::combine(&values) {
             Some(combined) => set_summary(summary, &combined, 1.0),
-            None => summary.ci95 = [f64::NAN; 2],
+            None => summary.ci95 = None,
         }
     }
     r.precision_reached =
@@ -214,10 +199,10 @@ pub(super) fn precise(
             .abs()
             .max(estimators::FLOOR_OF_BASELINE * base.abs())
             .max(f64::MIN_POSITIVE);
-        let half = (c.ci95[1] - c.ci95[0]) / 2.0;
+        let half = (c.ci95.hi - c.ci95.lo) / 2.0;
         worst = worst.max(half / scale);
         all &= half <= precision * scale;
-        spans_zero.push(c.ci95[0] <= 0.0 && c.ci95[1] >= 0.0);
+        spans_zero.push(c.ci95.holds_zero());
     }
     let (metric, _) = rows::compared_metric(group_rows);
     for (a, b) in rows::compared_pairs(group_rows) {
@@ -233,7 +218,7 @@ pub(super) fn precise(
         if c.estimate <= 0.0 {
             continue;
         }
-        let half = (c.ci95[1] - c.ci95[0]) / 2.0 / c.estimate;
+        let half = (c.ci95.hi - c.ci95.lo) / 2.0 / c.estimate;
         worst = worst.max(half);
         all &= half <= precision;
     }
@@ -314,19 +299,21 @@ mod tests {
             }],
             ..Default::default()
         };
-        let pooled = outcome.results[0].cycles_per_op.ci95;
+        let pooled = outcome.results[0].cycles_per_op.ci95.expect("a CI");
         combine(&mut outcome, &group_rows, &tables, 1e9, 0.005);
         let a = &outcome.results[0];
         let spread = a.replicates.as_ref().expect("a's spread");
         assert_eq!(spread.estimates.len(), 3);
         assert!((a.cycles_per_op.median - 500.0).abs() < 1.0, "{a:?}");
-        assert!(a.cycles_per_op.ci95[1] - a.cycles_per_op.ci95[0] > pooled[1] - pooled[0]);
-        assert!(a.cycles_per_op.ci95[0] < 475.0 && a.cycles_per_op.ci95[1] > 525.0);
+        let ci = a.cycles_per_op.ci95.expect("a CI");
+        assert!(ci.hi - ci.lo > pooled.hi - pooled.lo);
+        assert!(ci.lo < 475.0 && ci.hi > 525.0);
         assert!(spread.between_share > 0.9, "{spread:?}");
         assert!(!a.precision_reached);
         let ratio = &outcome.comparisons[0];
-        assert!((ratio.ratio.median - 0.6).abs() < 0.01, "{ratio:?}");
-        let half = (ratio.ratio.ci95[1] - ratio.ratio.ci95[0]) / 2.0 / ratio.ratio.median;
+        let r = ratio.ratio.expect("a ratio");
+        assert!((r.point - 0.6).abs() < 0.01, "{ratio:?}");
+        let half = r.half_width().expect("a CI") / r.point;
         assert!(half < 0.01, "{ratio:?}");
         assert_eq!(outcome.warnings.len(), 1, "{:?}", outcome.warnings);
         assert!(

@@ -15,7 +15,7 @@
 
 use statrs::distribution::{ContinuousCDF, StudentsT};
 
-use crate::statistics;
+use crate::statistics::{self, Ci, Estimate};
 
 /// The method of every combined CI, as the report names it.
 pub const REPLICATE_CI_METHOD: &str = "t interval over the replicates' estimates (each \
@@ -27,20 +27,13 @@ pub const REPLICATE_CI_METHOD: &str = "t interval over the replicates' estimates
 /// estimates spread more than their own CIs explain, and most of the combined CI is that move.
 pub const BETWEEN_DOMINATES: f64 = 0.5;
 
-/// One replicate's estimate with its within-replicate 95% CI (NaN where it has none).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Within {
-    pub estimate: f64,
-    pub ci95: [f64; 2],
-}
-
 /// The replicates' estimates combined.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Combined {
     /// The mean of the replicates' estimates.
     pub estimate: f64,
     /// [`REPLICATE_CI_METHOD`].
-    pub ci95: [f64; 2],
+    pub ci95: Ci,
     /// Of the variance of the replicates' estimates, the share their own CIs do not explain:
     /// max(0, var − mean within var) / var, within var from each CI's half-width / 1.96
     /// (Higgins' I² by moments); 0 when the estimates agree exactly, NaN without within CIs.
@@ -61,24 +54,31 @@ impl Combined {
         (hi - lo) / self.estimate.abs()
     }
 
+    /// The combined estimate with its CI.
+    pub fn figure(&self) -> Estimate {
+        let ci = Some(self.ci95);
+        Estimate {
+            point: self.estimate,
+            ci,
+        }
+    }
+
     /// The between-replicate share says the host moved between the replicates.
     pub fn between_dominates(&self) -> bool {
         self.between_share > BETWEEN_DOMINATES
     }
 }
 
-/// The replicates' estimates combined ([`REPLICATE_CI_METHOD`]); `None` with fewer than 2
-/// replicates that have an estimate (a replicate without one is left out).
-pub fn combine(replicates: &[Within]) -> Option<Combined> {
-    let estimates: Vec<f64> = replicates
-        .iter()
-        .map(|w| w.estimate)
-        .filter(|e| e.is_finite())
-        .collect();
+/// The replicates' estimates, each with its within-replicate CI, combined
+/// ([`REPLICATE_CI_METHOD`]); `None` with fewer than 2 replicates that have an estimate (a
+/// replicate without one is left out).
+pub fn combine(replicates: &[Option<Estimate>]) -> Option<Combined> {
+    let replicates: Vec<Estimate> = replicates.iter().flatten().copied().collect();
+    let estimates: Vec<f64> = replicates.iter().map(|e| e.point).collect();
     let k = estimates.len();
     let (mean, sd) = statistics::mean_sd(&estimates).filter(|_| k >= 2)?;
     let t = StudentsT::new(0.0, 1.0, (k - 1) as f64).ok()?;
-    let within = within_variances(replicates);
+    let within = within_variances(&replicates);
     let mean_within = within.iter().sum::<f64>() / within.len().max(1) as f64;
     // A few estimates can agree by chance more closely than each one's own noise allows.
     let spread = if mean_within.is_finite() {
@@ -89,18 +89,21 @@ pub fn combine(replicates: &[Within]) -> Option<Combined> {
     let half = t.inverse_cdf(0.975) * spread / (k as f64).sqrt();
     Some(Combined {
         estimate: mean,
-        ci95: [mean - half, mean + half],
+        ci95: Ci {
+            lo: mean - half,
+            hi: mean + half,
+        },
         between_share: between_share(mean_within, sd * sd),
         estimates,
     })
 }
 
 /// Each replicate's within variance, from its CI's half-width / 1.96 (NaN without a CI).
-fn within_variances(replicates: &[Within]) -> Vec<f64> {
+fn within_variances(replicates: &[Estimate]) -> Vec<f64> {
+    let variance = |c: Ci| ((c.hi - c.lo) / (2.0 * 1.96)).powi(2);
     replicates
         .iter()
-        .filter(|w| w.estimate.is_finite())
-        .map(|w| ((w.ci95[1] - w.ci95[0]) / (2.0 * 1.96)).powi(2))
+        .map(|e| e.ci.map_or(f64::NAN, variance))
         .collect()
 }
 
@@ -152,12 +155,13 @@ mod tests {
 
     /// DerSimonian–Laird's random-effects combination with a normal interval: the alternative
     /// the t interval was chosen over (module doc).
-    fn dersimonian_laird(replicates: &[Within]) -> [f64; 2] {
-        let se2: Vec<f64> = replicates
+    fn dersimonian_laird(replicates: &[Option<Estimate>]) -> Ci {
+        let replicates: Vec<Estimate> = replicates.iter().flatten().copied().collect();
+        let se2: Vec<f64> = within_variances(&replicates)
             .iter()
-            .map(|w| ((w.ci95[1] - w.ci95[0]) / (2.0 * 1.96)).powi(2).max(1e-300))
+            .map(|v| v.max(1e-300))
             .collect();
-        let x: Vec<f64> = replicates.iter().map(|w| w.estimate).collect();
+        let x: Vec<f64> = replicates.iter().map(|e| e.point).collect();
         let w: Vec<f64> = se2.iter().map(|s| 1.0 / s).collect();
         let sw: f64 = w.iter().sum();
         let fixed = w.iter().zip(&x).map(|(w, x)| w * x).sum::<f64>() / sw;
@@ -168,7 +172,7 @@ mod tests {
         let sw: f64 = w.iter().sum();
         let mean = w.iter().zip(&x).map(|(w, x)| w * x).sum::<f64>() / sw;
         let half = 1.96 / sw.sqrt();
-        [mean - half, mean + half]
+        Ci::from([mean - half, mean + half])
     }
 
     /// Coverage of the true value 1 over 100 seeds, and the median width, of three CIs: the
@@ -195,22 +199,16 @@ mod tests {
                     }
                 }
             }
-            let within_only = batched(&pooled).0.ci95;
-            let replicates: Vec<Within> = per_replicate
+            let within_only = batched(&pooled).0.ci95.expect("a CI");
+            let replicates: Vec<Option<Estimate>> = per_replicate
                 .iter()
-                .map(|values| {
-                    let (s, _) = batched(values);
-                    Within {
-                        estimate: s.median,
-                        ci95: s.ci95,
-                    }
-                })
+                .map(|values| batched(values).0.estimate())
                 .collect();
             let combined = combine(&replicates).expect("combined").ci95;
             let dl = dersimonian_laird(&replicates);
             for (i, ci) in [within_only, combined, dl].iter().enumerate() {
-                covered[i] += usize::from(ci[0] <= 1.0 && 1.0 <= ci[1]);
-                widths[i].push(ci[1] - ci[0]);
+                covered[i] += usize::from(!ci.excludes(1.0));
+                widths[i].push(ci.hi - ci.lo);
             }
         }
         let out = [0, 1, 2].map(|i| (covered[i], statistics::median(&widths[i]).unwrap_or(0.0)));
@@ -248,14 +246,14 @@ mod tests {
 
     #[test]
     fn the_share_and_the_warning_say_how_far_the_replicates_moved() {
-        let w = |e: f64| Within {
-            estimate: e,
-            ci95: [e - 0.01, e + 0.01],
+        let w = |e: f64| {
+            let ci = Some(Ci::from([e - 0.01, e + 0.01]));
+            Some(Estimate { point: e, ci })
         };
         let moved = combine(&[w(1.0), w(1.1), w(1.2)]).expect("combined");
         assert!((moved.estimate - 1.1).abs() < 1e-12);
         // t(2) = 4.303, sd 0.1: ±0.248.
-        assert!((moved.ci95[1] - 1.1 - 4.303 * 0.1 / 3f64.sqrt()).abs() < 1e-3);
+        assert!((moved.ci95.hi - 1.1 - 4.303 * 0.1 / 3f64.sqrt()).abs() < 1e-3);
         assert!(moved.between_dominates(), "{moved:?}");
         let line = moved_warning("g: a cycles/op", &moved);
         assert!(line.contains("18.18% apart"), "{line}");
@@ -265,23 +263,20 @@ mod tests {
         // Agreeing closer than their own CIs allow: the CI is the within noise's, ±4.303 ×
         // (0.01 / 1.96) / √3, not the ±0.0025 their spread alone would give.
         let floor = 4.303 * (0.01 / 1.96) / 3f64.sqrt();
-        assert!((still.ci95[1] - 1.0 - floor).abs() < 1e-4, "{still:?}");
+        assert!((still.ci95.hi - 1.0 - floor).abs() < 1e-4, "{still:?}");
         // A replicate without an estimate is left out; one alone has no CI.
-        let none = Within {
-            estimate: f64::NAN,
-            ci95: [f64::NAN; 2],
-        };
+        let none = None;
         assert_eq!(combine(&[w(1.0), none]), None);
         let two = combine(&[w(1.0), w(1.0), none]).expect("combined");
         assert_eq!(two.estimates, [1.0, 1.0]);
         // Counts whose every round is exact have a CI of one point, and so has their combination.
-        let exact = Within {
-            estimate: 1.0,
-            ci95: [1.0, 1.0],
-        };
+        let exact = Some(Estimate {
+            point: 1.0,
+            ci: Some(Ci { lo: 1.0, hi: 1.0 }),
+        });
         assert_eq!(
             combine(&[exact, exact, exact]).map(|c| c.ci95),
-            Some([1.0, 1.0])
+            Some(Ci { lo: 1.0, hi: 1.0 })
         );
     }
 }

@@ -9,7 +9,7 @@
 
 use statrs::distribution::{ContinuousCDF, StudentsT};
 
-use crate::statistics;
+use crate::statistics::{self, Ci};
 
 /// The method of every rerun interval, as the report names it.
 pub const RERUN_METHOD: &str = "95% rerun interval: the figure ± t(n−1) × √2 × s, s the sd of \
@@ -26,19 +26,19 @@ pub const EARLIER_RUNS_WINDOW: usize = 10;
 /// The standard error behind a 95% CI: its half-width over the quantile it was built with,
 /// 1.96 for one VM's rounds, t(K−1) for the combination of K replicates (whose t quantile
 /// already pays for their few degrees of freedom, which the rerun interval's t pays again).
-pub fn standard_error(ci95: Option<[f64; 2]>, replicates: usize) -> f64 {
+pub fn standard_error(ci95: Option<Ci>, replicates: usize) -> f64 {
     let quantile = if replicates >= 2 {
         StudentsT::new(0.0, 1.0, (replicates - 1) as f64).map_or(f64::NAN, |t| t.inverse_cdf(0.975))
     } else {
         1.96
     };
-    ci95.map_or(0.0, |ci| (ci[1] - ci[0]).abs() / (2.0 * quantile))
+    ci95.map_or(0.0, |ci| (ci.hi - ci.lo).abs() / (2.0 * quantile))
 }
 
 /// The 95% rerun interval of `estimate` (whose own standard error is `own_se`,
 /// [`standard_error`]) from the same figure in earlier runs; `None` with fewer than
 /// [`MIN_EARLIER_RUNS`] finite earlier figures or no finite estimate.
-pub fn rerun_interval(estimate: f64, own_se: f64, earlier: &[f64]) -> Option<[f64; 2]> {
+pub fn rerun_interval(estimate: f64, own_se: f64, earlier: &[f64]) -> Option<Ci> {
     let earlier: Vec<f64> = earlier.iter().copied().filter(|e| e.is_finite()).collect();
     if !estimate.is_finite() || earlier.len() < MIN_EARLIER_RUNS {
         return None;
@@ -47,7 +47,10 @@ pub fn rerun_interval(estimate: f64, own_se: f64, earlier: &[f64]) -> Option<[f6
     let own_se = if own_se.is_finite() { own_se } else { 0.0 };
     let t = StudentsT::new(0.0, 1.0, (earlier.len() - 1) as f64).ok()?;
     let half = t.inverse_cdf(0.975) * std::f64::consts::SQRT_2 * sd.max(own_se);
-    Some([estimate - half, estimate + half])
+    Some(Ci {
+        lo: estimate - half,
+        hi: estimate + half,
+    })
 }
 
 #[cfg(test)]
@@ -70,11 +73,11 @@ mod tests {
             let mut run = || 1.0 + between * normal(&mut rng) + within * normal(&mut rng);
             let earlier: Vec<f64> = (0..EARLIER_RUNS_WINDOW).map(|_| run()).collect();
             let (this, next) = (run(), run());
-            let own_ci = [this - 1.96 * within, this + 1.96 * within];
+            let own_ci = Ci::from([this - 1.96 * within, this + 1.96 * within]);
             let own_se = standard_error(Some(own_ci), 1);
             let ci = rerun_interval(this, own_se, &earlier).expect("an interval");
-            rerun += usize::from(ci[0] <= next && next <= ci[1]);
-            own += usize::from(own_ci[0] <= next && next <= own_ci[1]);
+            rerun += usize::from(!ci.excludes(next));
+            own += usize::from(!own_ci.excludes(next));
         }
         (rerun, own)
     }
@@ -100,17 +103,17 @@ mod tests {
         assert_eq!(rerun_interval(1.0, 0.0, &[1.0, 1.1]), None);
         assert_eq!(rerun_interval(f64::NAN, 0.0, &[1.0, 1.1, 1.2]), None);
         // Three earlier runs that agree exactly: the run's own noise sets the width.
-        let se = standard_error(Some([0.98, 1.02]), 1);
+        let se = standard_error(Some(Ci::from([0.98, 1.02])), 1);
         let ci = rerun_interval(1.0, se, &[1.0, 1.0, 1.0]).expect("interval");
         let half = 4.303 * std::f64::consts::SQRT_2 * (0.02 / 1.96);
-        assert!((ci[1] - 1.0 - half).abs() < 1e-3, "{ci:?}");
+        assert!((ci.hi - 1.0 - half).abs() < 1e-3, "{ci:?}");
         // Three replicates' CI was built with t(2): its standard error is half-width / 4.303.
-        assert!((standard_error(Some([0.9, 1.1]), 3) - 0.1 / 4.303).abs() < 1e-4);
+        assert!((standard_error(Some(Ci::from([0.9, 1.1])), 3) - 0.1 / 4.303).abs() < 1e-4);
         assert_eq!(standard_error(None, 3), 0.0);
         // sd 0.1 of three runs: ± t(2) × √2 × 0.1.
         let ci = rerun_interval(1.0, 0.0, &[0.9, 1.0, 1.1]).expect("interval");
         assert!(
-            (ci[1] - 1.0 - 4.303 * std::f64::consts::SQRT_2 * 0.1).abs() < 1e-3,
+            (ci.hi - 1.0 - 4.303 * std::f64::consts::SQRT_2 * 0.1).abs() < 1e-3,
             "{ci:?}"
         );
     }

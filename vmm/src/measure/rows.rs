@@ -8,13 +8,13 @@ use super::attribution::attribute_sites;
 use super::breakdown;
 use super::collect::{Collected, VariantSums};
 use super::counts::{self, InvariantViolation};
-use super::estimators::{self, interval, Cell, Metric, RoundTable};
+use super::estimators::{self, Cell, Metric, RoundTable};
 use crate::config::plan::{HypercallTransport, IrqSource, PhasePlan, StrategyId, Workload};
 use crate::identity::InsnId;
 use crate::machine::image::GuestImage;
 use crate::results::{
-    ComparedMetric, CountEstimate, Interval, IrqDelivery, LockStats, PairedComparison,
-    PairedDifference, PhaseResult, Summary, TimerTicks,
+    Ci, ComparedMetric, CountEstimate, IrqDelivery, LockStats, PairedComparison, PairedDifference,
+    PhaseResult, Summary, TimerTicks,
 };
 
 /// Differences the instruction suite derives: (what it measures, minuend, subtrahend).
@@ -398,7 +398,7 @@ const CYCLES_SOURCE: &str = "tsc";
 fn to_ns(s: &Summary, ns_per_cycle: f64) -> Summary {
     Summary {
         median: s.median * ns_per_cycle,
-        ci95: [s.ci95[0] * ns_per_cycle, s.ci95[1] * ns_per_cycle],
+        ci95: s.ci95.map(|c| c.scaled(ns_per_cycle)),
         min: s.min * ns_per_cycle,
         p5: s.p5 * ns_per_cycle,
         p95: s.p95 * ns_per_cycle,
@@ -468,7 +468,7 @@ fn comparisons(
     for (a, b) in compared_pairs(run.rows) {
         // A ratio to a net whose CI spans zero has no meaning: the comparison stays, without.
         let ci = results[a].cycles_per_op.ci95;
-        let a_near_zero = !lock && ci[0] <= 0.0 && ci[1] >= 0.0;
+        let a_near_zero = !lock && ci.is_some_and(Ci::holds_zero);
         let ratios = table.paired_ratios(a + 1, b + 1, metric, tsc_hz);
         let no_ratio = if a_near_zero {
             Some(format!(
@@ -495,7 +495,7 @@ fn comparisons(
             Vec::new()
         };
         let (ratio, ci_batches) = match no_ratio {
-            Some(_) => (interval(&[]), 0),
+            Some(_) => (None, 0),
             None => estimators::batched_interval(&ratios),
         };
         out.push(PairedComparison {
@@ -542,10 +542,7 @@ fn differences(
             let d = table.paired_differences(ia + 1, ib + 1);
             let (cycles, _) = estimators::batched_interval(&d);
             (!d.is_empty()).then(|| PairedDifference {
-                ns: Interval {
-                    median: cycles.median * ns_per_cycle,
-                    ci95: [cycles.ci95[0] * ns_per_cycle, cycles.ci95[1] * ns_per_cycle],
-                },
+                ns: cycles.map(|c| c.scaled(ns_per_cycle)),
                 name: (*name).into(),
                 minuend: results[ia].name.clone(),
                 subtrahend: results[ib].name.clone(),

@@ -19,7 +19,7 @@ use crate::machine::image::GuestImage;
 use crate::machine::{IrqchipMode, MachineConfig};
 use crate::measure::session::{RunOptions, Session};
 use crate::measure::{self, descriptor, estimators};
-use crate::results::{Interval, RunReport, Summary};
+use crate::results::{Estimate, RunReport, Summary};
 
 /// irqbench's own plan for the pair: `native-cli-sti` against `native-popf` (the rows of
 /// configs/strategies.toml) with no critical-section body, so both sides time the same
@@ -78,7 +78,7 @@ pub struct IrqbenchPair {
     pub popf: Summary,
     pub cli_sti: Summary,
     /// native-cli-sti / native-popf, paired per round.
-    pub ratio: Interval,
+    pub ratio: Option<Estimate>,
     pub rounds: u32,
     pub elapsed: Duration,
     /// The slices it ran in, alternating with the probe's ([`SLICES`]).
@@ -96,7 +96,7 @@ pub struct RoundTrip {
     /// Guest TSC cycles per irqbench PING (its loop included).
     pub ping: Summary,
     /// Per round ping / raw.
-    pub ratio: Interval,
+    pub ratio: Option<Estimate>,
     /// Host time per exit in the raw loop and in irqbench's vCPU loop.
     pub raw_host: Duration,
     pub ping_host: Duration,
@@ -368,16 +368,9 @@ fn round_trip(
     })
 }
 
-fn pct(i: &Interval) -> f64 {
-    100.0 * relative_half_width(i)
-}
-
 fn summary_line(out: &mut String, what: &str, s: &Summary) {
-    let i = Interval {
-        median: s.median,
-        ci95: s.ci95,
-    };
-    if !crate::statistics::is_interval(s.ci95) {
+    let h = s.estimate().as_ref().and_then(relative_half_width);
+    let (Some(ci), Some(h)) = (s.ci95, h) else {
         let _ = writeln!(
             out,
             "  {what:<28} {:>10.1} cycles  no CI (too few undisturbed rounds: {})",
@@ -385,38 +378,39 @@ fn summary_line(out: &mut String, what: &str, s: &Summary) {
             s.samples.len()
         );
         return;
-    }
+    };
     let _ = writeln!(
         out,
         "  {what:<28} {:>10.1} cycles  [{:.1}, {:.1}]  ±{:.2}%  ({} rounds)",
         s.median,
-        s.ci95[0],
-        s.ci95[1],
-        pct(&i),
+        ci.lo,
+        ci.hi,
+        100.0 * h,
         s.samples.len()
     );
 }
 
 /// Prints the ratio and returns its precision per second; NaN when it has no CI (fewer than 6
 /// kept rounds give none).
-fn ratio_line(out: &mut String, what: &str, i: &Interval, elapsed: Duration) -> f64 {
-    let h = relative_half_width(i);
-    if !(h.is_finite() && h > 0.0) {
+fn ratio_line(out: &mut String, what: &str, e: Option<Estimate>, elapsed: Duration) -> f64 {
+    let h = e.as_ref().and_then(relative_half_width);
+    let h = h.filter(|h| h.is_finite() && *h > 0.0);
+    let (Some(e), Some(ci), Some(h)) = (e, e.and_then(|e| e.ci), h) else {
+        let point = e.map_or(f64::NAN, |e| e.point);
         let _ = writeln!(
             out,
-            "  {what:<28} {:>10.4}  no CI (too few undisturbed rounds)",
-            i.median
+            "  {what:<28} {point:>10.4}  no CI (too few undisturbed rounds)"
         );
         return f64::NAN;
-    }
+    };
     let pps = precision_per_second(h, elapsed);
     let _ = writeln!(
         out,
         "  {what:<28} {:>10.4}  [{:.4}, {:.4}]  ±{}% in {} s: precision/s {:.3e} \
          (±1% would take {} s)",
-        i.median,
-        i.ci95[0],
-        i.ci95[1],
+        e.point,
+        ci.lo,
+        ci.hi,
         sig3(100.0 * h),
         sig3(elapsed.as_secs_f64()),
         pps,
@@ -487,7 +481,7 @@ pub fn text(c: &Comparison) -> String {
     let ref_pps = ratio_line(
         &mut out,
         "cli;sti / popf",
-        &p.ratio(Body::Popf, Body::CliSti),
+        p.ratio(Body::Popf, Body::CliSti),
         p.elapsed,
     );
     let i = &c.irqbench;
@@ -500,12 +494,7 @@ pub fn text(c: &Comparison) -> String {
     );
     summary_line(&mut out, "native-cli-sti (net)", &i.cli_sti);
     summary_line(&mut out, "native-popf (net)", &i.popf);
-    let irq_pps = ratio_line(
-        &mut out,
-        "native-cli-sti / native-popf",
-        &i.ratio,
-        i.elapsed,
-    );
+    let irq_pps = ratio_line(&mut out, "native-cli-sti / native-popf", i.ratio, i.elapsed);
     if (irq_pps / ref_pps).is_finite() {
         let _ = writeln!(
             out,
@@ -536,11 +525,10 @@ fn trip_text(out: &mut String, t: &RoundTrip, tsc_khz: u64) {
         ("raw out; dec; jnz", &t.raw, t.raw_host),
         ("irqbench PING (its loop)", &t.ping, t.ping_host),
     ] {
-        let ci = if crate::statistics::is_interval(s.ci95) {
-            format!("[{:.0}, {:.0}]", s.ci95[0], s.ci95[1])
-        } else {
-            "no CI (too few rounds)".into()
-        };
+        let ci = s.ci95.map_or_else(
+            || "no CI (too few rounds)".into(),
+            |ci| format!("[{:.0}, {:.0}]", ci.lo, ci.hi),
+        );
         let _ = writeln!(
             out,
             "  {what:<28} {:>10.0} cycles = {:.2} µs  {ci}; host side {:.2} µs",
@@ -555,16 +543,12 @@ fn trip_text(out: &mut String, t: &RoundTrip, tsc_khz: u64) {
         t.ping_handled.as_secs_f64() * 1e6,
         t.ping_host.saturating_sub(t.ping_handled).as_secs_f64() * 1e6
     );
-    let ci = if crate::statistics::is_interval(t.ratio.ci95) {
-        format!("[{:.3}, {:.3}]", t.ratio.ci95[0], t.ratio.ci95[1])
-    } else {
-        "no CI (too few rounds)".into()
-    };
-    let _ = writeln!(
-        out,
-        "  PING / raw exit: {:.3}  {ci}  (target ≤ 1.1)",
-        t.ratio.median
+    let ci = t.ratio.and_then(|r| r.ci).map_or_else(
+        || "no CI (too few rounds)".into(),
+        |ci| format!("[{:.3}, {:.3}]", ci.lo, ci.hi),
     );
+    let point = t.ratio.map_or(f64::NAN, |r| r.point);
+    let _ = writeln!(out, "  PING / raw exit: {point:.3}  {ci}  (target ≤ 1.1)");
 }
 
 impl RoundTrip {
@@ -630,12 +614,9 @@ mod tests {
         assert_eq!(p.elapsed, Duration::from_secs(3));
         let all = [a.ratios, b.ratios].concat();
         assert_eq!(p.ratio, estimators::batched_interval(&all).0);
-        assert_eq!(p.ratio.median, 0.25);
-        assert!(
-            p.ratio.ci95[0] <= 0.25 && p.ratio.ci95[1] >= 0.25,
-            "{:?}",
-            p.ratio
-        );
+        let ratio = p.ratio.expect("a ratio");
+        assert_eq!(ratio.point, 0.25);
+        assert!(!ratio.excludes(0.25), "{ratio:?}");
         assert_eq!(p.cli_sti.samples.len(), 13);
         assert!(IrqbenchPair::pooled(&[], 1.0).is_none());
     }

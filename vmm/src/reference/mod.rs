@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use kvm_ioctls::Kvm;
 
 use crate::measure::estimators::{self, Cell, Metric, RoundTable};
-use crate::results::{Interval, Summary};
+use crate::results::{Estimate, Summary};
 use guest::Body;
 use probe::Probe;
 
@@ -256,20 +256,15 @@ impl ProbeResult {
     }
 
     /// Per-round paired ratio net(b) / net(a), median and CI, as irqbench's comparisons.
-    pub fn ratio(&self, a: Body, b: Body) -> Interval {
-        let (Some(a), Some(b)) = (self.index(a), self.index(b)) else {
-            return estimators::interval(&[]);
-        };
+    pub fn ratio(&self, a: Body, b: Body) -> Option<Estimate> {
+        let (a, b) = (self.index(a)?, self.index(b)?);
         estimators::batched_interval(&self.table.paired_ratios(a, b, Metric::NetCycles, 1.0)).0
     }
 }
 
-/// Relative CI half-width of an interval (NaN without one: fewer than 6 kept rounds).
-pub fn relative_half_width(i: &Interval) -> f64 {
-    if !crate::statistics::is_interval(i.ci95) {
-        return f64::NAN;
-    }
-    crate::statistics::half_width(i.median, i.ci95) / i.median.abs()
+/// Relative CI half-width of an estimate; `None` without a CI (fewer than 6 kept rounds).
+pub fn relative_half_width(e: &Estimate) -> Option<f64> {
+    Some(e.half_width()? / e.point.abs())
 }
 
 /// Precision per second: 1 / (relative half-width² × seconds). A CI narrows as 1/√time, so

@@ -7,7 +7,7 @@ use irqbench_abi::SplitMix64;
 
 use crate::results::answers::{INTERACTION_METHOD, INTERACTION_REPLICATES, INTERACTION_SEED};
 use crate::results::{
-    Answer, AnswerCondition, Condition, Factor, Interaction, Interval, PairedComparison,
+    Answer, AnswerCondition, Ci, Condition, Estimate, Factor, Interaction, PairedComparison,
     PhaseResult, ResultKind, RunReport,
 };
 
@@ -80,7 +80,7 @@ fn condition(ra: &PhaseResult, rb: &PhaseResult, c: &PairedComparison) -> Answer
         },
         label: String::new(),
         group: c.group.clone(),
-        ratio: c.ratio.clone(),
+        ratio: c.ratio,
         rounds: c.rounds,
         precision_reached: ra.precision_reached && rb.precision_reached,
         no_ratio: c.no_ratio.clone(),
@@ -201,14 +201,8 @@ fn interactions(
                 _ => Err("no estimate".to_string()),
             };
             let (delta_log, no_estimate) = match estimate {
-                Ok(d) => (d, None),
-                Err(why) => (
-                    Interval {
-                        median: f64::NAN,
-                        ci95: [f64::NAN; 2],
-                    },
-                    Some(why),
-                ),
+                Ok(d) => (Some(d), None),
+                Err(why) => (None, Some(why)),
             };
             out.push(Interaction {
                 factor,
@@ -325,7 +319,7 @@ fn boot(values: &[f64], replicates: usize, seed: u64) -> Option<Boot> {
 
 /// Δ = median of `to` − median of `from`, with the percentile 95% CI of the replicates' Δs
 /// (the two sides' resamples are independent, so replicate j of each is one joint draw).
-fn combine(from: &Boot, to: &Boot) -> Option<Interval> {
+fn combine(from: &Boot, to: &Boot) -> Option<Estimate> {
     let mut deltas: Vec<f64> = to
         .replicates
         .iter()
@@ -338,9 +332,9 @@ fn combine(from: &Boot, to: &Boot) -> Option<Interval> {
     deltas.sort_by(f64::total_cmp);
     let at = |q: f64| deltas[((deltas.len() - 1) as f64 * q).round() as usize];
     let median = to.median - from.median;
-    median.is_finite().then(|| Interval {
-        median,
-        ci95: [at(0.025), at(0.975)],
+    median.is_finite().then(|| Estimate {
+        point: median,
+        ci: Some(Ci::from([at(0.025), at(0.975)])),
     })
 }
 
@@ -348,7 +342,7 @@ fn combine(from: &Boot, to: &Boot) -> Option<Interval> {
 /// rounds resampled with replacement, independently (`from` from `seed`, `to` from the next
 /// stream), `replicates` times. `None` when a side has nothing to resample or a median is not
 /// finite (half its rounds −∞ or more).
-pub fn interaction(from: &[f64], to: &[f64], replicates: usize, seed: u64) -> Option<Interval> {
+pub fn interaction(from: &[f64], to: &[f64], replicates: usize, seed: u64) -> Option<Estimate> {
     let f = boot(from, replicates, seed)?;
     let t = boot(to, replicates, seed_for(&[&seed.to_string()]))?;
     combine(&f, &t)

@@ -69,9 +69,10 @@ fn the_interaction_estimates_a_known_difference_and_its_ci_covers_it() {
             seed_for(&["t", &t.to_string()]),
         )
         .expect("an estimate");
-        assert!(d.ci95[0] <= d.median && d.median <= d.ci95[1], "{d:?}");
-        covered += usize::from(d.ci95[0] <= truth && truth <= d.ci95[1]);
-        sum += d.median;
+        let ci = d.ci.expect("a CI");
+        assert!(!ci.excludes(d.point), "{d:?}");
+        covered += usize::from(!ci.excludes(truth));
+        sum += d.point;
     }
     let coverage = covered as f64 / trials as f64;
     let mean = sum / trials as f64;
@@ -112,7 +113,7 @@ fn the_bootstrap_is_reproducible_and_refuses_nothing_to_resample() {
     with_low.extend([f64::NEG_INFINITY; 3]);
     let d = interaction(&with_low, &b, 500, 42).unwrap();
     assert!(
-        d.median.is_finite() && d.ci95.iter().all(|v| v.is_finite()),
+        d.point.is_finite() && d.ci.is_some_and(|c| c.lo.is_finite() && c.hi.is_finite()),
         "{d:?}"
     );
     assert!(interaction(&a, &b, 0, 1).is_none());
@@ -157,10 +158,7 @@ fn paired(a: &PhaseResult, b: &PhaseResult, logs: Vec<f64>) -> PairedComparison 
         b: b.name.clone(),
         group: a.group.clone(),
         metric: ComparedMetric::CyclesPerOp,
-        ratio: Interval {
-            median: s.median,
-            ci95: s.ci95,
-        },
+        ratio: s.estimate(),
         rounds: logs.len() as u32,
         no_ratio: None,
         log_ratios: logs,
@@ -236,19 +234,19 @@ fn a_two_by_two_run_answers_per_condition_with_each_one_factor_interaction() {
         ]
     );
     let truth = 0.97f64.ln() - 0.91f64.ln();
-    let by = |k: usize| &a.interactions[k].delta_log;
+    let by = |k: usize| a.interactions[k].delta_log.expect("an estimate");
     assert!(
         !by(0).excludes(0.0),
         "no load interaction at nesting 0: {:?}",
         by(0)
     );
     assert!(
-        by(1).excludes(0.0) && (by(1).median - truth).abs() < 0.004,
+        by(1).excludes(0.0) && (by(1).point - truth).abs() < 0.004,
         "{:?}",
         by(1)
     );
     assert!(
-        by(3).excludes(0.0) && (by(3).median + truth).abs() < 0.004,
+        by(3).excludes(0.0) && (by(3).point + truth).abs() < 0.004,
         "{:?}",
         by(3)
     );
@@ -267,7 +265,7 @@ fn a_condition_without_a_ratio_gives_no_interaction_and_says_why() {
     fill_answers(&mut report);
     let a = &report.answers[0];
     let nesting_none = &a.interactions[1];
-    assert!(nesting_none.delta_log.median.is_nan());
+    assert!(nesting_none.delta_log.is_none());
     let why = nesting_none.no_estimate.as_deref().unwrap_or_default();
     assert!(
         why.contains("no ratio under nesting 0.5, no load") && why.contains("undisturbed"),
@@ -280,8 +278,10 @@ fn a_condition_without_a_ratio_gives_no_interaction_and_says_why() {
     );
     // Too few rounds for a CI: the condition's change is not shown as if it had one.
     report.answers[0].conditions[1].rounds = 4;
-    report.answers[0].conditions[1].ratio.ci95 = [0.98; 2];
-    report.answers[0].conditions[1].ratio.median = 0.98;
+    report.answers[0].conditions[1].ratio = Some(Estimate {
+        point: 0.98,
+        ci: None,
+    });
     let line = crate::report::answers_text::condition_value(&report.answers[0].conditions[1]);
     assert!(
         line.starts_with("−2.0% (4 rounds: too few for a CI"),

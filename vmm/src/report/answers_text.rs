@@ -24,27 +24,26 @@ pub(crate) fn condition_value(c: &AnswerCondition) -> String {
     if let Some(why) = &c.no_ratio {
         return format!("no ratio: {why}");
     }
-    if !c.ratio.median.is_finite() {
+    let Some(ratio) = c.ratio else {
         return "no ratio".into();
-    }
-    let noise = if c.ratio.excludes(1.0) {
-        ""
-    } else {
-        " (not beyond noise)"
     };
     let rough = if c.precision_reached { "" } else { " ~" };
-    let no_ci = !crate::statistics::is_interval(c.ratio.ci95) || c.ratio.ci95[0] == c.ratio.ci95[1];
-    if no_ci && (c.rounds as usize) < MIN_CI_SAMPLES {
-        let pct = fmt_ratio_change(c.ratio.median, c.ratio.ci95);
+    let Some(ci) = ratio.ci else {
+        let pct = fmt_ratio_change(ratio);
         let pct = pct.split(' ').next().unwrap_or_default();
         return format!(
             "{pct} ({} rounds: too few for a CI, a CI needs {MIN_CI_SAMPLES}){rough}",
             c.rounds
         );
-    }
+    };
+    let noise = if ci.excludes(1.0) {
+        ""
+    } else {
+        " (not beyond noise)"
+    };
     format!(
         "{} ({} rounds){noise}{rough}",
-        fmt_ratio_change(c.ratio.median, c.ratio.ci95),
+        fmt_ratio_change(ratio),
         c.rounds
     )
 }
@@ -75,13 +74,12 @@ pub(crate) fn interaction_value(i: &Interaction) -> String {
     if let Some(why) = &i.no_estimate {
         return format!("no estimate: {why}");
     }
-    let [m, lo, hi] =
-        [i.delta_log.median, i.delta_log.ci95[0], i.delta_log.ci95[1]].map(|v| v * 100.0);
-    if !m.is_finite() {
+    let Some((point, Some(ci))) = i.delta_log.map(|e| (e.point, e.ci)) else {
         return "no estimate".into();
-    }
-    let d = decimals(crate::statistics::half_width(m, [lo, hi]));
-    let noise = if i.delta_log.excludes(0.0) {
+    };
+    let [m, lo, hi] = [point, ci.lo, ci.hi].map(|v| v * 100.0);
+    let d = decimals(ci.half_width(point) * 100.0);
+    let noise = if ci.excludes(0.0) {
         ""
     } else {
         " (not beyond noise)"

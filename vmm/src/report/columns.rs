@@ -3,9 +3,9 @@
 //! all three, with the same rounding rules.
 
 use crate::measure::counts::{LOCK_SPINS, USERSPACE_EXITS};
-use crate::results::{PhaseResult, ResultKind};
+use crate::results::{CountEstimate, PhaseResult, ResultKind};
 
-use super::format::{fmt_cost, fmt_count, fmt_fraction, fmt_pct, fmt_si, raw_number, Estimate};
+use super::format::{fmt_cost, fmt_count, fmt_fraction, fmt_pct, fmt_si, raw_number, Ci, Estimate};
 
 /// The KVM per-vCPU stat that counts every VM exit.
 pub(crate) use crate::results::EXITS_STAT;
@@ -84,7 +84,7 @@ pub(crate) fn exits_stat(r: &PhaseResult) -> Option<f64> {
 }
 
 /// The `exits` stat's CI, if the kernel reported it.
-fn exits_ci(r: &PhaseResult) -> Option<[f64; 2]> {
+fn exits_ci(r: &PhaseResult) -> Option<Ci> {
     r.counts.get(EXITS_STAT).map(|e| e.ci95)
 }
 
@@ -96,8 +96,7 @@ pub(crate) fn userspace_exits_estimate(r: &PhaseResult) -> Option<Estimate> {
 
 /// Count `name` of the row's `counts` per op with its CI.
 pub(crate) fn stat_estimate(r: &PhaseResult, name: &str) -> Option<Estimate> {
-    let e = r.counts.get(name)?;
-    Some(Estimate::with_ci(e.per_op, e.ci95, e.rounds))
+    r.counts.get(name).map(CountEstimate::estimate)
 }
 
 /// Exits per op with the CI of the per-round samples.
@@ -109,7 +108,7 @@ pub(crate) fn exits_estimate(r: &PhaseResult) -> Option<Estimate> {
 /// precision; others get a space so the digits of both line up.
 fn cycles_cell(r: &PhaseResult) -> String {
     let marker = if r.precision_reached { ' ' } else { '~' };
-    format!("{}{marker}", fmt_cost(Estimate::of(&r.cycles_per_op)))
+    format!("{}{marker}", fmt_cost(r.cycles_per_op.estimate()))
 }
 
 fn exits_cell(r: &PhaseResult) -> String {
@@ -210,38 +209,42 @@ pub(crate) const COLUMNS: &[Column] = {
         ]),
         col("cycles/{u}", Right, All, Never, cycles_cell).csv(&[
             ("cycles_median", |r| raw_number(r.cycles_per_op.median)),
-            ("cycles_ci_lo", |r| raw_number(r.cycles_per_op.ci95[0])),
-            ("cycles_ci_hi", |r| raw_number(r.cycles_per_op.ci95[1])),
+            ("cycles_ci_lo", |r| {
+                opt_raw(r.cycles_per_op.ci95.map(|c| c.lo))
+            }),
+            ("cycles_ci_hi", |r| {
+                opt_raw(r.cycles_per_op.ci95.map(|c| c.hi))
+            }),
             ("cycles_min", |r| raw_number(r.cycles_per_op.min)),
             ("cycles_p5", |r| raw_number(r.cycles_per_op.p5)),
             ("cycles_p95", |r| raw_number(r.cycles_per_op.p95)),
             ("cycles_cv", |r| raw_number(r.cycles_per_op.cv)),
         ]),
         col("ns/{u}", Right, All, Never, |r| {
-            fmt_cost(Estimate::of(&r.ns_per_op))
+            fmt_cost(r.ns_per_op.estimate())
         })
         .csv(&[
             ("ns_median", |r| raw_number(r.ns_per_op.median)),
-            ("ns_ci_lo", |r| raw_number(r.ns_per_op.ci95[0])),
-            ("ns_ci_hi", |r| raw_number(r.ns_per_op.ci95[1])),
+            ("ns_ci_lo", |r| opt_raw(r.ns_per_op.ci95.map(|c| c.lo))),
+            ("ns_ci_hi", |r| opt_raw(r.ns_per_op.ci95.map(|c| c.hi))),
         ]),
         col("exits/{u}", Right, All, Never, exits_cell).csv(&[
             ("exits_per_op", |r| opt_raw(exits_stat(r))),
-            ("exits_ci_lo", |r| opt_raw(exits_ci(r).map(|c| c[0]))),
-            ("exits_ci_hi", |r| opt_raw(exits_ci(r).map(|c| c[1]))),
+            ("exits_ci_lo", |r| opt_raw(exits_ci(r).map(|c| c.lo))),
+            ("exits_ci_hi", |r| opt_raw(exits_ci(r).map(|c| c.hi))),
         ]),
         col("uexits/{u}", Right, All, IfAllZero, |r| {
             userspace_exits_estimate(r).map_or_else(|| "-".into(), fmt_cost)
         })
         .csv(&[
             ("userspace_exits_per_op", |r| {
-                opt_raw(userspace_exits_estimate(r).map(|e| e.median))
+                opt_raw(userspace_exits_estimate(r).map(|e| e.point))
             }),
             ("uexits_ci_lo", |r| {
-                opt_raw(userspace_exits_estimate(r).and_then(|e| e.ci).map(|c| c[0]))
+                opt_raw(userspace_exits_estimate(r).and_then(|e| e.ci).map(|c| c.lo))
             }),
             ("uexits_ci_hi", |r| {
-                opt_raw(userspace_exits_estimate(r).and_then(|e| e.ci).map(|c| c[1]))
+                opt_raw(userspace_exits_estimate(r).and_then(|e| e.ci).map(|c| c.hi))
             }),
         ]),
         col("rounds", Right, All, Never, |r| r.rounds.to_string())
@@ -295,7 +298,7 @@ pub(crate) const COLUMNS: &[Column] = {
         })
         .csv(&[
             ("lock_spins_per_op", |r| {
-                opt_raw(lock_spins(r).map(|e| e.median))
+                opt_raw(lock_spins(r).map(|e| e.point))
             }),
             ("lock_mutual_exclusion_held", |r| {
                 r.lock
@@ -308,8 +311,12 @@ pub(crate) const COLUMNS: &[Column] = {
         })
         .csv(&[
             ("ops_per_sec_median", |r| raw_number(r.ops_per_sec.median)),
-            ("ops_per_sec_ci_lo", |r| raw_number(r.ops_per_sec.ci95[0])),
-            ("ops_per_sec_ci_hi", |r| raw_number(r.ops_per_sec.ci95[1])),
+            ("ops_per_sec_ci_lo", |r| {
+                opt_raw(r.ops_per_sec.ci95.map(|c| c.lo))
+            }),
+            ("ops_per_sec_ci_hi", |r| {
+                opt_raw(r.ops_per_sec.ci95.map(|c| c.hi))
+            }),
         ]),
         col("spread", Right, Lock, Never, |r| {
             fmt_pct(vcpu_spread(&r.per_vcpu_ops_per_sec))

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use crate::results::{ComparedMetric, PairedComparison, PhaseResult, RowRerun, RunReport, Summary};
 
 use super::columns::{exits_estimate, exits_stat};
-use super::format::Estimate;
+use super::format::Ci;
 
 /// Back-to-back runs of one config on one host drift by a few percent (a new VM, other load):
 /// below this relative change nothing is called beyond noise, whatever the CIs say.
@@ -84,8 +84,8 @@ pub struct CompareRow {
     pub metric: String,
     pub old: f64,
     pub new: f64,
-    pub old_ci95: Option<[f64; 2]>,
-    pub new_ci95: Option<[f64; 2]>,
+    pub old_ci95: Option<Ci>,
+    pub new_ci95: Option<Ci>,
     /// (new - old) / old × 100; ±inf when old is 0 and new is not.
     pub change_pct: f64,
     /// See [`NoiseBasis`] for the rule.
@@ -112,21 +112,20 @@ fn ops_per_loop(r: &PhaseResult) -> Summary {
     let (ops, base) = (&r.ops_per_sec, &r.baseline_ns);
     let scale = base.median * 1e-9;
     let median = ops.median * scale;
-    let (eo, eb) = (Estimate::of(ops), Estimate::of(base));
-    let (Some(co), Some(cb), true) = (eo.ci, eb.ci, median.is_finite() && median > 0.0) else {
+    let (Some(co), Some(cb), true) = (ops.ci95, base.ci95, median.is_finite() && median > 0.0)
+    else {
         return Summary {
             median,
-            ci95: [f64::NAN; 2],
             samples: Vec::new(),
             ..Summary::default()
         };
     };
     let rel = |m: f64, b: f64| ((m - b) / m).abs();
-    let lo = median * (1.0 - rel(ops.median, co[0]).hypot(rel(base.median, cb[0])));
-    let hi = median * (1.0 + rel(ops.median, co[1]).hypot(rel(base.median, cb[1])));
+    let lo = median * (1.0 - rel(ops.median, co.lo).hypot(rel(base.median, cb.lo)));
+    let hi = median * (1.0 + rel(ops.median, co.hi).hypot(rel(base.median, cb.hi)));
     Summary {
         median,
-        ci95: [lo, hi],
+        ci95: Some(Ci { lo, hi }),
         samples: ops.samples.iter().map(|x| x * scale).collect(),
         ..Summary::default()
     }
@@ -134,10 +133,10 @@ fn ops_per_loop(r: &PhaseResult) -> Summary {
 
 /// `s` with its run's rerun interval as its CI, where the run has one: what a rerun of the
 /// same code shows is the noise a change must clear (the run's own CI holds one run's).
-fn widened(s: &Summary, rerun95: Option<[f64; 2]>) -> Summary {
+fn widened(s: &Summary, rerun95: Option<Ci>) -> Summary {
     let mut out = s.clone();
     if let (Some(r), true) = (rerun95, s.has_data()) {
-        out.ci95 = r;
+        out.ci95 = Some(r);
     }
     out
 }
@@ -152,8 +151,8 @@ fn change_pct(old: f64, new: f64) -> f64 {
     }
 }
 
-fn disjoint(a: [f64; 2], b: [f64; 2]) -> bool {
-    a[1] < b[0] || b[1] < a[0]
+fn disjoint(a: Ci, b: Ci) -> bool {
+    a.hi < b.lo || b.hi < a.lo
 }
 
 /// A row of a per-round summary: by the CIs when both runs have one; a run without one (too
@@ -165,15 +164,11 @@ pub(crate) fn summary_row(
     b: &Summary,
     min_change_pct: f64,
 ) -> CompareRow {
-    let (ea, eb) = (Estimate::of(a), Estimate::of(b));
-    let change = if a.has_data() && b.has_data() {
-        change_pct(a.median, b.median)
-    } else {
-        f64::NAN
-    };
-    let (beyond_noise, basis) = match (ea.ci, eb.ci) {
-        _ if change.is_nan() => (false, NoiseBasis::NoData),
-        (Some(ca), Some(cb)) => (
+    let both = a.estimate().zip(b.estimate());
+    let change = both.map_or(f64::NAN, |(ea, eb)| change_pct(ea.point, eb.point));
+    let (beyond_noise, basis) = match (both, a.ci95, b.ci95) {
+        (None, ..) => (false, NoiseBasis::NoData),
+        (_, Some(ca), Some(cb)) => (
             disjoint(ca, cb) && change.abs() >= min_change_pct,
             NoiseBasis::Ci,
         ),
@@ -184,8 +179,8 @@ pub(crate) fn summary_row(
         metric: metric.into(),
         old: a.median,
         new: b.median,
-        old_ci95: ea.ci,
-        new_ci95: eb.ci,
+        old_ci95: a.ci95,
+        new_ci95: b.ci95,
         change_pct: change,
         beyond_noise,
         basis,
@@ -212,7 +207,7 @@ fn exits_row(name: &str, ra: &PhaseResult, rb: &PhaseResult, min_change_pct: f64
     // From a baseline whose CI holds 0 (printed ≈0) a relative change is unbounded however
     // small the difference (back to back on a busy CI host: ≈0 → 0.027 exits/op, "+4380%"),
     // so the floor is then the same share of one exit per op (at 50%, half an exit per op).
-    let from_zero = cis.0.is_some_and(crate::statistics::holds_zero);
+    let from_zero = cis.0.is_some_and(Ci::holds_zero);
     let big_enough = if from_zero {
         (new - old).abs() * 100.0 >= min_change_pct
     } else {
@@ -386,9 +381,8 @@ pub fn compare_by(
             }
             continue;
         };
-        let rerun = |r: &PhaseResult, pick: fn(&RowRerun) -> Option<[f64; 2]>| {
-            r.rerun95.as_ref().and_then(pick)
-        };
+        let rerun =
+            |r: &PhaseResult, pick: fn(&RowRerun) -> Option<Ci>| r.rerun95.as_ref().and_then(pick);
         let (metric, ca, cb) = if normalised {
             (
                 METRIC_PER_LOOP,
@@ -446,40 +440,39 @@ pub fn compare_by(
 /// interval where it has one, else its CI; a comparison without a CI in a run is left out (the
 /// rows themselves are judged).
 fn ratio_rows(a: &RunReport, b: &RunReport, min_change_pct: f64) -> Vec<CompareRow> {
+    // The ratio and the interval it is judged by, when it has both.
+    let judged = |c: &PairedComparison| {
+        let r = c.ratio.filter(|_| c.no_ratio.is_none())?;
+        Some((r.point, c.rerun95.or(r.ci)?))
+    };
     let as_cost = |c: &PairedComparison| {
-        let [lo, hi] = c.rerun95.unwrap_or(c.ratio.ci95);
-        let (median, ci95) = match c.metric {
-            ComparedMetric::CyclesPerOp => (c.ratio.median, [lo, hi]),
-            ComparedMetric::OpsPerSec => (1.0 / c.ratio.median, [1.0 / hi, 1.0 / lo]),
+        let (point, Ci { lo, hi }) = judged(c)?;
+        let (median, ci) = match c.metric {
+            ComparedMetric::CyclesPerOp => (point, Ci { lo, hi }),
+            ComparedMetric::OpsPerSec => (1.0 / point, Ci::from([1.0 / hi, 1.0 / lo])),
         };
-        Summary {
+        Some(Summary {
             median,
-            ci95,
+            ci95: Some(ci),
             ..Summary::default()
-        }
+        })
     };
     a.comparisons
         .iter()
-        .filter(|c| c.no_ratio.is_none() && c.has_ci())
         .filter(|c| {
             [a, b]
                 .iter()
                 .all(|r| r.row(&c.a).is_some() && r.row(&c.b).is_some())
         })
         .filter_map(|ca| {
-            let cb = b.comparisons.iter().find(|cb| {
-                cb.a == ca.a && cb.b == ca.b && cb.metric == ca.metric && cb.no_ratio.is_none()
-            })?;
-            cb.has_ci().then_some(())?;
+            let cb = b
+                .comparisons
+                .iter()
+                .find(|cb| cb.a == ca.a && cb.b == ca.b && cb.metric == ca.metric)?;
+            let (old, new) = (as_cost(ca)?, as_cost(cb)?);
             let of = ca.a.split('/').nth(1).unwrap_or(&ca.a);
             let metric = format!("{METRIC_RATIO_PREFIX}{of}");
-            Some(summary_row(
-                &ca.b,
-                &metric,
-                &as_cost(ca),
-                &as_cost(cb),
-                min_change_pct,
-            ))
+            Some(summary_row(&ca.b, &metric, &old, &new, min_change_pct))
         })
         .collect()
 }

@@ -6,28 +6,22 @@ use std::fmt::Write as _;
 
 use super::columns::Align;
 use super::compare::{CompareRow, Comparison, NoiseBasis, METRIC_EXITS, METRIC_OPS};
-use super::format::{fmt_cost, fmt_rate, fmt_si, fmt_sig, human_timestamp, Estimate, NO_DATA};
+use super::format::{fmt_cost, fmt_rate, fmt_si, fmt_sig, human_timestamp, Ci, Estimate, NO_DATA};
 use super::markdown::md_table;
 use super::table::{push_wrapped, TextTable};
 
 /// A compared value at the resolution of its CI (cycles and exits follow the table's `≈0`
 /// rule); without a CI, 4 significant digits and `±?`, as the run's table has it; without a
 /// figure, `no data`.
-fn fmt_value(metric: &str, v: f64, ci: Option<[f64; 2]>) -> String {
+fn fmt_value(metric: &str, v: f64, ci: Option<Ci>) -> String {
     match (metric, ci) {
         _ if !v.is_finite() => NO_DATA.into(),
         (METRIC_OPS, None) if v >= 0.0 => format!("{} ±?", fmt_si(v)),
-        (_, Some(ci)) => fmt_cost(Estimate {
-            median: v,
-            ci: Some(ci),
-        }),
+        (_, Some(_)) => fmt_cost(Estimate { point: v, ci }),
         (METRIC_EXITS, None) if v == 0.0 => "0".into(),
         (METRIC_EXITS, None) if v >= 0.0 => format!("{} ±?", fmt_rate(v)),
         // A plain number only at and above 0, as `fmt_cost` has it: `<0 (±?)` below.
-        (_, None) if v < 0.0 => fmt_cost(Estimate {
-            median: v,
-            ci: None,
-        }),
+        (_, None) if v < 0.0 => fmt_cost(Estimate { point: v, ci }),
         (_, None) => format!("{} ±?", fmt_sig(v, 4)),
     }
 }
@@ -46,14 +40,14 @@ enum Shown {
     Number,
 }
 
-fn shown(v: f64, ci: Option<[f64; 2]>) -> Shown {
+fn shown(v: f64, ci: Option<Ci>) -> Shown {
     if !v.is_finite() {
         return Shown::NoData;
     }
     match ci {
-        Some(ci) if ci == [0.0, 0.0] && v == 0.0 => Shown::Zero,
-        Some(ci) if crate::statistics::holds_zero(ci) => Shown::NearZero,
-        Some(ci) if ci[1] < 0.0 => Shown::BelowZero,
+        Some(ci) if ci.lo == 0.0 && ci.hi == 0.0 && v == 0.0 => Shown::Zero,
+        Some(ci) if ci.holds_zero() => Shown::NearZero,
+        Some(ci) if ci.hi < 0.0 => Shown::BelowZero,
         None if v == 0.0 => Shown::Zero,
         None if v < 0.0 => Shown::BelowZero,
         _ => Shown::Number,

@@ -113,7 +113,7 @@ mod tests {
         let mut report = RunReport::default();
         let per_op = crate::results::CountEstimate {
             per_op: 0.0207,
-            ci95: [0.0125, 0.0289],
+            ci95: crate::results::Ci::from([0.0125, 0.0289]),
             rounds: 30,
             ..Default::default()
         };

@@ -4,7 +4,7 @@
 
 use serde_json::{json, Map, Value};
 
-use crate::results::{PhaseResult, RunReport};
+use crate::results::{Estimate, PhaseResult, RunReport};
 
 /// The dashboards irqbench writes for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -43,24 +43,25 @@ pub struct Export {
 /// A row has a figure when rounds were kept and the median has an interval around it (a row
 /// of under 6 rounds has a median but no CI, and a dashboard is given no figure without one).
 fn has_data(r: &PhaseResult) -> bool {
-    r.rounds > 0
-        && !r.cycles_per_op.samples.is_empty()
-        && r.cycles_per_op.median.is_finite()
-        && crate::statistics::is_interval(r.cycles_per_op.ci95)
+    r.rounds > 0 && !r.cycles_per_op.samples.is_empty() && r.cycles_per_op.ci95.is_some()
 }
 
 fn bencher(rows: &[&PhaseResult]) -> Value {
     let mut out = Map::new();
     for r in rows {
-        let c = &r.cycles_per_op;
         let mut measures = Map::new();
-        measures.insert(
-            format!("cycles_per_{}", r.kind.unit()),
-            json!({"value": c.median, "lower_value": c.ci95[0], "upper_value": c.ci95[1]}),
-        );
-        let exits = r.counts.get(crate::results::EXITS_STAT);
-        if let Some(e) = exits.filter(|e| crate::statistics::is_interval(e.ci95)) {
-            let (exits, [lo, hi]) = (e.per_op, e.ci95);
+        if let Some(Estimate {
+            point,
+            ci: Some(ci),
+        }) = r.cycles_per_op.estimate()
+        {
+            measures.insert(
+                format!("cycles_per_{}", r.kind.unit()),
+                json!({"value": point, "lower_value": ci.lo, "upper_value": ci.hi}),
+            );
+        }
+        if let Some(e) = r.counts.get(crate::results::EXITS_STAT) {
+            let (exits, lo, hi) = (e.per_op, e.ci95.lo, e.ci95.hi);
             measures.insert(
                 format!("exits_per_{}", r.kind.unit()),
                 json!({"value": exits, "lower_value": lo, "upper_value": hi}),
@@ -74,21 +75,20 @@ fn bencher(rows: &[&PhaseResult]) -> Value {
 fn github_benchmark(rows: &[&PhaseResult]) -> Value {
     let entries: Vec<Value> = rows
         .iter()
-        .map(|r| {
-            let c = &r.cycles_per_op;
-            let half = (c.ci95[1] - c.median).max(c.median - c.ci95[0]);
-            json!({
+        .filter_map(|r| {
+            let (median, ci) = (r.cycles_per_op.median, r.cycles_per_op.ci95?);
+            Some(json!({
                 "name": format!("{} cycles/{}", r.name, r.kind.unit()),
                 "unit": "cycles",
-                "value": c.median,
-                "range": format!("±{}", trim(half)),
+                "value": median,
+                "range": format!("±{}", trim(ci.half_width(median))),
                 "extra": format!(
                     "95% CI [{}, {}], {} rounds",
-                    trim(c.ci95[0]),
-                    trim(c.ci95[1]),
+                    trim(ci.lo),
+                    trim(ci.hi),
                     r.rounds
                 ),
-            })
+            }))
         })
         .collect();
     Value::Array(entries)
@@ -138,7 +138,7 @@ mod tests {
         if let Some((m, ci)) = exits {
             let e = crate::results::CountEstimate {
                 per_op: m,
-                ci95: ci,
+                ci95: ci.into(),
                 ..Default::default()
             };
             r.counts.insert("exits".into(), e);

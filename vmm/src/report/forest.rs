@@ -11,7 +11,7 @@
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use crate::results::{Answer, PairedComparison, PhaseResult, RunReport};
+use crate::results::{Answer, Estimate, PairedComparison, PhaseResult, RunReport};
 
 /// A page: 16:9, the largest a slide needs.
 pub const PAGE_PX: (u32, u32) = (1600, 900);
@@ -87,8 +87,9 @@ fn marks(imprecise: bool, no_ratio: bool, has_ci: bool) -> String {
     s
 }
 
-fn percent(median: f64, ci: [f64; 2]) -> [f64; 3] {
-    [median, ci[0], ci[1]].map(|r| (r - 1.0) * 100.0)
+fn percent(e: Estimate) -> Option<[f64; 3]> {
+    let ci = e.ci?;
+    Some([e.point, ci.lo, ci.hi].map(|r| (r - 1.0) * 100.0))
 }
 
 fn comparison_line(report: &RunReport, c: &PairedComparison) -> Line {
@@ -97,13 +98,13 @@ fn comparison_line(report: &RunReport, c: &PairedComparison) -> Line {
         .iter()
         .any(|r| r.is_some_and(|r| !r.precision_reached));
     let (_, bn, an) = comparison_key(report, c);
-    let finite = c.has_ci();
+    let value = c.ratio.and_then(percent);
     Line::Estimate {
         label: format!(
             "{bn} vs {an}{}",
-            marks(imprecise, c.no_ratio.is_some(), finite)
+            marks(imprecise, c.no_ratio.is_some(), value.is_some())
         ),
-        value: finite.then(|| percent(c.ratio.median, c.ratio.ci95)),
+        value,
         imprecise,
     }
 }
@@ -114,18 +115,15 @@ fn answer_panel(a: &Answer) -> Panel {
         .conditions
         .iter()
         .map(|c| {
-            let finite = c.no_ratio.is_none()
-                && c.rounds >= 6
-                && c.ratio.median.is_finite()
-                && crate::statistics::is_interval(c.ratio.ci95);
+            let value = c.ratio.filter(|_| c.no_ratio.is_none()).and_then(percent);
             let imprecise = !c.precision_reached;
             Line::Estimate {
                 label: format!(
                     "{}{}",
                     c.label,
-                    marks(imprecise, c.no_ratio.is_some(), finite)
+                    marks(imprecise, c.no_ratio.is_some(), value.is_some())
                 ),
-                value: finite.then(|| percent(c.ratio.median, c.ratio.ci95)),
+                value,
                 imprecise,
             }
         })
@@ -143,9 +141,8 @@ fn interaction_panel(a: &Answer) -> Option<Panel> {
         .interactions
         .iter()
         .map(|i| {
-            let d = &i.delta_log;
-            let value = (i.no_estimate.is_none() && d.median.is_finite())
-                .then(|| [d.median, d.ci95[0], d.ci95[1]].map(|v| v * 100.0));
+            let d = i.delta_log.filter(|_| i.no_estimate.is_none());
+            let value = d.and_then(|d| Some([d.point, d.ci?.lo, d.ci?.hi].map(|v| v * 100.0)));
             let none = if value.is_none() {
                 " (no estimate)"
             } else {
@@ -445,17 +442,17 @@ pub fn forest_page_name(first: &str, k: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::results::Interval;
+    use crate::results::{Ci, Estimate};
 
     fn cmp(group: &str, a: &str, b: &str, ratio: f64, ci: [f64; 2]) -> PairedComparison {
         PairedComparison {
             a: format!("{group}/{a}"),
             b: format!("{group}/{b}"),
             group: group.into(),
-            ratio: Interval {
-                median: ratio,
-                ci95: ci,
-            },
+            ratio: Some(Estimate {
+                point: ratio,
+                ci: Some(Ci::from(ci)),
+            }),
             rounds: 100,
             ..Default::default()
         }

@@ -1,8 +1,6 @@
 //! Number, time and interval formatting shared by every renderer.
 
-use crate::results::Summary;
-
-pub(crate) use crate::statistics::MIN_CI_SAMPLES;
+pub(crate) use crate::statistics::{Ci, Estimate, MIN_CI_SAMPLES};
 
 /// A per-operation rate with 4 significant digits; tiny or huge ones in exponent form so the
 /// column stays narrow.
@@ -107,37 +105,6 @@ pub(crate) fn ellipsize(s: &str, max: usize) -> String {
 /// What a figure without data prints as.
 pub(crate) const NO_DATA: &str = "no data";
 
-/// A median with the 95% CI that bounds it, `None` when too few rounds gave one.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub(crate) struct Estimate {
-    pub median: f64,
-    pub ci: Option<[f64; 2]>,
-}
-
-impl Estimate {
-    /// The CI of a summary of per-round samples; v1 files and short runs have none. A file's
-    /// CI stands without its samples when it is a real interval (a hand-made or trimmed file);
-    /// a point (`[m, m]`, how short runs were once written) or v1's `[0, 0]` is no CI.
-    pub fn of(s: &Summary) -> Estimate {
-        let [lo, hi] = s.ci95;
-        let interval = crate::statistics::is_interval(s.ci95) && lo <= hi;
-        let usable =
-            interval && (s.samples.len() >= MIN_CI_SAMPLES || (s.samples.is_empty() && lo < hi));
-        Estimate {
-            median: s.median,
-            ci: usable.then_some(s.ci95),
-        }
-    }
-
-    pub fn with_ci(median: f64, ci: [f64; 2], rounds: usize) -> Estimate {
-        Estimate {
-            median,
-            ci: (rounds >= MIN_CI_SAMPLES && crate::statistics::is_interval(ci) && ci[0] <= ci[1])
-                .then_some(ci),
-        }
-    }
-}
-
 /// The power of ten the last printed digit stands for: two significant digits of the
 /// half-width, so a value is never shown finer than its interval resolves.
 fn resolution_exponent(half: f64) -> i32 {
@@ -178,47 +145,47 @@ pub(crate) fn fmt_spread(half: f64) -> String {
 /// is `≈0 (±h)` and one wholly below 0 is `<0 (±h)`: subtracting the baseline can leave a
 /// negative number that is noise, never a negative cost. Without a CI: 3 significant digits
 /// and `±?`.
-pub(crate) fn fmt_cost(e: Estimate) -> String {
+pub(crate) fn fmt_cost(e: impl Into<Option<Estimate>>) -> String {
     // No figure at all (no kept rounds): said so, never a 0.
-    if !e.median.is_finite() {
+    let Some(e) = e.into() else {
         return NO_DATA.into();
-    }
+    };
     let Some(ci) = e.ci else {
-        if e.median < 0.0 {
+        if e.point < 0.0 {
             return "<0 (±?)".into();
         }
-        return format!("{} ±?", fmt_sig(e.median, 3));
+        return format!("{} ±?", fmt_sig(e.point, 3));
     };
-    let half = crate::statistics::half_width(e.median, ci);
-    if ci == [0.0, 0.0] && e.median == 0.0 {
+    let half = ci.half_width(e.point);
+    if ci == (Ci { lo: 0.0, hi: 0.0 }) && e.point == 0.0 {
         return "0".into();
     }
-    if crate::statistics::holds_zero(ci) {
+    if ci.holds_zero() {
         return format!("≈0 (±{})", fmt_spread(half));
     }
-    if ci[1] < 0.0 {
+    if ci.hi < 0.0 {
         return format!("<0 (±{})", fmt_spread(half));
     }
     if half == 0.0 {
-        return fmt_sig(e.median, 4);
+        return fmt_sig(e.point, 4);
     }
     let exp = resolution_exponent(half);
-    format!("{} ±{}", fmt_at(e.median, exp), fmt_at(half, exp))
+    format!("{} ±{}", fmt_at(e.point, exp), fmt_at(half, exp))
 }
 
 /// A value with its CI bounds, `5650 [5600, 5700]`, all at the resolution of the CI; for
 /// figures that may be negative (paired differences).
-pub(crate) fn fmt_interval(median: f64, ci: [f64; 2]) -> String {
-    let half = crate::statistics::half_width(median, ci);
-    if half == 0.0 {
-        return format!("{} [no CI]", fmt_sig(median, 4));
-    }
+pub(crate) fn fmt_interval(e: Estimate) -> String {
+    let half = e.half_width().unwrap_or(0.0);
+    let (Some(ci), false) = (e.ci, half == 0.0) else {
+        return format!("{} [no CI]", fmt_sig(e.point, 4));
+    };
     let exp = resolution_exponent(half);
     format!(
         "{} [{}, {}]",
-        fmt_at(median, exp),
-        fmt_at(ci[0], exp),
-        fmt_at(ci[1], exp)
+        fmt_at(e.point, exp),
+        fmt_at(ci.lo, exp),
+        fmt_at(ci.hi, exp)
     )
 }
 
@@ -233,7 +200,7 @@ pub(crate) fn fmt_sig(v: f64, digits: i32) -> String {
 
 /// A ratio − 1 as a signed percentage with its CI: `−9.1% [−10.0, −8.2]` (U+2212 minus, as in
 /// print). One decimal; the CI rarely resolves finer, and never coarser matters here.
-pub(crate) fn fmt_ratio_change(median: f64, ci: [f64; 2]) -> String {
+pub(crate) fn fmt_ratio_change(e: Estimate) -> String {
     let pct = |r: f64| {
         let s = format!("{:+.1}", (r - 1.0) * 100.0);
         if s == "-0.0" || s == "+0.0" {
@@ -242,10 +209,10 @@ pub(crate) fn fmt_ratio_change(median: f64, ci: [f64; 2]) -> String {
             s.replace('-', "−")
         }
     };
-    if !crate::statistics::is_interval(ci) {
-        return format!("{}% [no CI]", pct(median));
+    match e.ci {
+        Some(ci) => format!("{}% [{}, {}]", pct(e.point), pct(ci.lo), pct(ci.hi)),
+        None => format!("{}% [no CI]", pct(e.point)),
     }
-    format!("{}% [{}, {}]", pct(median), pct(ci[0]), pct(ci[1]))
 }
 
 // ---------------------------------------------------------------------------------------------

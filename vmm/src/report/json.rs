@@ -5,7 +5,7 @@ use std::path::Path;
 
 use serde::Deserialize;
 
-use crate::results::{RunReport, SCHEMA, SCHEMA_CONVERTED};
+use crate::results::{Ci, RunReport, SCHEMA, SCHEMA_CONVERTED};
 
 use super::ReportError;
 
@@ -211,12 +211,10 @@ fn compact(x: f64) -> String {
 fn check_interval(
     field: String,
     median: f64,
-    ci: [f64; 2],
+    ci: Option<Ci>,
     non_negative: bool,
 ) -> Result<(), Implausible> {
-    if ci.iter().all(|b| b.is_nan()) {
-        return check_interval(field, median, [median; 2], non_negative);
-    }
+    let ci: [f64; 2] = ci.map_or([median; 2], Into::into);
     let shown = || {
         format!(
             "{} [{}, {}]",
@@ -271,7 +269,7 @@ fn check_figures(report: &RunReport) -> Result<(), Implausible> {
             }
         }
         for (name, e) in &r.counts {
-            check_interval(at(&format!("counts.{name}")), e.per_op, e.ci95, false)?;
+            check_interval(at(&format!("counts.{name}")), e.per_op, Some(e.ci95), false)?;
         }
         if !(0.0..=1.0).contains(&r.disturbed_fraction) {
             return Err((
@@ -285,8 +283,8 @@ fn check_figures(report: &RunReport) -> Result<(), Implausible> {
         let field = format!("comparisons[{i}] ({} vs {}).ratio", c.b, c.a);
         // A per-round ratio of nets near zero can itself be below zero: only the shape is
         // checked. A comparison without a ratio (no paired rounds) has null.
-        if c.ratio.median.is_finite() {
-            check_interval(field, c.ratio.median, c.ratio.ci95, false)?;
+        if let Some(r) = c.ratio {
+            check_interval(field, r.point, r.ci, false)?;
         }
     }
     Ok(())

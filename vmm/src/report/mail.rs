@@ -211,23 +211,23 @@ fn labels(rows: &[Verdict], shared: &[String]) -> Vec<String> {
 /// 3 significant digits, `17.4k` past 10 000; a net whose CI holds 0 is `≈0`, one below it
 /// `<0`: never a plain number then.
 fn figure(s: &Summary) -> String {
-    short_figure(Estimate::of(s))
+    short_figure(s.estimate())
 }
 
 /// [`figure`] of an estimate: `≈0`, `<0`, `no data` or 3 significant digits.
-pub(super) fn short_figure(e: Estimate) -> String {
-    if !e.median.is_finite() {
+pub(super) fn short_figure(e: Option<Estimate>) -> String {
+    let Some(e) = e else {
         return "no data".into();
-    }
+    };
     if let Some(ci) = e.ci {
-        if crate::statistics::holds_zero(ci) {
+        if ci.holds_zero() {
             return "≈0".into();
         }
-        if ci[1] < 0.0 {
+        if ci.hi < 0.0 {
             return "<0".into();
         }
     }
-    three_digits(e.median)
+    three_digits(e.point)
 }
 
 /// 3 significant digits, with `k`/`M` from a thousand on: `3.11k`, `17.4k`, `116k`.

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use super::compare::{CompareRow, Comparison, METRIC_OPS, METRIC_OPS_PER_LOOP};
 use super::compare_text::change_text;
-use super::format::Estimate;
+use super::format::{Ci, Estimate};
 use super::mail::{finish, push_table, short_figure};
 
 /// The mail report of a comparison; `command` is what reproduces it.
@@ -68,8 +68,8 @@ pub fn render_compare_mail(c: &Comparison, command: &str) -> String {
     finish(&out)
 }
 
-fn side(v: f64, ci: Option<[f64; 2]>) -> String {
-    short_figure(Estimate { median: v, ci })
+fn side(v: f64, ci: Option<Ci>) -> String {
+    short_figure(v.is_finite().then_some(Estimate { point: v, ci }))
 }
 
 /// `better`/`worse` beyond noise (lower is better but for throughput), else `noise`.

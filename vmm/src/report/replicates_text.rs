@@ -64,7 +64,7 @@ mod tests {
             replicates: Some(ReplicateSpread {
                 estimates: vec![1.0, 1.5, 2000.4],
                 between_share: 0.8,
-                within_ci95: [1.4, 1.6],
+                within_ci95: Some(crate::results::Ci::from([1.4, 1.6])),
             }),
             ..Default::default()
         });

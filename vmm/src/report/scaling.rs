@@ -16,16 +16,11 @@ pub struct ScalingRow {
     pub a: String,
     pub b: String,
     pub vcpus: u32,
-    /// Medians of ops/s over the rounds (all vCPUs together).
-    pub a_ops_per_sec: f64,
-    pub b_ops_per_sec: f64,
-    /// Their 95% CIs; `None` for runs with too few rounds or files without CIs.
-    pub a_ci95: Option<[f64; 2]>,
-    pub b_ci95: Option<[f64; 2]>,
-    /// Median of the per-round paired ratios b/a, minus 1, in percent.
-    pub change_pct: f64,
-    /// 95% CI of the ratio b/a; `None` with too few paired rounds for one.
-    pub ratio_ci95: Option<[f64; 2]>,
+    /// Medians of ops/s over the rounds (all vCPUs together) with their 95% CIs.
+    pub a_ops_per_sec: Option<Estimate>,
+    pub b_ops_per_sec: Option<Estimate>,
+    /// Median of the per-round paired ratios b/a with its 95% CI; `None`: no ratio.
+    pub ratio: Option<Estimate>,
     /// The ratio's CI excludes 1.
     pub beyond_noise: bool,
 }
@@ -62,14 +57,11 @@ pub fn scaling_rows(report: &RunReport) -> Vec<ScalingRow> {
             a: ra.strategy.name().into(),
             b: rb.strategy.name().into(),
             vcpus: ra.vcpus,
-            a_ops_per_sec: ra.ops_per_sec.median,
-            b_ops_per_sec: rb.ops_per_sec.median,
-            a_ci95: Estimate::of(&ra.ops_per_sec).ci,
-            b_ci95: Estimate::of(&rb.ops_per_sec).ci,
-            change_pct: (c.ratio.median - 1.0) * 100.0,
+            a_ops_per_sec: ra.ops_per_sec.estimate(),
+            b_ops_per_sec: rb.ops_per_sec.estimate(),
             // A comparison without a ratio stays as a line that says so.
-            ratio_ci95: c.has_ci().then_some(c.ratio.ci95),
-            beyond_noise: c.ratio.excludes(1.0),
+            ratio: c.ratio,
+            beyond_noise: c.ratio.is_some_and(|r| r.excludes(1.0)),
         });
     }
     // Stable: families and pairs keep the config's order, vCPU counts ascend within them.
@@ -103,33 +95,19 @@ pub fn render_scaling(report: &RunReport) -> String {
             );
             last = header;
         }
-        let (change, verdict) = match r.ratio_ci95 {
-            Some(ci) => (
-                fmt_ratio_change(1.0 + r.change_pct / 100.0, ci),
-                if r.beyond_noise {
-                    "beyond noise"
-                } else {
-                    "no difference beyond noise"
-                },
-            ),
-            None if !r.change_pct.is_finite() => ("no ratio".to_string(), "no data"),
-            None => (
-                format!("{:+.1}% [no CI]", r.change_pct),
-                "too few rounds for a CI",
-            ),
+        let verdict = match r.ratio.map(|r| r.ci.is_some()) {
+            None => "no data",
+            Some(false) => "too few rounds for a CI",
+            Some(true) if r.beyond_noise => "beyond noise",
+            Some(true) => "no difference beyond noise",
         };
+        let change = r.ratio.map_or_else(|| "no ratio".into(), fmt_ratio_change);
         let _ = writeln!(
             out,
             "  {:>5}  {:>13}  {:>13}  {change:<26}  {verdict}",
             r.vcpus,
-            fmt_cost(Estimate {
-                median: r.a_ops_per_sec,
-                ci: r.a_ci95
-            }),
-            fmt_cost(Estimate {
-                median: r.b_ops_per_sec,
-                ci: r.b_ci95
-            }),
+            fmt_cost(r.a_ops_per_sec),
+            fmt_cost(r.b_ops_per_sec),
         );
     }
     if !out.is_empty() {

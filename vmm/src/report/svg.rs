@@ -116,6 +116,11 @@ fn label_px(rows: &[&PhaseResult]) -> u32 {
     longest * LABEL_CHAR_PX + 24
 }
 
+/// Where a figure's whisker ends: its CI, or its point (a figure without a CI).
+fn whisker_ends(e: &Estimate) -> [f64; 2] {
+    e.ci.map_or([e.point; 2], <[f64; 2]>::from)
+}
+
 fn draw_panel<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
     unit: &str,
@@ -123,13 +128,10 @@ fn draw_panel<DB: DrawingBackend>(
     variants: &[String],
 ) -> Result<(), String> {
     let n = rows.len().max(1);
-    let est: Vec<Estimate> = rows
-        .iter()
-        .map(|r| Estimate::of(&r.cycles_per_op))
-        .collect();
-    let ends = est.iter().flat_map(|e| {
-        let [lo, hi] = e.ci.unwrap_or([e.median, e.median]);
-        [lo, hi, e.median]
+    let est: Vec<Option<Estimate>> = rows.iter().map(|r| r.cycles_per_op.estimate()).collect();
+    let ends = est.iter().flatten().flat_map(|e| {
+        let [lo, hi] = whisker_ends(e);
+        [lo, hi, e.point]
     });
     let (lo, hi) = ends
         .filter(|v| v.is_finite())
@@ -177,11 +179,11 @@ fn draw_panel<DB: DrawingBackend>(
         let which = variants.iter().position(|v| *v == variant(r)).unwrap_or(0);
         let colour = colour(which);
         // A row without data gets no bar, only its name and "no data".
-        let [wlo, whi] = e.ci.unwrap_or([e.median, e.median]);
-        if e.median.is_finite() {
+        let [wlo, whi] = e.as_ref().map_or([0.0; 2], whisker_ends);
+        if let Some(e) = e {
             chart
                 .draw_series([Rectangle::new(
-                    [(0.0, y + 0.15), (e.median.max(0.0), y + 0.85)],
+                    [(0.0, y + 0.15), (e.point.max(0.0), y + 0.85)],
                     colour.filled(),
                 )])
                 .map_err(|e| e.to_string())?;
@@ -202,11 +204,7 @@ fn draw_panel<DB: DrawingBackend>(
             name_style.clone(),
         ))
         .map_err(|e| e.to_string())?;
-        let text_x = [whi, e.median, 0.0]
-            .into_iter()
-            .filter(|v| v.is_finite())
-            .fold(0.0f64, f64::max)
-            + (x_max - x_min) * 0.01;
+        let text_x = e.map_or(0.0, |e| whi.max(e.point)).max(0.0) + (x_max - x_min) * 0.01;
         chart
             .draw_series([Text::new(
                 format!(

@@ -13,7 +13,7 @@ use crate::results::{
 use super::columns::{grid, stat_estimate, Align};
 use super::format::{
     ellipsize, fmt_cost, fmt_count, fmt_interval, fmt_ratio_change, fmt_sig, fmt_spread, tsc_ghz,
-    MIN_CI_SAMPLES,
+    MIN_CI_SAMPLES, NO_DATA,
 };
 pub(crate) use super::warnings::figure_warnings;
 use super::width::{text_width, wrap};
@@ -322,26 +322,17 @@ pub(crate) fn comparison_lines(report: &RunReport, group: &Group) -> Vec<String>
                     metric_label(c.metric, group.kind),
                 );
             }
-            let verdict = if !c.has_ci() {
-                format!("  too few rounds for a CI (a CI needs {MIN_CI_SAMPLES})")
-            } else if c.ratio.excludes(1.0) {
-                String::new()
-            } else {
-                "  no difference beyond noise".into()
+            let verdict = match c.ratio.and_then(|r| r.ci) {
+                None => format!("  too few rounds for a CI (a CI needs {MIN_CI_SAMPLES})"),
+                Some(ci) if ci.excludes(1.0) => String::new(),
+                Some(_) => "  no difference beyond noise".into(),
             };
             format!(
                 "{} vs {}  {} {} ({} rounds){verdict}",
                 short_name(report, &c.b),
                 short_name(report, &c.a),
                 metric_label(c.metric, group.kind),
-                fmt_ratio_change(
-                    c.ratio.median,
-                    if c.has_ci() {
-                        c.ratio.ci95
-                    } else {
-                        [f64::NAN; 2]
-                    }
-                ),
+                c.ratio.map_or_else(|| NO_DATA.into(), fmt_ratio_change),
                 c.rounds,
             )
         })
@@ -350,21 +341,24 @@ pub(crate) fn comparison_lines(report: &RunReport, group: &Group) -> Vec<String>
 
 /// A derived cost with its CI; like every net cost, one whose CI includes 0 is `≈0`.
 pub(crate) fn fmt_derived(d: &PairedDifference) -> String {
-    let half = crate::statistics::half_width(d.cycles.median, d.cycles.ci95);
-    if !crate::statistics::is_interval(d.cycles.ci95) {
+    let Some(e) = d.cycles else {
+        return NO_DATA.into();
+    };
+    let Some(ci) = e.ci else {
         // Too few rounds for a CI: the sign is all that is shown of a negative cost.
-        return if d.cycles.median < 0.0 {
+        return if e.point < 0.0 {
             "<0 [no CI]".into()
         } else {
-            format!("{} [no CI]", fmt_sig(d.cycles.median, 3))
+            format!("{} [no CI]", fmt_sig(e.point, 3))
         };
-    }
-    if crate::statistics::holds_zero(d.cycles.ci95) {
+    };
+    let half = ci.half_width(e.point);
+    if ci.holds_zero() {
         format!("≈0 (±{})", fmt_spread(half))
-    } else if d.cycles.ci95[1] < 0.0 {
+    } else if ci.hi < 0.0 {
         format!("<0 (±{})", fmt_spread(half))
     } else {
-        fmt_interval(d.cycles.median, d.cycles.ci95)
+        fmt_interval(e)
     }
 }
 
@@ -389,10 +383,7 @@ pub(crate) fn difference_lines(report: &RunReport, group: &Group) -> Vec<String>
 
 /// ` = 2174 [2154, 2194] ns` beside a derived cost (files written before `ns`: nothing).
 fn derived_ns(d: &PairedDifference) -> String {
-    if d.ns.median == 0.0 && d.ns.ci95 == [0.0, 0.0] {
-        return String::new();
-    }
-    format!(" = {} ns", fmt_interval(d.ns.median, d.ns.ci95))
+    d.ns.map_or_else(String::new, |ns| format!(" = {} ns", fmt_interval(ns)))
 }
 
 /// What "cycles" means in this report: TSC cycles at the host's TSC rate, and why not core

@@ -8,12 +8,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::format::{
     compact_timestamp, ellipsize, fmt_cost, fmt_count, fmt_fraction, fmt_interval, fmt_rate,
-    fmt_ratio_change, human_timestamp, Estimate,
+    fmt_ratio_change, human_timestamp, Ci, Estimate,
 };
 use super::table::TextTable;
 use super::*;
 use crate::results::{
-    ComparedMetric, DisturbanceInfo, ExitSite, HostManifest, Interval, LockStats, PairedComparison,
+    ComparedMetric, DisturbanceInfo, ExitSite, HostManifest, LockStats, PairedComparison,
     PairedDifference, PhaseFailure, PhaseResult, ResultKind, RunReport, Summary, SCHEMA,
 };
 
@@ -92,7 +92,7 @@ fn with_exits(mut r: PhaseResult, exits: f64, spread: f64) -> PhaseResult {
     ] {
         let e = crate::results::CountEstimate {
             per_op: exits * share,
-            ci95: per_round.ci95.map(|b| b * share),
+            ci95: per_round.ci95.expect("a CI").scaled(share),
             rounds: ROUNDS,
             ..Default::default()
         };
@@ -106,16 +106,19 @@ fn with_exits(mut r: PhaseResult, exits: f64, spread: f64) -> PhaseResult {
     r
 }
 
+/// A figure with its CI.
+pub(crate) fn est(point: f64, lo: f64, hi: f64) -> Estimate {
+    let ci = Some(Ci { lo, hi });
+    Estimate { point, ci }
+}
+
 fn comparison(a: &PhaseResult, b: &PhaseResult, ratio: f64, ci: [f64; 2]) -> PairedComparison {
     PairedComparison {
         a: a.name.clone(),
         b: b.name.clone(),
         group: a.group.clone(),
         metric: ComparedMetric::CyclesPerOp,
-        ratio: Interval {
-            median: ratio,
-            ci95: ci,
-        },
+        ratio: Some(est(ratio, ci[0], ci[1])),
         rounds: ROUNDS as u32,
         no_ratio: None,
         ..PairedComparison::default()
@@ -171,7 +174,7 @@ fn lock_rows() -> (Vec<PhaseResult>, Vec<PairedComparison>) {
             });
             let spins = crate::results::CountEstimate {
                 per_op: 0.25,
-                ci95: [0.24, 0.26],
+                ci95: Ci::from([0.24, 0.26]),
                 rounds: ROUNDS,
                 ..Default::default()
             };
@@ -226,14 +229,8 @@ fn sample_report() -> RunReport {
         minuend: insns[1].name.clone(),
         subtrahend: insns[0].name.clone(),
         group: insns[0].group.clone(),
-        cycles: Interval {
-            median: 5_652.0,
-            ci95: [5_601.0, 5_703.0],
-        },
-        ns: Interval {
-            median: 2_173.8,
-            ci95: [2_154.2, 2_193.5],
-        },
+        cycles: Some(est(5_652.0, 5_601.0, 5_703.0)),
+        ns: Some(est(2_173.8, 2_154.2, 2_193.5)),
         rounds: ROUNDS as u32,
     }];
     let mut odd = row("mix", ResultKind::Mixed, "mixed", 99.0, 2.0);
@@ -358,10 +355,7 @@ fn userspace_exits_and_vm_stats_print_with_what_bounds_them() {
 
 #[test]
 fn a_net_whose_ci_spans_zero_prints_approximately_zero() {
-    let e = |m, lo, hi| Estimate {
-        median: m,
-        ci: Some([lo, hi]),
-    };
+    let e = est;
     assert_eq!(fmt_cost(e(0.8, -3.1, 4.2)), "≈0 (±3.9)");
     assert_eq!(fmt_cost(e(-1.5, -3.0, 0.5)), "≈0 (±2.0)");
     assert_eq!(fmt_cost(e(-5.0, -7.0, -3.0)), "<0 (±2.0)");
@@ -402,10 +396,7 @@ fn no_cost_is_printed_with_a_minus_sign() {
 
 #[test]
 fn digits_follow_the_ci() {
-    let e = |m, lo, hi| Estimate {
-        median: m,
-        ci: Some([lo, hi]),
-    };
+    let e = est;
     assert_eq!(fmt_cost(e(33_958.0, 33_658.0, 34_258.0)), "33960 ±300");
     assert_eq!(fmt_cost(e(33_958.0, 33_000.0, 35_100.0)), "34000 ±1100");
     assert_eq!(fmt_cost(e(12_371.0, 12_320.0, 12_410.0)), "12371 ±51");
@@ -413,21 +404,21 @@ fn digits_follow_the_ci() {
     assert_eq!(fmt_cost(e(7.0, 7.0, 7.0)), "7.000");
     assert_eq!(
         fmt_cost(Estimate {
-            median: 123.456,
+            point: 123.456,
             ci: None
         }),
         "123 ±?"
     );
     assert_eq!(
-        fmt_interval(5_652.0, [5_601.0, 5_703.0]),
+        fmt_interval(est(5_652.0, 5_601.0, 5_703.0)),
         "5652 [5601, 5703]"
     );
     assert_eq!(
-        fmt_interval(5_652.0, [5_400.0, 5_904.0]),
+        fmt_interval(est(5_652.0, 5_400.0, 5_904.0)),
         "5650 [5400, 5900]"
     );
     assert_eq!(
-        fmt_ratio_change(0.909, [0.900, 0.918]),
+        fmt_ratio_change(est(0.909, 0.900, 0.918)),
         "−9.1% [−10.0, −8.2]"
     );
     // A table never shows a median finer than its CI.
@@ -535,7 +526,9 @@ fn utc_dates() {
 #[test]
 fn csv_has_ci_columns_quoting_and_no_negative_zero() {
     let mut report = sample_report();
-    report.results[0].cycles_per_op.ci95[0] = -0.0;
+    if let Some(ci) = &mut report.results[0].cycles_per_op.ci95 {
+        ci.lo = -0.0;
+    }
     report.results[0].nesting = -0.0;
     report.results[1]
         .counts
@@ -627,14 +620,14 @@ fn json_roundtrips_and_leaves_no_temporary_file() {
 fn too_few_rounds_give_no_ci_anywhere() {
     let mut report = sample_report();
     let few = Summary::from_samples(&[9650.0, 9640.0, 9660.0]);
-    assert!(few.median.is_finite() && few.ci95.iter().all(|b| b.is_nan()));
+    assert!(few.estimate().is_some() && few.ci95.is_none());
     report.results[0].cycles_per_op = few;
     report.results[0].rounds = 3;
     let name = report.results[0].name.clone();
     let c = &mut report.comparisons[0];
     c.rounds = 2;
     c.ratio = crate::measure::estimators::interval(&[3.3, 3.4]);
-    assert!(c.ratio.ci95.iter().all(|b| b.is_nan()), "{:?}", c.ratio);
+    assert!(c.ratio.is_some_and(|r| r.ci.is_none()), "{:?}", c.ratio);
 
     let json = serde_json::to_value(&report).unwrap();
     assert!(
@@ -650,7 +643,7 @@ fn too_few_rounds_give_no_ci_anywhere() {
     write_json(&report, &path).unwrap();
     let back = read_json(&path).unwrap();
     fs::remove_dir_all(dir).unwrap();
-    assert_eq!(Estimate::of(&back.results[0].cycles_per_op).ci, None);
+    assert_eq!(back.results[0].cycles_per_op.ci95, None);
 
     let table = render_table_at(&report, 160);
     assert!(
@@ -766,7 +759,7 @@ fn a_v3_file_reads_converted_to_schema_4() {
         assert!(json.get(gone).is_none(), "{gone}");
     }
     let table = render_table_at(&report, 160);
-    let shown = fmt_cost(Estimate::with_ci(uexits.per_op, uexits.ci95, uexits.rounds));
+    let shown = fmt_cost(uexits.estimate());
     assert!(table.contains(&shown), "{shown} not in\n{table}");
     let c = compare(&report, &report);
     assert!(c.rows.iter().all(|r| !r.beyond_noise));
@@ -835,7 +828,7 @@ fn compare_verdicts_come_from_the_cis() {
 fn exits_from_about_zero_are_judged_by_a_share_of_one_exit_per_op() {
     let set = |r: &mut RunReport, per_op: f64, ci95: [f64; 2]| {
         let e = r.results[0].counts.get_mut("exits").expect("exits");
-        (e.per_op, e.ci95) = (per_op, ci95);
+        (e.per_op, e.ci95) = (per_op, ci95.into());
     };
     let exits_row = |a: &RunReport, b: &RunReport, floor: f64| {
         compare_with(a, b, floor)
@@ -867,7 +860,7 @@ fn exits_from_about_zero_are_judged_by_a_share_of_one_exit_per_op() {
 fn a_change_from_or_to_about_zero_is_never_a_percentage() {
     let set = |r: &mut RunReport, per_op: f64, ci95: [f64; 2]| {
         let e = r.results[0].counts.get_mut("exits").expect("exits");
-        (e.per_op, e.ci95) = (per_op, ci95);
+        (e.per_op, e.ci95) = (per_op, ci95.into());
     };
     let line = |a: &RunReport, b: &RunReport| {
         let c = compare(a, b);
@@ -1061,7 +1054,8 @@ fn scaling_comes_from_paired_ops_per_sec_comparisons() {
     assert_eq!((rows[0].vcpus, rows[1].vcpus), (1, 2));
     assert_eq!(rows[0].group, "epoll/n0/none");
     assert!(!rows[0].beyond_noise && rows[1].beyond_noise);
-    assert!((rows[1].change_pct - 17.0).abs() < 1e-9);
+    let ratio = rows[1].ratio.expect("a ratio");
+    assert!((ratio.point - 1.17).abs() < 1e-9);
     let text = render_scaling(&report);
     assert!(
         text.contains("native-popf (A) vs native-cli-sti (B)"),
@@ -1325,19 +1319,19 @@ fn impossible_figures_in_a_results_file_are_refused_by_field() {
     type Damage = fn(&mut RunReport);
     let cases: [(&str, Damage); 7] = [
         ("CI is inverted", |r| {
-            r.results[0].cycles_per_op.ci95 = [15000.0, 14000.0]
+            r.results[0].cycles_per_op.ci95 = Some(Ci::from([15000.0, 14000.0]))
         }),
         // What `compare --normalised` reads: it had printed `-5.0 ±7.0 (-282.5%)`.
         (
             "cycles_per_loop = -5 [1, 2]: the median lies outside its own CI",
             |r| {
                 let s = &mut r.results[0].cycles_per_loop;
-                (s.median, s.ci95) = (-5.0, [1.0, 2.0]);
+                (s.median, s.ci95) = (-5.0, Some(Ci::from([1.0, 2.0])));
             },
         ),
         ("counts.exits", |r| {
             let e = r.results[0].counts.get_mut("exits").expect("exits");
-            (e.per_op, e.ci95) = (-0.5, [0.1, 0.2]);
+            (e.per_op, e.ci95) = (-0.5, Ci::from([0.1, 0.2]));
         }),
         ("outside its own CI", |r| {
             r.results[0].cycles_per_op.median = 1e6
@@ -1346,9 +1340,11 @@ fn impossible_figures_in_a_results_file_are_refused_by_field() {
         ("beyond any measurement", |r| {
             let s = &mut r.results[1].cycles_per_op;
             s.median = 1e300;
-            s.ci95 = [1e300, 1e300];
+            s.ci95 = Some(Ci::from([1e300, 1e300]));
         }),
-        ("inverted", |r| r.comparisons[0].ratio.ci95 = [1.2, 0.8]),
+        ("inverted", |r| {
+            r.comparisons[0].ratio = Some(est(1.0, 1.2, 0.8));
+        }),
     ];
     for (i, (why, damage)) in cases.into_iter().enumerate() {
         let mut report = sample_report();
@@ -1420,7 +1416,7 @@ fn a_table_wider_than_the_width_continues_in_panels_that_repeat_the_first_column
 /// numbers of VMs say so.
 #[test]
 fn replicated_runs_are_judged_by_their_combined_cis() {
-    let spread = |estimates: Vec<f64>, within: [f64; 2]| crate::results::ReplicateSpread {
+    let spread = |estimates: Vec<f64>, within: Option<Ci>| crate::results::ReplicateSpread {
         estimates,
         between_share: 0.9,
         within_ci95: within,
@@ -1434,7 +1430,7 @@ fn replicated_runs_are_judged_by_their_combined_cis() {
         row.cycles_per_op = rounds(level, 10.0, 60);
         let within = row.cycles_per_op.ci95;
         // Three VMs 5% apart: the combined CI (t over them) is about ±7%.
-        row.cycles_per_op.ci95 = [level * 0.93, level * 1.07];
+        row.cycles_per_op.ci95 = Some(Ci::from([level * 0.93, level * 1.07]));
         row.replicates = Some(spread(vec![level * 0.975, level, level * 1.025], within));
     }
     let judged = |a: &RunReport, b: &RunReport| {

@@ -5,7 +5,7 @@
 use crate::results::{ComparedMetric, PairedComparison, PhaseResult, ResultKind, RunReport};
 
 use super::columns::exits_estimate;
-use super::format::{fmt_ratio_change, fmt_spread, Estimate, MIN_CI_SAMPLES};
+use super::format::{fmt_ratio_change, fmt_spread, Ci, Estimate, MIN_CI_SAMPLES};
 
 /// How a Δexits/op's CI is made, for the verbose legend and the docs.
 pub const EXITS_DIFFERENCE_METHOD: &str = "Δexits/op: b's exits/op − a's, 95% CI from the two \
@@ -21,15 +21,9 @@ pub(crate) struct Difference {
 
 impl Difference {
     pub fn of(a: Estimate, b: Estimate) -> Option<Difference> {
-        let (ca, cb) = (a.ci?, b.ci?);
-        if !(a.median.is_finite() && b.median.is_finite()) {
-            return None;
-        }
-        let ha = crate::statistics::half_width(a.median, ca);
-        let hb = crate::statistics::half_width(b.median, cb);
         Some(Difference {
-            value: b.median - a.median,
-            half: ha.hypot(hb),
+            value: b.point - a.point,
+            half: a.half_width()?.hypot(b.half_width()?),
         })
     }
 
@@ -48,10 +42,9 @@ impl Difference {
             return format!("≈0 (±{})", fmt_spread(self.half));
         }
         let sign = if self.value < 0.0 { '−' } else { '+' };
-        let magnitude = super::format::fmt_cost(Estimate {
-            median: self.value.abs(),
-            ci: Some([self.value.abs() - self.half, self.value.abs() + self.half]),
-        });
+        let (point, half) = (self.value.abs(), self.half);
+        let ci = Some(Ci::from([point - half, point + half]));
+        let magnitude = super::format::fmt_cost(Estimate { point, ci });
         format!("{sign}{magnitude}")
     }
 }
@@ -65,6 +58,17 @@ pub(crate) enum Direction {
     Neither,
     /// Too few rounds, or no figure.
     Unknown,
+}
+
+/// Which way a ratio's CI says its figure moved.
+fn direction(ci: Ci) -> Direction {
+    if ci.hi < 1.0 {
+        Direction::Down
+    } else if ci.lo > 1.0 {
+        Direction::Up
+    } else {
+        Direction::Neither
+    }
 }
 
 /// A comparison with both changes and its verdict.
@@ -87,23 +91,19 @@ impl<'a> Verdict<'a> {
             _ => None,
         };
         // Why there is no ratio is a sentence: `--verbose` has it, the line says only that.
-        let (change, figure) = if c.no_ratio.is_some() {
-            ("no ratio".to_string(), Direction::Unknown)
-        } else if !c.has_ci() {
-            let pct = fmt_ratio_change(c.ratio.median, [f64::NAN; 2]);
-            let pct = pct.split(' ').next().unwrap_or_default().to_string();
-            (format!("{pct} [no CI]"), Direction::Unknown)
-        } else {
-            // Where a rerun lands, when the history gave it: the claim a reader reruns.
-            let ci = c.rerun95.unwrap_or(c.ratio.ci95);
-            let direction = if ci[1] < 1.0 {
-                Direction::Down
-            } else if ci[0] > 1.0 {
-                Direction::Up
-            } else {
-                Direction::Neither
-            };
-            (fmt_ratio_change(c.ratio.median, ci), direction)
+        let (change, figure) = match c.ratio.filter(|_| c.no_ratio.is_none()) {
+            None => ("no ratio".to_string(), Direction::Unknown),
+            Some(r) => {
+                // Where a rerun lands, when the history gave it: the claim a reader reruns.
+                let r = Estimate {
+                    ci: c.rerun95.or(r.ci),
+                    ..r
+                };
+                (
+                    fmt_ratio_change(r),
+                    r.ci.map_or(Direction::Unknown, direction),
+                )
+            }
         };
         Verdict {
             comparison: c,
@@ -180,11 +180,9 @@ impl<'a> Verdict<'a> {
 mod tests {
     use super::*;
 
-    fn est(median: f64, half: f64) -> Estimate {
-        Estimate {
-            median,
-            ci: Some([median - half, median + half]),
-        }
+    fn est(point: f64, half: f64) -> Estimate {
+        let ci = Some(Ci::from([point - half, point + half]));
+        Estimate { point, ci }
     }
 
     #[test]
@@ -204,7 +202,7 @@ mod tests {
     #[test]
     fn no_ci_on_either_side_gives_no_difference() {
         let no_ci = Estimate {
-            median: 0.03,
+            point: 0.03,
             ci: None,
         };
         assert_eq!(Difference::of(no_ci, est(0.01, 0.001)), None);

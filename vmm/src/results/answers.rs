@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{ComparedMetric, Interval, ResultKind};
+use super::{ComparedMetric, Estimate, ResultKind};
 use crate::identity::Subject;
 
 /// Bootstrap replicates behind every interaction's CI.
@@ -44,8 +44,9 @@ pub struct AnswerCondition {
     /// `nesting 0, no load, 1 vCPU`.
     pub label: String,
     pub group: String,
-    /// Median of per-round paired ratios b/a with its 95% CI (NaN / `null`: no ratio).
-    pub ratio: Interval,
+    /// Median of per-round paired ratios b/a with its 95% CI (`null`s: no ratio).
+    #[serde(with = "super::median_ci")]
+    pub ratio: Option<Estimate>,
     pub rounds: u32,
     /// Both rows reached the plan's precision.
     pub precision_reached: bool,
@@ -85,9 +86,10 @@ pub struct Interaction {
     pub label: String,
     /// What the two conditions share: `nesting 0, 1 vCPU`.
     pub at: String,
-    /// Median ln(b/a) under `to` minus under `from`, with its 95% bootstrap CI (NaN /
-    /// `null` when there is no estimate; `no_estimate` says why).
-    pub delta_log: Interval,
+    /// Median ln(b/a) under `to` minus under `from`, with its 95% bootstrap CI (`null`s when
+    /// there is no estimate; `no_estimate` says why).
+    #[serde(with = "super::median_ci")]
+    pub delta_log: Option<Estimate>,
     /// Paired rounds of the two groups.
     pub rounds: [u32; 2],
     /// The seeds of the two groups' bootstrap streams (`from`, `to`).

@@ -105,15 +105,10 @@ pub struct HostManifest {
 pub struct Summary {
     #[serde(deserialize_with = "f64_or_null")]
     pub median: f64,
-    /// 95% CI of the median ([`CI_METHOD`]); `[NaN, NaN]`, JSON `null`, with too few samples
-    /// to give one (fewer than [`crate::statistics::MIN_CI_SAMPLES`]): a point is not an
-    /// interval.
-    #[serde(
-        default,
-        serialize_with = "ci_or_null",
-        deserialize_with = "pair_or_null"
-    )]
-    pub ci95: [f64; 2],
+    /// 95% CI of the median ([`CI_METHOD`]); none, JSON `null`, with too few samples to give
+    /// one: a point is not an interval.
+    #[serde(default)]
+    pub ci95: Option<Ci>,
     #[serde(default, deserialize_with = "f64_or_null")]
     pub min: f64,
     #[serde(deserialize_with = "f64_or_null")]
@@ -131,19 +126,30 @@ pub(crate) fn f64_or_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64,
     Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
 }
 
-/// A CI as JSON: `[lo, hi]`, or `null` where there is none (never `[null, null]`).
-pub(crate) fn ci_or_null<S: serde::Serializer>(ci: &[f64; 2], s: S) -> Result<S::Ok, S::Error> {
-    crate::statistics::is_interval(*ci)
-        .then_some(ci)
-        .serialize(s)
-}
+/// An optional [`Estimate`] as JSON `{"median": m, "ci95": [lo, hi]}`, each `null` where there
+/// is none (no figure: both).
+pub(crate) mod median_ci {
+    use super::{Ci, Deserialize, Estimate, Serialize};
 
-pub(crate) fn pair_or_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<[f64; 2], D::Error> {
-    Ok(
-        Option::<[Option<f64>; 2]>::deserialize(d)?.map_or([f64::NAN; 2], |[a, b]| {
-            [a.unwrap_or(f64::NAN), b.unwrap_or(f64::NAN)]
-        }),
-    )
+    #[derive(Serialize, Deserialize)]
+    struct MedianCi {
+        #[serde(default)]
+        median: Option<f64>,
+        #[serde(default)]
+        ci95: Option<Ci>,
+    }
+
+    pub fn serialize<S: serde::Serializer>(e: &Option<Estimate>, s: S) -> Result<S::Ok, S::Error> {
+        let (median, ci95) = (e.map(|e| e.point), e.and_then(|e| e.ci));
+        MedianCi { median, ci95 }.serialize(s)
+    }
+
+    pub fn deserialize<'de, D: serde::Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<Estimate>, D::Error> {
+        let MedianCi { median, ci95 } = MedianCi::deserialize(d)?;
+        Ok(median.map(|point| Estimate { point, ci: ci95 }))
+    }
 }
 
 impl Summary {
@@ -151,7 +157,7 @@ impl Summary {
     pub fn no_data() -> Summary {
         Summary {
             median: f64::NAN,
-            ci95: [f64::NAN; 2],
+            ci95: None,
             min: f64::NAN,
             p5: f64::NAN,
             p95: f64::NAN,
@@ -163,6 +169,15 @@ impl Summary {
     /// Whether there is a figure at all (a run with no kept rounds has none).
     pub fn has_data(&self) -> bool {
         self.median.is_finite()
+    }
+
+    /// The median with its CI, as the file or the rounds gave it; `None` without data.
+    pub fn estimate(&self) -> Option<Estimate> {
+        let ci = self.ci95;
+        self.has_data().then_some(Estimate {
+            point: self.median,
+            ci,
+        })
     }
 
     pub fn from_samples(samples: &[f64]) -> Summary {
@@ -177,7 +192,12 @@ impl Summary {
         let median = percentile(&sorted, 50.0);
         Summary {
             median,
-            ci95: crate::statistics::median_ci95(&sorted).unwrap_or([f64::NAN; 2]),
+            ci95: Estimate::new(
+                median,
+                crate::statistics::median_ci95(&sorted),
+                sorted.len(),
+            )
+            .and_then(|e| e.ci),
             min: sorted[0],
             p5: percentile(&sorted, 5.0),
             p95: percentile(&sorted, 95.0),
@@ -187,7 +207,7 @@ impl Summary {
     }
 }
 
-pub use crate::statistics::percentile;
+pub use crate::statistics::{percentile, Ci, Estimate};
 
 /// Userspace exits seen at one guest code site, attributed through the ELF symbol table.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -356,8 +376,8 @@ pub struct PhaseResult {
 /// earlier runs had too few of that figure.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct RowRerun {
-    pub cycles_per_op: Option<[f64; 2]>,
-    pub ops_per_sec: Option<[f64; 2]>,
+    pub cycles_per_op: Option<Ci>,
+    pub ops_per_sec: Option<Ci>,
 }
 
 /// The run level of the rerun intervals: which earlier runs they were learnt from.
@@ -382,8 +402,7 @@ pub struct ReplicateSpread {
     pub between_share: f64,
     /// The 95% CI the rounds of all replicates give pooled, as if from one VM ([`CI_METHOD`]):
     /// what the combined CI would be without the between-replicate variance.
-    #[serde(deserialize_with = "pair_or_null")]
-    pub within_ci95: [f64; 2],
+    pub within_ci95: Option<Ci>,
 }
 
 impl PhaseResult {
@@ -480,23 +499,6 @@ pub enum ComparedMetric {
     OpsPerSec,
 }
 
-/// Median and 95% CI of a per-round statistic.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct Interval {
-    /// NaN (JSON `null`) when there is no figure, e.g. a comparison with no paired rounds.
-    #[serde(deserialize_with = "f64_or_null")]
-    pub median: f64,
-    #[serde(serialize_with = "ci_or_null", deserialize_with = "pair_or_null")]
-    pub ci95: [f64; 2],
-}
-
-impl Interval {
-    /// The CI lies strictly on one side of `value`.
-    pub fn excludes(&self, value: f64) -> bool {
-        self.ci95[0] > value || self.ci95[1] < value
-    }
-}
-
 /// `b` against `a` inside one group: the median of per-round paired ratios b/a, with its CI.
 /// `pvop-skip vs pvop-popf −9.1% [−10.0, −8.2]` is ratio 0.909 [0.900, 0.918].
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -506,8 +508,9 @@ pub struct PairedComparison {
     pub b: String,
     pub group: String,
     pub metric: ComparedMetric,
-    /// NaN (JSON `null`) when there is no ratio; `no_ratio` says why.
-    pub ratio: Interval,
+    /// None (JSON `null`s) when there is no ratio; `no_ratio` says why.
+    #[serde(with = "median_ci")]
+    pub ratio: Option<Estimate>,
     /// Rounds in which both blocks (and the baseline) were undisturbed.
     pub rounds: u32,
     /// Why this comparison has no ratio ("0 of 35 paired rounds undisturbed"): a comparison
@@ -532,21 +535,11 @@ pub struct PairedComparison {
     pub replicates: Option<ReplicateSpread>,
     /// Where the next run's ratio lands, from earlier runs ([`RunReport::rerun`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rerun95: Option<[f64; 2]>,
+    pub rerun95: Option<Ci>,
 }
 
 fn is_zero(n: &u32) -> bool {
     *n == 0
-}
-
-impl PairedComparison {
-    /// Whether the ratio has a CI: a finite one from 6 or more paired rounds. Files of earlier
-    /// builds wrote `[ratio, ratio]` for fewer, which is no CI either.
-    pub fn has_ci(&self) -> bool {
-        self.rounds as usize >= crate::statistics::MIN_CI_SAMPLES
-            && self.ratio.median.is_finite()
-            && crate::statistics::is_interval(self.ratio.ci95)
-    }
 }
 
 /// A cost derived from two rows of one group by a paired difference per round, e.g. the popf
@@ -559,10 +552,11 @@ pub struct PairedDifference {
     pub subtrahend: String,
     pub group: String,
     /// Cycles per operation.
-    pub cycles: Interval,
+    #[serde(with = "median_ci")]
+    pub cycles: Option<Estimate>,
     /// `cycles` in ns.
-    #[serde(default)]
-    pub ns: Interval,
+    #[serde(default, with = "median_ci")]
+    pub ns: Option<Estimate>,
     pub rounds: u32,
 }
 
@@ -746,8 +740,8 @@ pub fn kvm_stats(
 pub struct CountEstimate {
     /// Net events per operation (may be negative: a row that takes fewer than the baseline).
     pub per_op: f64,
-    /// Always an interval: a count is estimated only from enough kept rounds.
-    pub ci95: [f64; 2],
+    /// A count is estimated only from enough kept rounds, so it always has a CI.
+    pub ci95: Ci,
     /// Kept rounds it was computed from.
     pub rounds: usize,
     /// Row events over those rounds (before subtraction).
@@ -759,9 +753,18 @@ pub struct CountEstimate {
 }
 
 impl CountEstimate {
+    /// The count as a figure: a count always has its CI.
+    pub fn estimate(&self) -> Estimate {
+        let ci = Some(self.ci95);
+        Estimate {
+            point: self.per_op,
+            ci,
+        }
+    }
+
     /// The whole CI is 0: the only case a count may print as `0`.
     pub fn is_zero(&self) -> bool {
-        self.ci95 == [0.0, 0.0]
+        self.ci95 == Ci { lo: 0.0, hi: 0.0 }
     }
 }
 
@@ -782,7 +785,7 @@ mod tests {
     #[test]
     fn summary_of_nothing_is_no_figure_and_round_trips_as_null() {
         let none = Summary::from_samples(&[]);
-        assert!(!none.has_data() && none.median.is_nan());
+        assert!(!none.has_data() && none.estimate().is_none());
         assert_eq!(Summary::from_samples(&[7.0]).cv, 0.0);
         let json = serde_json::to_value(&none).unwrap();
         assert!(json["median"].is_null() && json["ci95"].is_null(), "{json}");
@@ -792,7 +795,7 @@ mod tests {
             r#"{"median": null, "ci95": null, "p5": null, "p95": null, "cv": null, "samples": []}"#,
         )
         .unwrap();
-        assert!(!ci_null.has_data() && ci_null.ci95[0].is_nan());
+        assert!(!ci_null.has_data() && ci_null.ci95.is_none());
     }
 
     /// A row that names a subject of no table is refused, and the error says which row and
