@@ -992,7 +992,7 @@ fn three_earlier_runs_give_rerun_intervals_and_two_do_not() {
     store.save(&other, &meta()).unwrap();
     let with_ratio = |started: u64, ratio: f64| {
         let mut r = report(started, 14_000.0 + ratio);
-        r.comparisons[0].ratio = Some(crate::statistics::Estimate {
+        r.comparisons[0].ratio = Some(Estimate {
             point: ratio,
             ci: Some([ratio - 0.001, ratio + 0.001].into()),
         });
