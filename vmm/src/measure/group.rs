@@ -15,6 +15,7 @@ use super::replicate_rows;
 use super::rows::{self, GroupOutcome};
 use crate::config::plan::{PhasePlan, Plan, Workload};
 use crate::measure::session::{PhaseError, RunOptions, Session, Step};
+use crate::results::warning::{Warning, WarningKind};
 use crate::results::{PhaseResult, ResultKind};
 
 /// Where calibration starts (operations per block).
@@ -375,10 +376,14 @@ impl GroupRun<'_> {
             Some(End::Cap) => pacer.cap_warning(&group.to_string(), done),
             // A signal: the run is marked partial, which says it.
             _ if outcome.interrupted => return,
-            _ => format!(
-                "{group}: {done} of {} rounds: the group keeps at most {done} rounds in \
-                 memory; its rows are marked min_rounds_missed",
-                self.min_rounds_named()
+            _ => Warning::about(
+                WarningKind::RoundsInMemory,
+                group,
+                format!(
+                    "{done} of {} rounds: the group keeps at most {done} rounds in memory; its \
+                     rows are marked min_rounds_missed",
+                    self.min_rounds_named()
+                ),
             ),
         };
         outcome.warnings.push(why);
@@ -473,7 +478,7 @@ fn block_ops_advice(n: u64, budget: f64, round_secs: f64) -> String {
 /// Why a group whose rows all reached their precision still ran out its budget: some
 /// comparison did not (its rows' `~` marks cannot say so); `judged` is whether its
 /// comparisons are precise and the worst relative half-width.
-fn comparisons_warning(rows: &[&PhasePlan], judged: (bool, f64), plan: &Plan) -> Option<String> {
+fn comparisons_warning(rows: &[&PhasePlan], judged: (bool, f64), plan: &Plan) -> Option<Warning> {
     let (precise, worst) = judged;
     (!precise).then(|| {
         // Not precise with every half-width within: a pair lacked the rounds to judge.
@@ -482,11 +487,12 @@ fn comparisons_warning(rows: &[&PhasePlan], judged: (bool, f64), plan: &Plan) ->
         } else {
             "a comparison has fewer than 6 undisturbed paired rounds".into()
         };
-        format!(
-            "{}: run.max_seconds = {} ran out before every comparison's ratio CI was within \
+        let figures = format!(
+            "run.max_seconds = {} ran out before every comparison's ratio CI was within \
              run.precision = {} ({worst}), though its rows' were",
-            rows[0].group, plan.max_seconds, plan.precision
-        )
+            plan.max_seconds, plan.precision
+        );
+        Warning::about(WarningKind::ComparisonsImprecise, &rows[0].group, figures)
     })
 }
 
@@ -541,7 +547,8 @@ mod tests {
                 precision: 0.005,
                 ..Plan::single(Workload::Doorbells, 1, 1)
             };
-            let why = comparisons_warning(&rows, comparisons_precise(&rows, &t, 1e9, 0.005), &plan);
+            let why = comparisons_warning(&rows, comparisons_precise(&rows, &t, 1e9, 0.005), &plan)
+                .map(|w| w.to_string());
             assert_eq!(why.is_none(), want, "{why:?}");
             if let Some(why) = why {
                 assert!(why.contains("run.precision = 0.005 (worst ±"), "{why}");
@@ -558,7 +565,8 @@ mod tests {
             ..Plan::single(Workload::Doorbells, 1, 1)
         };
         let why = comparisons_warning(&rows, comparisons_precise(&rows, &t, 1e9, 0.005), &plan)
-            .expect("a warning");
+            .expect("a warning")
+            .to_string();
         assert!(
             why.contains("fewer than 6 undisturbed paired rounds"),
             "{why}"

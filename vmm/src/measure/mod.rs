@@ -712,7 +712,7 @@ mod tests {
         let warned = report
             .warnings
             .iter()
-            .any(|w| w.contains("min_rounds_missed"));
+            .any(|w| w.figures.contains("min_rounds_missed"));
         assert_eq!(r.rounds < 500, r.min_rounds_missed, "{} rounds", r.rounds);
         assert_eq!(warned, r.min_rounds_missed, "{:?}", report.warnings);
         // On a host where a round takes under 2 ms (this one: ~1 ms) the floor is reached.
@@ -1045,7 +1045,10 @@ mod tests {
         // On PVM a strategy loop takes under 1% of the ticks (0 of 921 happens); the count can
         // never be far above what the span holds.
         assert!(t.delivered as f64 <= t.expected * 1.1 + 5.0, "{t:?}");
-        let warned = report.warnings.iter().any(|w| w.contains(&r.name));
+        let warned = report
+            .warnings
+            .iter()
+            .any(|w| w.to_string().contains(&r.name));
         assert_eq!(warned, t.delivered_fraction < 0.9, "{:?}", report.warnings);
     }
 
@@ -1092,11 +1095,14 @@ mod tests {
         let quiet = &report.results[1];
         assert_eq!(quiet.irq_source, IrqSource::None.label());
         assert_eq!(quiet.irq_delivery, None);
-        assert!(!report.warnings.iter().any(|w| w.contains(&quiet.name)));
-        let warned = report
+        assert!(!report
             .warnings
             .iter()
-            .any(|w| w.starts_with(&format!("{}: the guest took", r.name)));
+            .any(|w| w.to_string().contains(&quiet.name)));
+        let warned = report.warnings.iter().any(|w| {
+            w.to_string()
+                .starts_with(&format!("{}: the guest took", r.name))
+        });
         assert_eq!(
             warned,
             d.expected >= rows::DELIVERY_WARN_MIN_EXPECTED

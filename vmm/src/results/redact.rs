@@ -68,7 +68,10 @@ fn text_fields(report: &mut RunReport) -> Vec<&mut String> {
             out.push(&mut c.note);
         }
     }
-    out.extend(report.warnings.iter_mut());
+    for w in &mut report.warnings {
+        out.extend(w.subject.as_mut());
+        out.push(&mut w.figures);
+    }
     for f in &mut report.failures {
         out.push(&mut f.error);
     }
