@@ -393,7 +393,7 @@ fn prepare(req: &Request) -> Result<Prepared, CliError> {
     let image = Arc::new(load_image(guest)?);
     let redact = Redaction::ALL
         .into_iter()
-        .filter(|r| req.redact.contains(r) || plan.redact.iter().any(|n| n == r.name()))
+        .filter(|r| req.redact.contains(r) || plan.redact.contains(r))
         .collect();
     Ok(Prepared {
         kvm: kvm?,

@@ -4,7 +4,8 @@
 use super::{Readable, RunReport};
 
 /// A fact that can be redacted.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Redaction {
     /// The host kernel's command line (`/proc/cmdline`): it may name disks, hosts, tokens.
     Cmdline,
