@@ -2,7 +2,6 @@
 //! row's CI reaches the plan's precision or the group's time budget runs out ([`super::pacing`]
 //! sizes the dispatches and holds the budget and the `min_rounds` floor).
 
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use irqbench_abi::{self as abi, PhaseDescriptor};
@@ -96,7 +95,7 @@ impl GroupRun<'_> {
     ) -> Result<crate::measure::session::Dispatch, PhaseError> {
         let timeout = self.timeout(expected);
         let irq = self.rows[0].irq;
-        self.sessions[r].dispatch(desc, irq, timeout, &self.options.stop)
+        self.sessions[r].dispatch(desc, irq, timeout)
     }
 
     /// Block size n: the slowest variant's block lasts about `block_us`; and the cycles one
@@ -227,7 +226,7 @@ impl GroupRun<'_> {
             );
         }
         // A signal while the figures were computed: they are complete, the run is not.
-        outcome.interrupted |= self.options.stop.load(Ordering::SeqCst);
+        outcome.interrupted |= self.options.stop.is_set();
         self.mark_short(&mut outcome, &pacer, collected.rounds, end);
         if matches!(end, Some(End::Budget)) && outcome.results.iter().all(|r| r.precision_reached) {
             let judged = match &tables {
@@ -318,7 +317,7 @@ impl GroupRun<'_> {
                     .extend(std::iter::repeat_n(r, rounds as usize));
                 pacer.observe(rounds, sent.elapsed());
                 first_round += rounds;
-                if self.options.stop.load(Ordering::SeqCst) {
+                if self.options.stop.is_set() {
                     ran.interrupted = true;
                     return Ok(ran);
                 }

@@ -9,7 +9,6 @@
 //! until every row reaches the plan's precision or its time budget ([`group`]).
 //! docs/ARCHITECTURE.md describes the whole flow.
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -303,7 +302,7 @@ pub fn run_prepared(
     let total = groups.len();
     for (i, rows) in groups.into_iter().enumerate() {
         let first = rows[0];
-        if options.stop.load(Ordering::SeqCst) {
+        if options.stop.is_set() {
             mark_stopped(&mut report, "before", &first.group);
             break;
         }
@@ -323,7 +322,7 @@ pub fn run_prepared(
                 irqchip,
                 hypercall_exits: plan.hypercall == HypercallTransport::Vmcall,
             };
-            match boot_replicates(kvm, image, config, plan) {
+            match boot_replicates(kvm, image, config, plan, &options.stop) {
                 Ok(booted) => {
                     for s in &booted {
                         record_pinning(&mut report.host, s.pinning.as_ref());
@@ -401,10 +400,11 @@ fn boot_replicates(
     image: &Arc<GuestImage>,
     config: MachineConfig,
     plan: &Plan,
+    stop: &crate::vcpu::Stop,
 ) -> Result<Vec<Session>, PhaseError> {
     let mut booted = Vec::new();
     for _ in 0..plan.replicates.max(1) {
-        match Session::boot(kvm, image, config, plan.hypercall, plan.pin_vcpus) {
+        match Session::boot(kvm, image, config, plan.hypercall, plan.pin_vcpus, stop) {
             Ok(s) => booted.push(s),
             Err(e) => {
                 for s in booted {
@@ -461,7 +461,7 @@ fn gate_before_failure(
 
 /// A gate that said no because a signal arrived (not a refusal): the run stopped there.
 fn stopped_at_gate(report: &mut RunReport, options: &RunOptions) {
-    if options.stop.load(Ordering::SeqCst) && !report.partial {
+    if options.stop.is_set() && !report.partial {
         mark_stopped(report, "during", "the host validation");
     }
 }
@@ -481,7 +481,7 @@ fn close_run(
     started: Instant,
 ) {
     // A signal after the last group's rounds (its figures, the shutdown) still stops the run.
-    if options.stop.load(Ordering::SeqCst) && !report.partial {
+    if options.stop.is_set() && !report.partial {
         report.partial = true;
         report.partial_reason = Some("stopped by signal after the last group's rounds".into());
     }
@@ -1011,7 +1011,7 @@ mod tests {
         let report = run_plan(&kvm, &plan, &image(), &options, &mut |i, _, _, _| {
             seen = i;
             if i == 3 {
-                stop.store(true, Ordering::SeqCst);
+                stop.request();
             }
         })
         .expect("run");
@@ -1301,10 +1301,7 @@ mod tests {
     }
 
     /// Spins on `cpu` until `stop`: competes with a vCPU thread pinned there.
-    fn competitor(
-        cpu: usize,
-        stop: Arc<std::sync::atomic::AtomicBool>,
-    ) -> std::thread::JoinHandle<()> {
+    fn competitor(cpu: usize, stop: crate::vcpu::Stop) -> std::thread::JoinHandle<()> {
         std::thread::spawn(move || {
             // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET and sched_setaffinity
             // only touch the set we own, for the calling thread.
@@ -1315,9 +1312,9 @@ mod tests {
             };
             // Before the spin, so that a failure cannot leave it running.
             if rc != 0 {
-                stop.store(true, Ordering::Relaxed);
+                stop.request();
             }
-            while !stop.load(Ordering::Relaxed) {
+            while !stop.is_set() {
                 std::hint::spin_loop();
             }
             assert_eq!(rc, 0, "pinning the competitor to CPU {cpu}");
@@ -1358,10 +1355,10 @@ mod tests {
         plan.max_seconds = 3.0;
         let Some(quiet) = run(&plan) else { return };
         let cpu = pinning::allowed_cpus().expect("mask")[0];
-        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stop = crate::vcpu::Stop::new();
         let spinner = competitor(cpu, stop.clone());
         let busy = run(&plan);
-        stop.store(true, Ordering::Relaxed);
+        stop.request();
         spinner.join().expect("competitor");
         let busy = busy.expect("run");
         assert_eq!(
@@ -1424,10 +1421,10 @@ mod tests {
             return;
         }
         let cpu = pinning::allowed_cpus().expect("mask")[0];
-        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stop = crate::vcpu::Stop::new();
         let spinner = competitor(cpu, stop.clone());
         let busy = run(&plan);
-        stop.store(true, Ordering::Relaxed);
+        stop.request();
         spinner.join().expect("competitor");
         let b = &busy.expect("run").results[0];
         eprintln!(
