@@ -14,7 +14,6 @@
 //! Run with `cargo bench -p irqbench --bench harness`.
 
 use std::hint::black_box;
-use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -26,6 +25,7 @@ use irqbench::machine::image::GuestImage;
 use irqbench::machine::{IrqchipMode, Machine, MachineConfig};
 use irqbench::measure::descriptor::diagnostic as descriptor_for;
 use irqbench::measure::session::{Dispatch, Session};
+use irqbench::vcpu::Stop;
 use kvm_ioctls::Kvm;
 
 /// PING doorbells per dispatch in `doorbell_round_trip`.
@@ -72,6 +72,7 @@ fn boot(env: &Env, vcpus: u32) -> Session {
         machine_config(vcpus),
         HypercallTransport::Port,
         false,
+        &Stop::new(),
     )
     .unwrap_or_else(|e| panic!("booting {vcpus} vCPU(s) failed: {e}"))
 }
@@ -87,13 +88,11 @@ fn doorbell_phase(vcpus: u32) -> PhasePlan {
 
 /// One dispatch of `phase` with `pings` PING doorbells per vCPU.
 fn ring(session: &mut Session, phase: &PhasePlan, pings: u64) -> Dispatch {
-    let stop = AtomicBool::new(false);
     session
         .dispatch(
             descriptor_for(phase, pings),
             IrqSource::None,
             DISPATCH_TIMEOUT,
-            &stop,
         )
         .unwrap_or_else(|e| panic!("dispatching {pings} doorbells failed: {e}"))
 }

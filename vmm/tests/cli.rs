@@ -456,8 +456,9 @@ fn compare_normalised_is_in_units_of_the_loop(a: &Path, b: &Path) {
 }
 
 /// Starts a two-group run, sends `signal` once the first group's line is on stderr, and returns
-/// the exit code, stderr and the parsed JSON the run left behind.
-fn signal_mid_run(signal: i32) -> (Option<i32>, String, serde_json::Value) {
+/// the exit code, stderr, the parsed JSON the run left behind and how long after the signal the
+/// run exited.
+fn signal_mid_run(signal: i32) -> (Option<i32>, String, serde_json::Value, Duration) {
     let dir = tmp();
     let json = dir.path().join("partial.json");
     let config = dir.path().join("long.toml");
@@ -498,7 +499,9 @@ fn signal_mid_run(signal: i32) -> (Option<i32>, String, serde_json::Value) {
     }
     // SAFETY: kill(2) on our own child's pid, which has not been waited for.
     unsafe { libc::kill(child.id() as i32, signal) };
+    let sent = Instant::now();
     let status = wait_bounded(&mut child, Duration::from_secs(120));
+    let took = sent.elapsed();
     reader.join().expect("stderr reader");
     seen.extend(lines.try_iter().map(|l| l + "\n"));
     let text = std::fs::read_to_string(&json)
@@ -519,7 +522,7 @@ fn signal_mid_run(signal: i32) -> (Option<i32>, String, serde_json::Value) {
             .any(|r| r["name"].as_str().is_some_and(|n| n.starts_with("short/"))),
         "the first group's rows are kept: {results:?}"
     );
-    (status.code(), seen, report)
+    (status.code(), seen, report, took)
 }
 
 /// Waits for `child` at most `bound`, then kills it and fails.
@@ -670,8 +673,14 @@ fn sigint_stops_the_run_and_leaves_a_partial_json() {
     if !kvm_or_skip() {
         return;
     }
-    let (code, stderr, report) = signal_mid_run(libc::SIGINT);
+    let (code, stderr, report, took) = signal_mid_run(libc::SIGINT);
     assert_eq!(code, Some(130), "stderr:\n{stderr}");
+    // The signal wakes every wait: the vCPUs are stopped and the partial report written at
+    // once, not after the group's 2 s budget or a poll.
+    assert!(
+        took < Duration::from_secs(2),
+        "exited {took:?} after SIGINT:\n{stderr}"
+    );
     assert_eq!(report["partial"], serde_json::Value::Bool(true));
     assert_eq!(report["schema"], irqbench::results::SCHEMA);
 }
@@ -1052,7 +1061,7 @@ fn sighup_stops_the_run_like_sigterm_and_leaves_a_partial_json() {
     if !kvm_or_skip() {
         return;
     }
-    let (code, stderr, report) = signal_mid_run(libc::SIGHUP);
+    let (code, stderr, report, _) = signal_mid_run(libc::SIGHUP);
     assert_eq!(code, Some(129), "stderr:\n{stderr}");
     assert_eq!(report["partial"], serde_json::Value::Bool(true));
 }

@@ -104,16 +104,14 @@ fn host_shortens_the_kernel_command_line_unless_verbose() {
 }
 
 /// Spins on every CPU until `stop`: a busy host, so rows get disturbed blocks.
-fn compete(
-    stop: &std::sync::Arc<std::sync::atomic::AtomicBool>,
-) -> Vec<std::thread::JoinHandle<()>> {
+fn compete(stop: &irqbench::vcpu::Stop) -> Vec<std::thread::JoinHandle<()>> {
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     (0..cpus)
         .map(|_| {
             let stop = stop.clone();
             std::thread::spawn(move || {
                 let mut x = 0u64;
-                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                while !stop.is_set() {
                     x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
                 }
             })
@@ -137,7 +135,7 @@ fn a_forty_row_run_on_a_busy_host_warns_once_per_kind_and_reports_each_group() {
          body_ops = 4\nirq = [{ source = \"none\" }, { source = \"lapic-timer\", period_us = 1000 }]\n",
     )
     .expect("write config");
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stop = irqbench::vcpu::Stop::new();
     let spinners = compete(&stop);
     let json = dir.path().join("forty.json");
     let out = irqbench()
@@ -150,7 +148,7 @@ fn a_forty_row_run_on_a_busy_host_warns_once_per_kind_and_reports_each_group() {
         .args(["run", cfg.to_str().unwrap(), "--no-save", "-q"])
         .output()
         .expect("spawn");
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    stop.request();
     for s in spinners {
         s.join().expect("spinner");
     }

@@ -10,8 +10,8 @@ use irqbench::text::outside as escape_line;
 
 use super::error::{warn, CliError, Status};
 use super::output::{emit, write_one};
-use super::run::{pipeline, Outputs, ReportArgs, Request};
-use super::save::{location, mail_target, SaveArgs};
+use super::run::{pipeline, MeasureArgs, Outputs, Request};
+use super::save::{location, mail_target};
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Examples:
@@ -47,15 +47,6 @@ pub(crate) struct CheckArgs {
     /// into a mail; `-` for stdout instead of the table.
     #[arg(long, value_name = "FILE")]
     mail: Option<PathBuf>,
-    /// Guest kernel ELF to boot instead of the embedded one.
-    #[arg(long, value_name = "FILE")]
-    guest: Option<PathBuf>,
-    /// Print nothing but errors and the verdict (no progress, no notes on stderr).
-    #[arg(long, short)]
-    quiet: bool,
-    /// Measure and judge even when the quick host validation FAILs (as `run --force`).
-    #[arg(long)]
-    force: bool,
     /// Refuse to judge (exit 2) when the baseline's host differs in kernel release,
     /// microcode, KVM flavour, CPU, TSC rate or KVM module parameters: its numbers may not be
     /// comparable at all. Without it the differences are listed above the verdict.
@@ -68,14 +59,7 @@ pub(crate) struct CheckArgs {
     #[arg(long)]
     normalised: bool,
     #[command(flatten)]
-    adhoc: super::config::PlanArgs,
-    #[command(flatten)]
-    reporting: ReportArgs,
-    /// Run a plan whose budgets add up to more than an hour (as `run --yes`).
-    #[arg(long)]
-    yes: bool,
-    #[command(flatten)]
-    save: SaveArgs,
+    measure: MeasureArgs,
 }
 
 /// `check --only`: the baseline's rows the run leaves out are not missing, they were not asked
@@ -100,7 +84,7 @@ fn only_selected(base: &mut RunReport, globs: &[String]) {
 
 /// The baseline's run id and report, from the database the run will be saved in.
 fn load_baseline(args: &CheckArgs) -> Result<(i64, RunReport), CliError> {
-    let loc = location(args.save.db.as_deref())?;
+    let loc = location(args.measure.save.db.as_deref())?;
     let store = Store::open_read_only(&loc)?;
     let id = store.baseline_run(&args.baseline)?;
     Ok((id, store.report(id)?))
@@ -124,7 +108,7 @@ fn json_target(args: &CheckArgs) -> Result<Outputs, CliError> {
         json,
         ..Outputs::default()
     }
-    .with_exports(&args.reporting)?;
+    .with_exports(&args.measure.reporting)?;
     if let Some((format, _)) = outputs.exports.iter().find(|(_, t)| t.is_stdout()) {
         return Err(CliError::Usage(format!(
             "check --export {} takes a file: stdout carries the verdict",
@@ -133,8 +117,8 @@ fn json_target(args: &CheckArgs) -> Result<Outputs, CliError> {
     }
     outputs.check(
         Some(&args.config),
-        args.guest.as_deref(),
-        args.save.db.as_deref(),
+        args.measure.guest.as_deref(),
+        args.measure.save.db.as_deref(),
     )?;
     Ok(outputs)
 }
@@ -143,27 +127,21 @@ fn json_target(args: &CheckArgs) -> Result<Outputs, CliError> {
 pub(crate) fn cmd_check(args: CheckArgs) -> Result<Status, CliError> {
     // Everything that can be wrong with the arguments is found before the run.
     let (base_id, mut base) = load_baseline(&args)?;
-    only_selected(&mut base, &args.adhoc.only);
+    only_selected(&mut base, &args.measure.adhoc.only);
     let outputs = json_target(&args)?;
     if args.strict_host {
         refuse_another_host(&args.baseline, base_id, &base)?;
     }
-    let mail = match &args.save.db {
+    let mail = match &args.measure.save.db {
         Some(db) => mail_target(args.mail.as_deref(), db)?,
         None => mail_target(args.mail.as_deref(), &location(None)?.path)?,
     };
     let done = pipeline(&Request {
         config: Some(&args.config),
-        guest: args.guest.as_deref(),
-        quiet: args.quiet,
-        force: args.force,
-        save: &args.save,
+        measure: &args.measure,
         outputs: &outputs,
         out_dir: None,
         origin: Origin::Check,
-        redact: &args.reporting.redact,
-        adhoc: &args.adhoc,
-        yes: args.yes,
         trace_exits: false,
     })?;
     let report = &done.report;
@@ -171,7 +149,7 @@ pub(crate) fn cmd_check(args: CheckArgs) -> Result<Status, CliError> {
         warn("the run was interrupted: no verdict");
         return Ok(done.status);
     }
-    if base.config_name != report.config_name && !args.quiet {
+    if base.config_name != report.config_name && !args.measure.quiet {
         warn(format_args!(
             "warning: baseline {} is config {}, this run is config {}",
             escape_line(&args.baseline),
@@ -249,7 +227,7 @@ fn check_mail(args: &CheckArgs, outcome: &history::CheckOutcome) -> String {
     if args.normalised {
         command.push_str(" --normalised");
     }
-    let adhoc = args.adhoc.recorded();
+    let adhoc = args.measure.adhoc.recorded();
     if !adhoc.is_empty() {
         command.push(' ');
         command.push_str(&adhoc.flags());

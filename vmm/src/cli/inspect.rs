@@ -29,16 +29,16 @@ fn shorten_cmdline(cmdline: &str) -> String {
 pub(crate) fn cmd_host(json: bool, verbose: bool) -> Result<Status, CliError> {
     // Installed first, as every command that boots a guest does: a stop signal ends the
     // flavour probe's boot wait, and its status is 130/129 as theirs, not a kill's 143.
-    let signals = super::run::install_signals();
+    let stop = super::signals::install_signals();
     let kvm = host::open_kvm()?;
     let mut m = host::manifest(&kvm)?;
     // The declared flavour is confirmed by a guest's behaviour (a few milliseconds).
     if let Ok(image) = GuestImage::embedded() {
-        validate::probe_flavour(&kvm, &Arc::new(image), &mut m);
+        validate::probe_flavour(&kvm, &Arc::new(image), &mut m, &stop);
     }
     // A probe the signal cut short would print "flavour behaviour: unavailable" for the
     // signal's sake, not the host's: nothing is printed.
-    if let Some((signal, status)) = signals.arrived() {
+    if let Some((signal, status)) = super::signals::arrived(&stop) {
         super::error::warn(format_args!(
             "{signal}: stopped before the manifest was complete; nothing printed"
         ));

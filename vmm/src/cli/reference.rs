@@ -10,7 +10,7 @@ use irqbench::reference::{EXIT_ITERATIONS, ITERATIONS, ROUNDS, TRIP_ROUNDS};
 use super::config::load_image;
 use super::error::{warn, CliError, Status};
 use super::output::emit;
-use super::run::install_signals;
+use super::signals::install_signals;
 
 pub const AFTER_HELP: &str = "Examples:
   irqbench reference                       # 1000 rounds, 350 iterations a block
@@ -117,13 +117,13 @@ fn slices(s: &str) -> Result<u32, String> {
 pub fn cmd_reference(args: &ReferenceArgs) -> Result<Status, CliError> {
     // Installed first: from here a stop signal ends the block under way (the watchdog kicks
     // it within 50 ms) and every one after it, and is this command's to answer.
-    let signals = install_signals();
+    let stop = install_signals();
     let probe = ProbeOptions {
         rounds: args.rounds,
         iterations: args.iterations,
         exit_iterations: args.exit_iterations,
         seed: args.seed,
-        stop: Arc::clone(&signals.stop),
+        stop: stop.clone(),
         ..ProbeOptions::default()
     };
     probe
@@ -137,14 +137,14 @@ pub fn cmd_reference(args: &ReferenceArgs) -> Result<Status, CliError> {
         slices: args.slices,
     };
     let planned = estimate::estimate(&kvm, &options);
-    if let Some(status) = stopped(&signals) {
+    if let Some(status) = stopped(&stop) {
         return Ok(status);
     }
     let planned = planned.map_err(|e| CliError::Failed(irqbench::error_chain(&e, ": ")))?;
     warn(format_args!("reference: {planned}"));
     confirm(&planned, args.yes)?;
     let result = compare::compare(&kvm, &image, &options);
-    if let Some(status) = stopped(&signals) {
+    if let Some(status) = stopped(&stop) {
         return Ok(status);
     }
     let c = result.map_err(|e| CliError::Failed(irqbench::error_chain(&e, ": ")))?;
@@ -152,8 +152,8 @@ pub fn cmd_reference(args: &ReferenceArgs) -> Result<Status, CliError> {
 }
 
 /// The status of a signal that arrived, said on stderr.
-fn stopped(signals: &super::run::Signals) -> Option<Status> {
-    let (signal, status) = signals.arrived()?;
+fn stopped(stop: &irqbench::vcpu::Stop) -> Option<Status> {
+    let (signal, status) = super::signals::arrived(stop)?;
     warn(format_args!(
         "{signal}: the reference stopped before its last block; nothing is printed (a side \
          cut short would not compare like with like)"

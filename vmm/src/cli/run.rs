@@ -14,6 +14,8 @@ use irqbench::measure::session::RunOptions;
 use irqbench::report::{self, ExportFormat, OutputDir};
 use irqbench::results::redact::{redact, redact_text, Redaction};
 use irqbench::results::{HostManifest, RunReport};
+use irqbench::validate::OnFail;
+use irqbench::vcpu::Stop;
 use irqbench::{host, measure, validate};
 
 use super::config::{load_image, load_plan, PlanArgs};
@@ -21,18 +23,13 @@ use super::error::{warn, CliError, Status};
 use super::output::{emit, reported, write_one};
 use super::progress::Progress;
 use super::save::{not_over_history, run_meta, SaveArgs, Saver};
-// Where the other commands have always found them.
-use super::signals::{announce_stop, RESULTS_WHOLE};
-pub(crate) use super::signals::{install_signals, Signals};
+use super::signals::{announce_stop, arrived, install_signals, status_of, RESULTS_WHOLE};
 
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
     /// A config file, or the name of a shipped config (see `irqbench list`). Default: the
     /// built-in quick config.
     config: Option<String>,
-    /// Guest kernel ELF to boot instead of the embedded one.
-    #[arg(long, value_name = "FILE")]
-    guest: Option<PathBuf>,
     /// Write the results as JSON (and an SVG chart next to it); `-` for stdout.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
@@ -49,32 +46,54 @@ pub struct RunArgs {
     /// Write every format into a new timestamped folder under DIR (never overwritten).
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
-    /// Print nothing but errors: no progress, no notes, no table (the files asked for are
-    /// still written).
-    #[arg(long, short, conflicts_with = "verbose")]
-    quiet: bool,
     /// Print the whole report: legend, KVM stats per op, exit sites, validation detail,
     /// scaling tables, per-vCPU throughput (the default prints one screen: the answers and a
     /// compact table per group).
-    #[arg(long, short)]
+    #[arg(long, short, conflicts_with = "quiet")]
     verbose: bool,
+    #[command(flatten)]
+    pub measure: MeasureArgs,
+    /// Also count KVM's exits by hardware reason from the kvm:kvm_exit/kvm_entry tracepoints
+    /// (root, a mounted tracefs, VMX or SVM); the report says why when it cannot.
+    #[arg(long)]
+    trace_exits: bool,
+}
+
+/// What `run` and `check` share: the guest, the output on stderr, the plan's changes and
+/// length, the host validation's override, the report's exports and redaction, the history.
+#[derive(Debug, clap::Args)]
+pub struct MeasureArgs {
+    /// Guest kernel ELF to boot instead of the embedded one.
+    #[arg(long, value_name = "FILE")]
+    pub guest: Option<PathBuf>,
+    /// Print nothing but errors (and `check`'s verdict): no progress, no notes, no table (the
+    /// files asked for are still written).
+    #[arg(long, short)]
+    pub quiet: bool,
     #[command(flatten)]
     pub adhoc: PlanArgs,
     #[command(flatten)]
     pub reporting: ReportArgs,
     #[command(flatten)]
-    save: SaveArgs,
-    /// Measure and report even when the quick host validation FAILs (its lines stay above
-    /// the table and in the JSON's host.validation).
+    pub save: SaveArgs,
+    /// Measure and report (`check`: and judge) even when the quick host validation FAILs (its
+    /// lines stay above the table and in the JSON's host.validation).
     #[arg(long)]
-    force: bool,
+    pub force: bool,
     /// Run a plan whose budgets add up to more than an hour (refused without it).
     #[arg(long)]
-    yes: bool,
-    /// Also count KVM's exits by hardware reason from the kvm:kvm_exit/kvm_entry tracepoints
-    /// (root, a mounted tracefs, VMX or SVM); the report says why when it cannot.
-    #[arg(long)]
-    trace_exits: bool,
+    pub yes: bool,
+}
+
+impl MeasureArgs {
+    /// What a FAIL of the quick host validation does: `--force` decides it, here only.
+    pub fn on_fail(&self) -> OnFail {
+        if self.force {
+            OnFail::Measure
+        } else {
+            OnFail::Refuse
+        }
+    }
 }
 
 /// What `run` and `check` share about the report: dashboard exports and redaction.
@@ -211,11 +230,11 @@ fn check_outputs(args: &RunArgs) -> Result<Outputs, CliError> {
         mail: target("--mail", &args.mail)?,
         exports: Vec::new(),
     }
-    .with_exports(&args.reporting)?;
+    .with_exports(&args.measure.reporting)?;
     outputs.check(
         args.config.as_deref(),
-        args.guest.as_deref(),
-        args.save.db.as_deref(),
+        args.measure.guest.as_deref(),
+        args.measure.save.db.as_deref(),
     )?;
     Ok(outputs)
 }
@@ -223,18 +242,10 @@ fn check_outputs(args: &RunArgs) -> Result<Outputs, CliError> {
 /// What one pass through the pipeline needs.
 pub struct Request<'a> {
     pub config: Option<&'a str>,
-    pub guest: Option<&'a Path>,
-    pub quiet: bool,
-    pub force: bool,
-    pub save: &'a SaveArgs,
+    pub measure: &'a MeasureArgs,
     pub outputs: &'a Outputs,
     pub out_dir: Option<&'a Path>,
     pub origin: Origin,
-    pub redact: &'a [Redaction],
-    /// `--set` and `--only`.
-    pub adhoc: &'a PlanArgs,
-    /// `--yes`: a plan over an hour of budgets may run.
-    pub yes: bool,
     /// `--trace-exits` (`run` only).
     pub trace_exits: bool,
 }
@@ -250,20 +261,20 @@ pub struct Finished {
 pub fn pipeline(req: &Request) -> Result<Finished, CliError> {
     // Installed before anything is created (main installed them already for a command that
     // measures; this returns the same).
-    let signals = install_signals();
+    let stop = install_signals();
     let mut p = prepare(req)?;
     // A signal while the config, guest and KVM were checked: nothing was created yet.
-    if let Some((signal, status)) = signals.arrived() {
+    if let Some((signal, status)) = arrived(&stop) {
         return Err(CliError::StoppedBefore { signal, status });
     }
     // Checked, not created: a run that cannot start leaves no new database or folder behind.
-    let (saver, mut status) = Saver::prepare(req.save)?;
+    let (saver, mut status) = Saver::prepare(&req.measure.save)?;
     if let Some(base) = req.out_dir {
         report::check_out_base(base)?;
     }
-    let mut report = measure_plan(&mut p, &signals, req)?;
+    let mut report = measure_plan(&mut p, &stop, req)?;
     // Stopped before any row was measured: nothing to write or save, so nothing is created.
-    if let Some((signal, status)) = signals.arrived().filter(|_| report.results.is_empty()) {
+    if let Some((signal, status)) = arrived(&stop).filter(|_| report.results.is_empty()) {
         return Err(CliError::StoppedBefore { signal, status });
     }
     let out_dir = match req
@@ -276,32 +287,33 @@ pub fn pipeline(req: &Request) -> Result<Finished, CliError> {
         }
         made => made.and_then(Result::ok),
     };
-    if signals.stop.load(Ordering::SeqCst) && !report.partial {
+    if stop.is_set() && !report.partial {
         report.partial = true;
         report.partial_reason = Some("stopped by signal after the measuring".into());
     }
     // From here a signal leaves the results whole: the stop message says so.
     RESULTS_WHOLE.store(true, Ordering::SeqCst);
-    report.adhoc = req.adhoc.recorded();
+    let quiet = req.measure.quiet;
+    report.adhoc = req.measure.adhoc.recorded();
     report::fill_answers(&mut report);
     let hostname = host::hostname();
-    rerun_from_history(&mut report, req.save, hostname.as_deref(), p.plan.precision);
+    rerun_from_history(
+        &mut report,
+        &req.measure.save,
+        hostname.as_deref(),
+        p.plan.precision,
+    );
     // Before anything is written or saved: a redacted fact reaches no output.
     redact(&mut report, &p.redact, hostname.as_deref());
     let config_text = redact_text(&p.config_text, &p.redact, hostname.as_deref());
-    status = status.and(signals.status_of(&report));
-    status = status.and(write_outputs(
-        &report,
-        req.outputs,
-        out_dir.as_ref(),
-        req.quiet,
-    ));
+    status = status.and(status_of(&stop, &report));
+    status = status.and(write_outputs(&report, req.outputs, out_dir.as_ref(), quiet));
     if let Some(s) = &saver {
         let meta = run_meta(req.origin, &config_text, &p.image);
-        status = status.and(s.save(&report, &meta, req.quiet));
+        status = status.and(s.save(&report, &meta, quiet));
     }
     // A signal while the outputs were written or the run saved said "stopping": its status.
-    status = status.and(signals.status_of(&report));
+    status = status.and(status_of(&stop, &report));
     for line in super::progress::failure_lines(&report.failures) {
         warn(line);
     }
@@ -338,7 +350,7 @@ fn rerun_from_history(
 }
 
 pub fn cmd_run(args: &RunArgs) -> Result<Status, CliError> {
-    if args.save.no_save && args.save.db.is_some() {
+    if args.measure.save.no_save && args.measure.save.db.is_some() {
         return Err(CliError::Usage(
             "run --db names the history to save in and --no-save saves nothing: give one".into(),
         ));
@@ -346,20 +358,14 @@ pub fn cmd_run(args: &RunArgs) -> Result<Status, CliError> {
     let outputs = check_outputs(args)?;
     let done = pipeline(&Request {
         config: args.config.as_deref(),
-        guest: args.guest.as_deref(),
-        quiet: args.quiet,
-        force: args.force,
-        save: &args.save,
+        measure: &args.measure,
         outputs: &outputs,
         out_dir: args.out.as_deref(),
         origin: Origin::Run,
-        redact: &args.reporting.redact,
-        adhoc: &args.adhoc,
-        yes: args.yes,
         trace_exits: args.trace_exits,
     })?;
     // The table last: a closed stdout must not cost the files or the messages above.
-    if args.quiet || outputs.uses_stdout() {
+    if args.measure.quiet || outputs.uses_stdout() {
         return Ok(done.status);
     }
     let table = if args.verbose {
@@ -401,7 +407,7 @@ struct Prepared {
 }
 
 fn prepare(req: &Request) -> Result<Prepared, CliError> {
-    let (config, guest, yes) = (req.config, req.guest, req.yes);
+    let (config, guest, yes) = (req.config, req.measure.guest.as_deref(), req.measure.yes);
     // Config and guest errors come first, so both can be checked on a machine without KVM;
     // the vCPU limit is KVM's when it can be asked.
     let kvm = host::open_kvm();
@@ -412,12 +418,13 @@ fn prepare(req: &Request) -> Result<Prepared, CliError> {
         },
         Err(_) => Limits::default(),
     };
-    let (plan, config_text) = load_plan(config, &limits, req.adhoc)?;
+    let (plan, config_text) = load_plan(config, &limits, &req.measure.adhoc)?;
     confirm_length(&plan, yes)?;
     let image = Arc::new(load_image(guest)?);
+    let asked = &req.measure.reporting.redact;
     let redact = Redaction::ALL
         .into_iter()
-        .filter(|r| req.redact.contains(r) || plan.redact.iter().any(|n| n == r.name()))
+        .filter(|r| asked.contains(r) || plan.redact.contains(r))
         .collect();
     Ok(Prepared {
         kvm: kvm?,
@@ -431,15 +438,15 @@ fn prepare(req: &Request) -> Result<Prepared, CliError> {
 
 /// Validates the host, then runs the plan with progress on stderr. A stage that fails after
 /// a signal arrived ends with the signal's status: the user asked to stop.
-fn measure_plan(p: &mut Prepared, signals: &Signals, req: &Request) -> Result<RunReport, CliError> {
+fn measure_plan(p: &mut Prepared, stop: &Stop, req: &Request) -> Result<RunReport, CliError> {
     let probe = p
         .tsc_probe
         .take()
         .unwrap_or_else(|| validate::probes::TscProbe::start(&p.kvm));
     let p = &*p;
-    let (quiet, force) = (req.quiet, req.force);
+    let (quiet, on_fail) = (req.measure.quiet, req.measure.on_fail());
     let options = RunOptions {
-        stop: signals.stop.clone(),
+        stop: stop.clone(),
         trace_exits: req.trace_exits,
     };
     let plan = &p.plan;
@@ -469,12 +476,13 @@ fn measure_plan(p: &mut Prepared, signals: &Signals, req: &Request) -> Result<Ru
             std::thread::scope(|scope| {
                 // A signal that cut the checks short stops the run (partial, its validation
                 // recorded), rather than refusing it as a host that failed.
-                let stopped = || signals.arrived().is_some();
+                let stopped = || stop.is_set();
                 let mut validation = match RunValidation::start(
                     scope,
                     p,
                     &mut report.host,
-                    force,
+                    on_fail,
+                    stop,
                     probe,
                     not_beside,
                 ) {
@@ -488,7 +496,7 @@ fn measure_plan(p: &mut Prepared, signals: &Signals, req: &Request) -> Result<Ru
                         &mut validation,
                         RunValidation::Pending(None, String::new()),
                     );
-                    match open.finish(host, force) {
+                    match open.finish(host, on_fail) {
                         Ok(()) => true,
                         Err(r) => {
                             refused = (!stopped()).then_some(r);
@@ -510,7 +518,7 @@ fn measure_plan(p: &mut Prepared, signals: &Signals, req: &Request) -> Result<Ru
             })
         });
     bar.finish();
-    result.map_err(|e| match signals.arrived() {
+    result.map_err(|e| match arrived(stop) {
         Some((signal, status)) => CliError::Stopped {
             signal,
             status,
@@ -540,34 +548,37 @@ impl<'scope> RunValidation<'scope> {
         scope: &'scope std::thread::Scope<'scope, 'env>,
         p: &'env Prepared,
         host: &mut HostManifest,
-        force: bool,
+        on_fail: OnFail,
+        stop: &Stop,
         probe: Result<validate::probes::TscProbe, String>,
         not_beside: Option<&'static str>,
     ) -> Result<RunValidation<'scope>, validate::Refusal> {
         let (probe, why) = match not_beside {
-            None => match validate::beside::Beside::start(scope, &p.kvm, &p.image, host, probe) {
-                Ok(beside) => return Ok(RunValidation::Beside(beside)),
-                Err(_) => (
-                    validate::probes::TscProbe::start(&p.kvm),
-                    "no thread could be started for them",
-                ),
-            },
+            None => {
+                match validate::beside::Beside::start(scope, &p.kvm, &p.image, host, probe, stop) {
+                    Ok(beside) => return Ok(RunValidation::Beside(beside)),
+                    Err(_) => (
+                        validate::probes::TscProbe::start(&p.kvm),
+                        "no thread could be started for them",
+                    ),
+                }
+            }
             Some(why) => (probe, why),
         };
-        let pending = validate::begin_run(&p.kvm, &p.image, host, force, probe);
+        let pending = validate::begin_run(&p.kvm, &p.image, host, on_fail, probe, stop);
         let placement = format!("before the first group: {why}");
         record_placement(host, &placement);
         Ok(RunValidation::Pending(pending?.map(Box::new), placement))
     }
 
     /// Judges what is open and records the validation in `host`; a FAIL refuses the run.
-    fn finish(self, host: &mut HostManifest, force: bool) -> Result<(), validate::Refusal> {
+    fn finish(self, host: &mut HostManifest, on_fail: OnFail) -> Result<(), validate::Refusal> {
         let (verdict, placement) = match self {
             RunValidation::Pending(None, _) => return Ok(()),
             RunValidation::Pending(Some(pending), placement) => {
-                (validate::finish_run(*pending, host, force), placement)
+                (validate::finish_run(*pending, host, on_fail), placement)
             }
-            RunValidation::Beside(beside) => (beside.finish(host, force), BESIDE.to_string()),
+            RunValidation::Beside(beside) => (beside.finish(host, on_fail), BESIDE.to_string()),
         };
         record_placement(host, &placement);
         verdict

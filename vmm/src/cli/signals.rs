@@ -1,70 +1,48 @@
-//! SIGINT, SIGTERM and SIGHUP for the commands that measure: noted from the loader on,
-//! acted on by flags the run looks at, announced once, and turned into the exit status.
+//! SIGINT, SIGTERM and SIGHUP for the commands that measure: noted from the loader on, set
+//! on the process's one [`Stop`] that the run watches, announced once, and turned into the
+//! exit status.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
-use irqbench::measure;
 use irqbench::results::RunReport;
+use irqbench::vcpu::Stop;
 
 use super::error::{warn, Status};
 
-/// Which signal stopped the run (0: none), for the exit status.
-#[derive(Clone)]
-pub(crate) struct Signals {
-    pub(crate) stop: Arc<AtomicBool>,
-    pub(crate) which: Arc<AtomicUsize>,
+/// The name and exit status of the signal that stopped the run, if one did.
+pub(crate) fn arrived(stop: &Stop) -> Option<(&'static str, Status)> {
+    if !stop.is_set() {
+        return None;
+    }
+    Some(match stop.signal_number() {
+        Some(signal_hook::consts::SIGHUP) => ("SIGHUP", Status::Hangup),
+        Some(signal_hook::consts::SIGTERM) => ("SIGTERM", Status::Interrupted),
+        _ => ("SIGINT", Status::Interrupted),
+    })
 }
 
-impl Signals {
-    /// The status of the signal that arrived, if one did.
-    pub(crate) fn arrived(&self) -> Option<(&'static str, Status)> {
-        if !self.stop.load(Ordering::SeqCst) {
-            return None;
-        }
-        Some(match self.which.load(Ordering::SeqCst) as i32 {
-            signal_hook::consts::SIGHUP => ("SIGHUP", Status::Hangup),
-            signal_hook::consts::SIGTERM => ("SIGTERM", Status::Interrupted),
-            _ => ("SIGINT", Status::Interrupted),
-        })
-    }
-
-    /// 130/129 for a run a signal stopped, 1 when a phase failed or a row has no data (its
-    /// figure is missing: the run did not measure what it was asked to), else 0.
-    pub(crate) fn status_of(&self, report: &RunReport) -> Status {
-        let no_data = report
-            .results
-            .iter()
-            .any(|r| r.no_data.is_some() || !r.cycles_per_op.has_data());
-        // A signal after the last round (while the figures were computed, or the results
-        // written) still ends the run with its status.
-        if report.partial || self.stop.load(Ordering::SeqCst) {
-            self.arrived().map_or(Status::Interrupted, |(_, s)| s)
-        } else if !report.failures.is_empty() || no_data {
-            Status::Failed
-        } else {
-            Status::Success
-        }
+/// 130/129 for a run a signal stopped, 1 when a phase failed or a row has no data (its figure
+/// is missing: the run did not measure what it was asked to), else 0.
+pub(crate) fn status_of(stop: &Stop, report: &RunReport) -> Status {
+    let no_data = report
+        .results
+        .iter()
+        .any(|r| r.no_data.is_some() || !r.cycles_per_op.has_data());
+    // A signal after the last round (while the figures were computed, or the results written)
+    // still ends the run with its status.
+    if report.partial || stop.is_set() {
+        arrived(stop).map_or(Status::Interrupted, |(_, s)| s)
+    } else if !report.failures.is_empty() || no_data {
+        Status::Failed
+    } else {
+        Status::Success
     }
 }
 
 /// A second signal this soon after the first is the same one delivered twice: timeout(1) and
 /// a kill of the process group send it to irqbench and to its group.
-const REPEAT_NS: u64 = 300_000_000;
-
-/// When the first stop signal came (CLOCK_MONOTONIC ns; 0: none yet).
-static FIRST_SIGNAL_NS: AtomicU64 = AtomicU64::new(0);
-
-/// CLOCK_MONOTONIC in ns (async-signal-safe: clock_gettime is on POSIX's list).
-fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes the timespec we own and nothing else.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    (ts.tv_sec as u64).saturating_mul(1_000_000_000) + ts.tv_nsec as u64
-}
+const REPEAT: Duration = Duration::from_millis(300);
 
 /// Whether the command in `args` (the program name first) boots a guest or creates files a
 /// signal must not leave half made: its stop signals are handled from the start (a query keeps
@@ -128,20 +106,20 @@ static CATCH_EARLY_SIGNALS: extern "C" fn(
 /// Set once the measuring has ended and a late signal could no longer mark the run partial.
 pub(crate) static RESULTS_WHOLE: AtomicBool = AtomicBool::new(false);
 
-/// The handlers, installed once per process ([`install_signals`]).
-static SIGNALS: std::sync::OnceLock<Signals> = std::sync::OnceLock::new();
+/// The process's stop, its handlers installed once ([`install_signals`]).
+static STOP: std::sync::OnceLock<Stop> = std::sync::OnceLock::new();
 
-/// SIGINT, SIGTERM and SIGHUP (a closed terminal or ssh session) stop the run cleanly so the
-/// measured part is written; a second one exits at once, unless it is the first delivered
-/// twice (within [`REPEAT_NS`]). Installed once: a later call returns the same flags.
-pub(crate) fn install_signals() -> Signals {
-    SIGNALS.get_or_init(register_signals).clone()
+/// SIGINT, SIGTERM and SIGHUP (a closed terminal or ssh session) set the process's [`Stop`],
+/// so the run stops cleanly and the measured part is written; a second one exits at once,
+/// unless it is the first delivered twice (within [`REPEAT`]). Installed once: a later call
+/// returns the same token.
+pub(crate) fn install_signals() -> Stop {
+    STOP.get_or_init(register_signals).clone()
 }
 
-fn register_signals() -> Signals {
+fn register_signals() -> Stop {
     use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
-    let stop = Arc::new(AtomicBool::new(false));
-    let which = Arc::new(AtomicUsize::new(0));
+    let stop = Stop::new();
     for sig in [SIGINT, SIGTERM, SIGHUP] {
         let status = if sig == SIGHUP {
             Status::Hangup
@@ -149,39 +127,40 @@ fn register_signals() -> Signals {
             Status::Interrupted
         };
         let code = i32::from(status.code());
-        let second = move || {
-            // Boot waits (the validation's included) end too.
-            measure::session::request_stop();
-            let now = monotonic_ns().max(1);
-            if let Err(first) =
-                FIRST_SIGNAL_NS.compare_exchange(0, now, Ordering::SeqCst, Ordering::SeqCst)
-            {
-                if now.saturating_sub(first) >= REPEAT_NS {
-                    signal_hook::low_level::exit(code);
-                }
+        let token = stop.clone();
+        let action = move || {
+            if token.signal(sig) >= REPEAT {
+                signal_hook::low_level::exit(code);
             }
         };
-        // SAFETY: the action only stores an atomic, reads the clock, compares and swaps an
-        // atomic and may call _exit (signal_hook::low_level::exit), all async-signal-safe; it
-        // allocates nothing.
-        let _ = unsafe { signal_hook::low_level::register(sig, second) };
-        let _ = signal_hook::flag::register_usize(sig, which.clone(), sig as usize);
-        let _ = signal_hook::flag::register(sig, stop.clone());
+        // SAFETY: the action only calls Stop::signal (atomics and clock_gettime) and may call
+        // _exit (signal_hook::low_level::exit), all async-signal-safe; it allocates nothing.
+        let _ = unsafe { signal_hook::low_level::register(sig, action) };
     }
     // A signal the loader's handler noted before these existed: as if it came now.
     let early = EARLY_SIGNAL.load(Ordering::SeqCst);
     if early != 0 {
-        measure::session::request_stop();
-        let _ = FIRST_SIGNAL_NS.compare_exchange(
-            0,
-            monotonic_ns().max(1),
-            Ordering::SeqCst,
-            Ordering::SeqCst,
-        );
-        which.store(early as usize, Ordering::SeqCst);
-        stop.store(true, Ordering::SeqCst);
+        stop.signal(early);
     }
-    Signals { stop, which }
+    wake_on_signals(&stop);
+    stop
+}
+
+/// The handler may not lock, so a thread wakes the stop's waits and sleeps after each signal
+/// (every command's, not only a run's). Never joined: it ends with the process.
+fn wake_on_signals(stop: &Stop) {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP]) else {
+        return;
+    };
+    let stop = stop.clone();
+    let _ = std::thread::Builder::new()
+        .name("stop-waker".into())
+        .spawn(move || {
+            for _ in signals.forever() {
+                stop.wake();
+            }
+        });
 }
 
 /// Says at the first SIGINT, SIGTERM or SIGHUP that the run is stopping (it still writes what
@@ -198,8 +177,6 @@ pub(crate) fn announce_stop(bar: Option<indicatif::ProgressBar>) {
             let Some(sig) = signals.forever().next() else {
                 return;
             };
-            // The run's wait for its vCPUs looks at the stop flag now, not at its backstop.
-            measure::session::wake_waiters();
             let name = match sig {
                 SIGINT => "SIGINT",
                 SIGTERM => "SIGTERM",
@@ -233,25 +210,18 @@ mod tests {
     /// results written) still ends the run with 130, not 0; a row without data is 1.
     #[test]
     fn a_signal_after_the_rounds_still_exits_130_and_no_data_is_1() {
-        let signals = Signals {
-            stop: Arc::new(AtomicBool::new(false)),
-            which: Arc::new(AtomicUsize::new(0)),
-        };
+        let stop = Stop::new();
         let mut report = RunReport::default();
-        assert_eq!(signals.status_of(&report), Status::Success);
+        assert_eq!(status_of(&stop, &report), Status::Success);
         report.results.push(irqbench::results::PhaseResult {
             cycles_per_op: irqbench::results::Summary::no_data(),
             ..Default::default()
         });
-        assert_eq!(signals.status_of(&report), Status::Failed);
-        signals.stop.store(true, Ordering::SeqCst);
-        signals
-            .which
-            .store(signal_hook::consts::SIGINT as usize, Ordering::SeqCst);
-        assert_eq!(signals.status_of(&report), Status::Interrupted);
-        signals
-            .which
-            .store(signal_hook::consts::SIGHUP as usize, Ordering::SeqCst);
-        assert_eq!(signals.status_of(&report), Status::Hangup);
+        assert_eq!(status_of(&stop, &report), Status::Failed);
+        stop.signal(signal_hook::consts::SIGINT);
+        assert_eq!(status_of(&stop, &report), Status::Interrupted);
+        let hangup = Stop::new();
+        hangup.signal(signal_hook::consts::SIGHUP);
+        assert_eq!(status_of(&hangup, &report), Status::Hangup);
     }
 }

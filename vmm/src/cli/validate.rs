@@ -7,7 +7,7 @@ use irqbench::{host, validate};
 use super::config::load_image;
 use super::error::{CliError, Status};
 use super::output::{emit, emit_json};
-use super::run::install_signals;
+use super::signals::{arrived, install_signals};
 
 pub const AFTER_HELP: &str = "Examples:
   irqbench validate                  # every check, expected against measured
@@ -57,12 +57,18 @@ pub fn cmd_validate(args: &ValidateArgs) -> Result<Status, CliError> {
     // A stop signal ends the guest boots of the checks still to come; their FAILs would be
     // the signal's, not the host's, so no verdict is printed. Installed first: from here on a
     // signal is this command's to answer.
-    let signals = install_signals();
+    let stop = install_signals();
     let kvm = host::open_kvm()?;
     let mut manifest = host::manifest(&kvm)?;
     let image = Arc::new(load_image(None)?);
-    let v = validate::run(&kvm, &image, &mut manifest, irqbench::results::Scope::Full);
-    if let Some((signal, status)) = signals.arrived() {
+    let v = validate::run(
+        &kvm,
+        &image,
+        &mut manifest,
+        irqbench::results::Scope::Full,
+        &stop,
+    );
+    if let Some((signal, status)) = arrived(&stop) {
         super::error::warn(format!(
             "{signal}: the validation stopped before its last check; no verdict"
         ));

@@ -6,6 +6,7 @@
 use irqbench_abi as abi;
 use serde::{Deserialize, Serialize};
 
+use crate::results::redact::Redaction;
 use crate::results::ResultKind;
 
 use crate::identity::{Diagnostic, Subject};
@@ -322,9 +323,9 @@ pub struct Plan {
     /// A dispatch still running after this long is stopped by the watchdog; `None` = derived.
     pub phase_timeout_ms: Option<u64>,
     pub phases: Vec<PhasePlan>,
-    /// `report.redact`: the names of the facts to keep out of every output.
+    /// `report.redact`: the facts to keep out of every output.
     #[serde(default)]
-    pub redact: Vec<String>,
+    pub redact: Vec<Redaction>,
 }
 
 /// Rows one group may hold (the guest runs at most `abi::MAX_VARIANTS` blocks per round, one

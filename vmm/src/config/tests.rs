@@ -6,6 +6,7 @@ use super::spans::{key_norm, Source};
 use super::values::closest;
 use super::*;
 use crate::config::plan::{defaults, HypercallTransport, InsnId, IrqSource, StrategyId, Workload};
+use crate::results::redact::Redaction;
 use irqbench_abi as abi;
 
 const CONFIG_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../configs");
@@ -1586,7 +1587,7 @@ fn report_redact_names_facts_and_refuses_others_with_their_place() {
     let plan = ok(&format!(
         "{H}[report]\nredact = [\"hostname\", \"cmdline\"]\n"
     ));
-    assert_eq!(plan.redact, ["hostname", "cmdline"]);
+    assert_eq!(plan.redact, [Redaction::Hostname, Redaction::Cmdline]);
     assert!(ok(&format!("{H}[report]\nredact = []\n")).redact.is_empty());
     assert!(ok(H).redact.is_empty());
     bad(

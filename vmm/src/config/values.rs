@@ -408,14 +408,14 @@ impl Ctx<'_> {
     }
 
     /// `report.redact`: names of [`Redaction`]s, each once; an empty list is none.
-    fn redact(&self, list: Option<&SpannedList<String>>) -> Checked<Vec<String>> {
+    fn redact(&self, list: Option<&SpannedList<String>>) -> Checked<Vec<Redaction>> {
         let Some(list) = list.filter(|l| !l.get_ref().is_empty()) else {
             return Ok(Vec::new());
         };
         let names: Vec<&str> = Redaction::ALL.iter().map(|r| r.name()).collect();
         self.unique_list(list, "report.redact", |v, ek| {
             let i = self.choice_index(v, ek, "fact to redact", &names)?;
-            Ok((names[i].to_string(), names[i]))
+            Ok((Redaction::ALL[i], names[i]))
         })
     }
 

@@ -10,6 +10,7 @@ use super::{HistoryError, Store};
 use crate::measure::rerun::{
     rerun_interval, standard_error, EARLIER_RUNS_WINDOW, MIN_EARLIER_RUNS, RERUN_METHOD,
 };
+use crate::results::warning::{Warning, WarningKind};
 use crate::results::{ComparedMetric, ReplicateSpread, RerunLevel, RowRerun, RunReport};
 use crate::statistics::Ci;
 
@@ -148,7 +149,7 @@ pub fn fill_rerun(
 }
 
 /// The warning for comparisons whose rerun interval is wider than `precision`.
-fn wider_than(report: &RunReport, precision: f64) -> Option<String> {
+fn wider_than(report: &RunReport, precision: f64) -> Option<Warning> {
     let half = |c: &crate::results::PairedComparison| {
         c.rerun95
             .zip(c.ratio)
@@ -162,7 +163,7 @@ fn wider_than(report: &RunReport, precision: f64) -> Option<String> {
     let wide: Vec<_> = with.iter().filter(|(_, h)| *h > precision).collect();
     let (widest, h) = wide.iter().max_by(|a, b| a.1.total_cmp(&b.1))?;
     let short = |name: &str| name.split('/').nth(1).unwrap_or(name).to_owned();
-    Some(format!(
+    let figures = format!(
         "rerun intervals: {} of {} comparisons wider than the config's precision ±{}% (widest: \
          {} vs {} ±{:.2}%): the host moved that much between the earlier runs, and no run \
          length inside one run narrows it",
@@ -172,5 +173,6 @@ fn wider_than(report: &RunReport, precision: f64) -> Option<String> {
         short(&widest.b),
         short(&widest.a),
         h * 100.0
-    ))
+    );
+    Some(Warning::run(WarningKind::RerunWide, figures))
 }

@@ -158,7 +158,11 @@ impl Store {
                 // An imported file says nothing about the machine it was measured on, and a
                 // run redacted by `--redact hostname` keeps it out of the history too.
                 if meta.origin == Origin::Import
-                    || report.host.redacted.iter().any(|r| r == "hostname")
+                    || report
+                        .host
+                        .redacted
+                        .iter()
+                        .any(|r| r == crate::results::redact::Redaction::Hostname.name())
                 {
                     String::new()
                 } else {

@@ -1025,7 +1025,7 @@ fn three_earlier_runs_give_rerun_intervals_and_two_do_not() {
     assert!(
         next.warnings
             .iter()
-            .any(|w| w.contains("1 of 1 comparisons wider")),
+            .any(|w| w.to_string().contains("1 of 1 comparisons wider")),
         "{:?}",
         next.warnings
     );

@@ -318,7 +318,7 @@ mod tests {
             !report
                 .warnings
                 .iter()
-                .any(|w| w.starts_with("invariant broken")),
+                .any(|w| w.figures.starts_with("invariant broken")),
             "{:?}",
             report.warnings
         );

@@ -14,6 +14,7 @@
 use thiserror::Error;
 
 use crate::config::plan::HypercallTransport;
+use crate::results::warning::{Warning, WarningKind};
 pub use crate::results::CountEstimate;
 use crate::statistics::{Ci, Estimate};
 
@@ -220,7 +221,7 @@ impl InvariantViolation {
 
 /// The report's warnings for `found` (what broke, with the row or group it broke in): one line
 /// per law, listing every row that broke it, in the order they were found.
-pub fn violation_warnings(found: &[(String, InvariantViolation)]) -> Vec<String> {
+pub fn violation_warnings(found: &[(String, InvariantViolation)]) -> Vec<Warning> {
     let mut laws: Vec<(&'static str, Vec<String>)> = Vec::new();
     for (row, v) in found {
         let entry = format!("{row} ({})", v.detail());
@@ -231,13 +232,14 @@ pub fn violation_warnings(found: &[(String, InvariantViolation)]) -> Vec<String>
     }
     laws.into_iter()
         .map(|(law, rows)| {
-            format!(
+            let figures = format!(
                 "invariant broken in {} {}: {law}: {}. The counts of these rows do not add up: \
                  treat their event figures as suspect",
                 rows.len(),
                 if rows.len() == 1 { "row" } else { "rows" },
                 rows.join("; ")
-            )
+            );
+            Warning::run(WarningKind::InvariantBroken, figures)
         })
         .collect()
 }
@@ -609,7 +611,10 @@ mod tests {
                 check_taken_within_raised(601, 600).unwrap_err(),
             ),
         ];
-        let lines = violation_warnings(&found);
+        let lines: Vec<String> = violation_warnings(&found)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
         assert_eq!(lines.len(), 3, "{lines:#?}");
         assert!(
             lines[0].starts_with("invariant broken in 2 rows: KVM exits ≥"),

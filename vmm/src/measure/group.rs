@@ -2,7 +2,6 @@
 //! row's CI reaches the plan's precision or the group's time budget runs out ([`super::pacing`]
 //! sizes the dispatches and holds the budget and the `min_rounds` floor).
 
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use irqbench_abi::{self as abi, PhaseDescriptor};
@@ -15,6 +14,7 @@ use super::replicate_rows;
 use super::rows::{self, GroupOutcome};
 use crate::config::plan::{PhasePlan, Plan, Workload};
 use crate::measure::session::{PhaseError, RunOptions, Session, Step};
+use crate::results::warning::{Warning, WarningKind};
 use crate::results::{Ci, PhaseResult, ResultKind};
 
 /// Where calibration starts (operations per block).
@@ -95,7 +95,7 @@ impl GroupRun<'_> {
     ) -> Result<crate::measure::session::Dispatch, PhaseError> {
         let timeout = self.timeout(expected);
         let irq = self.rows[0].irq;
-        self.sessions[r].dispatch(desc, irq, timeout, &self.options.stop)
+        self.sessions[r].dispatch(desc, irq, timeout)
     }
 
     /// Block size n: the slowest variant's block lasts about `block_us`; and the cycles one
@@ -226,7 +226,7 @@ impl GroupRun<'_> {
             );
         }
         // A signal while the figures were computed: they are complete, the run is not.
-        outcome.interrupted |= self.options.stop.load(Ordering::SeqCst);
+        outcome.interrupted |= self.options.stop.is_set();
         self.mark_short(&mut outcome, &pacer, collected.rounds, end);
         if matches!(end, Some(End::Budget)) && outcome.results.iter().all(|r| r.precision_reached) {
             let judged = match &tables {
@@ -317,7 +317,7 @@ impl GroupRun<'_> {
                     .extend(std::iter::repeat_n(r, rounds as usize));
                 pacer.observe(rounds, sent.elapsed());
                 first_round += rounds;
-                if self.options.stop.load(Ordering::SeqCst) {
+                if self.options.stop.is_set() {
                     ran.interrupted = true;
                     return Ok(ran);
                 }
@@ -375,10 +375,14 @@ impl GroupRun<'_> {
             Some(End::Cap) => pacer.cap_warning(&group.to_string(), done),
             // A signal: the run is marked partial, which says it.
             _ if outcome.interrupted => return,
-            _ => format!(
-                "{group}: {done} of {} rounds: the group keeps at most {done} rounds in \
-                 memory; its rows are marked min_rounds_missed",
-                self.min_rounds_named()
+            _ => Warning::about(
+                WarningKind::RoundsInMemory,
+                group,
+                format!(
+                    "{done} of {} rounds: the group keeps at most {done} rounds in memory; its \
+                     rows are marked min_rounds_missed",
+                    self.min_rounds_named()
+                ),
             ),
         };
         outcome.warnings.push(why);
@@ -474,7 +478,7 @@ fn block_ops_advice(n: u64, budget: f64, round_secs: f64) -> String {
 /// Why a group whose rows all reached their precision still ran out its budget: some
 /// comparison did not (its rows' `~` marks cannot say so); `judged` is whether its
 /// comparisons are precise and the worst relative half-width.
-fn comparisons_warning(rows: &[&PhasePlan], judged: (bool, f64), plan: &Plan) -> Option<String> {
+fn comparisons_warning(rows: &[&PhasePlan], judged: (bool, f64), plan: &Plan) -> Option<Warning> {
     let (precise, worst) = judged;
     (!precise).then(|| {
         // Not precise with every half-width within: a pair lacked the rounds to judge.
@@ -483,11 +487,12 @@ fn comparisons_warning(rows: &[&PhasePlan], judged: (bool, f64), plan: &Plan) ->
         } else {
             "a comparison has fewer than 6 undisturbed paired rounds".into()
         };
-        format!(
-            "{}: run.max_seconds = {} ran out before every comparison's ratio CI was within \
+        let figures = format!(
+            "run.max_seconds = {} ran out before every comparison's ratio CI was within \
              run.precision = {} ({worst}), though its rows' were",
-            rows[0].group, plan.max_seconds, plan.precision
-        )
+            plan.max_seconds, plan.precision
+        );
+        Warning::about(WarningKind::ComparisonsImprecise, &rows[0].group, figures)
     })
 }
 
@@ -542,7 +547,8 @@ mod tests {
                 precision: 0.005,
                 ..Plan::single(Workload::Doorbells, 1, 1)
             };
-            let why = comparisons_warning(&rows, comparisons_precise(&rows, &t, 1e9, 0.005), &plan);
+            let why = comparisons_warning(&rows, comparisons_precise(&rows, &t, 1e9, 0.005), &plan)
+                .map(|w| w.to_string());
             assert_eq!(why.is_none(), want, "{why:?}");
             if let Some(why) = why {
                 assert!(why.contains("run.precision = 0.005 (worst ±"), "{why}");
@@ -559,7 +565,8 @@ mod tests {
             ..Plan::single(Workload::Doorbells, 1, 1)
         };
         let why = comparisons_warning(&rows, comparisons_precise(&rows, &t, 1e9, 0.005), &plan)
-            .expect("a warning");
+            .expect("a warning")
+            .to_string();
         assert!(
             why.contains("fewer than 6 undisturbed paired rounds"),
             "{why}"

@@ -2,21 +2,21 @@
 //! events (`pv-event`) at a rate while the phase runs. `lapic-timer` needs no thread: the guest
 //! programs its own in-kernel LAPIC.
 //!
-//! The thread never sleeps longer than [`SLICE`] before looking at its stop flag, and `stop`
-//! unparks it, so stopping a phase (a signal, the end of a dispatch) never waits for a period,
+//! The thread never sleeps longer than [`SLICE`] before looking at its [`Stop`], and `stop`
+//! wakes it, so stopping a phase (a signal, the end of a dispatch) never waits for a period,
 //! however slow the rate. A schedule carries over from one dispatch to the next ([`Resume`]):
 //! a load slower than one dispatch still raises its events at its rate across the rounds.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::config::plan::{HostRaise, IrqSource};
 use crate::machine::Mailbox;
-use crate::vcpu::VcpuControl;
+use crate::vcpu::{Stop, VcpuControl};
 
-/// The longest the load thread waits before looking at its stop flag again.
+/// The longest the load thread waits before looking at its stop again.
 const SLICE: Duration = Duration::from_millis(20);
 /// Ticks the thread may fall behind (host busy) before it skips them rather than burst.
 const MAX_BEHIND: u32 = 4;
@@ -40,7 +40,8 @@ pub enum IrqLoadError {
 #[derive(Debug)]
 pub struct IrqLoad {
     irq: IrqSource,
-    stop: Arc<AtomicBool>,
+    /// Ends the thread (a dispatch's own: the run's stop ends the dispatch, which sets it).
+    stop: Stop,
     thread: Option<JoinHandle<Option<Instant>>>,
 }
 
@@ -79,7 +80,7 @@ impl IrqLoad {
         mailbox: &Mailbox,
         resume: Option<Resume>,
     ) -> IrqLoad {
-        let stop = Arc::new(AtomicBool::new(false));
+        let stop = Stop::new();
         let Some((raise, rate)) = irq.host_raised() else {
             return IrqLoad {
                 irq,
@@ -99,11 +100,11 @@ impl IrqLoad {
             .name("irq-source".into())
             .spawn(move || {
                 let mut tick = first;
-                while !flag.load(Ordering::SeqCst) {
+                while !flag.is_set() {
                     let now = Instant::now();
                     let wait = wait_for(tick, now);
                     if !wait.is_zero() {
-                        std::thread::park_timeout(wait);
+                        flag.sleep(wait);
                         continue;
                     }
                     raise_all(raise, &controls, &mailbox);
@@ -121,11 +122,10 @@ impl IrqLoad {
     /// Stops the thread (it wakes at once) and returns where its schedule stood; an error when
     /// the thread panicked, so a load that silently stopped cannot pass for one that ran.
     pub fn stop(mut self) -> Result<Option<Resume>, IrqLoadError> {
-        self.stop.store(true, Ordering::SeqCst);
+        self.stop.request();
         let Some(t) = self.thread.take() else {
             return Ok(None);
         };
-        t.thread().unpark();
         match t.join() {
             Ok(next) => Ok(next.map(|next| Resume {
                 irq: self.irq,

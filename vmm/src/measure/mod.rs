@@ -9,7 +9,6 @@
 //! until every row reaches the plan's precision or its time budget ([`group`]).
 //! docs/ARCHITECTURE.md describes the whole flow.
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -304,7 +303,7 @@ pub fn run_prepared(
     let total = groups.len();
     for (i, rows) in groups.into_iter().enumerate() {
         let first = rows[0];
-        if options.stop.load(Ordering::SeqCst) {
+        if options.stop.is_set() {
             mark_stopped(&mut report, "before", &first.group);
             break;
         }
@@ -324,7 +323,7 @@ pub fn run_prepared(
                 irqchip,
                 hypercall_exits: plan.hypercall == HypercallTransport::Vmcall,
             };
-            match boot_replicates(kvm, image, config, plan) {
+            match boot_replicates(kvm, image, config, plan, &options.stop) {
                 Ok(booted) => {
                     for s in &booted {
                         record_pinning(&mut report.host, s.pinning.as_ref());
@@ -402,10 +401,11 @@ fn boot_replicates(
     image: &Arc<GuestImage>,
     config: MachineConfig,
     plan: &Plan,
+    stop: &crate::vcpu::Stop,
 ) -> Result<Vec<Session>, PhaseError> {
     let mut booted = Vec::new();
     for _ in 0..plan.replicates.max(1) {
-        match Session::boot(kvm, image, config, plan.hypercall, plan.pin_vcpus) {
+        match Session::boot(kvm, image, config, plan.hypercall, plan.pin_vcpus, stop) {
             Ok(s) => booted.push(s),
             Err(e) => {
                 for s in booted {
@@ -462,7 +462,7 @@ fn gate_before_failure(
 
 /// A gate that said no because a signal arrived (not a refusal): the run stopped there.
 fn stopped_at_gate(report: &mut RunReport, options: &RunOptions) {
-    if options.stop.load(Ordering::SeqCst) && !report.partial {
+    if options.stop.is_set() && !report.partial {
         mark_stopped(report, "during", "the host validation");
     }
 }
@@ -482,7 +482,7 @@ fn close_run(
     started: Instant,
 ) {
     // A signal after the last group's rounds (its figures, the shutdown) still stops the run.
-    if options.stop.load(Ordering::SeqCst) && !report.partial {
+    if options.stop.is_set() && !report.partial {
         report.partial = true;
         report.partial_reason = Some("stopped by signal after the last group's rounds".into());
     }
@@ -703,7 +703,7 @@ mod tests {
         let warned = report
             .warnings
             .iter()
-            .any(|w| w.contains("min_rounds_missed"));
+            .any(|w| w.figures.contains("min_rounds_missed"));
         assert_eq!(r.rounds < 500, r.min_rounds_missed, "{} rounds", r.rounds);
         assert_eq!(warned, r.min_rounds_missed, "{:?}", report.warnings);
         // On a host where a round takes under 2 ms (this one: ~1 ms) the floor is reached.
@@ -1002,7 +1002,7 @@ mod tests {
         let report = run_plan(&kvm, &plan, &image(), &options, &mut |i, _, _, _| {
             seen = i;
             if i == 3 {
-                stop.store(true, Ordering::SeqCst);
+                stop.request();
             }
         })
         .expect("run");
@@ -1036,7 +1036,10 @@ mod tests {
         // On PVM a strategy loop takes under 1% of the ticks (0 of 921 happens); the count can
         // never be far above what the span holds.
         assert!(t.delivered as f64 <= t.expected * 1.1 + 5.0, "{t:?}");
-        let warned = report.warnings.iter().any(|w| w.contains(&r.name));
+        let warned = report
+            .warnings
+            .iter()
+            .any(|w| w.to_string().contains(&r.name));
         assert_eq!(warned, t.delivered_fraction < 0.9, "{:?}", report.warnings);
     }
 
@@ -1083,11 +1086,14 @@ mod tests {
         let quiet = &report.results[1];
         assert_eq!(quiet.irq_source, IrqSource::None.label());
         assert_eq!(quiet.irq_delivery, None);
-        assert!(!report.warnings.iter().any(|w| w.contains(&quiet.name)));
-        let warned = report
+        assert!(!report
             .warnings
             .iter()
-            .any(|w| w.starts_with(&format!("{}: the guest took", r.name)));
+            .any(|w| w.to_string().contains(&quiet.name)));
+        let warned = report.warnings.iter().any(|w| {
+            w.to_string()
+                .starts_with(&format!("{}: the guest took", r.name))
+        });
         assert_eq!(
             warned,
             d.expected >= rows::DELIVERY_WARN_MIN_EXPECTED
@@ -1292,10 +1298,7 @@ mod tests {
     }
 
     /// Spins on `cpu` until `stop`: competes with a vCPU thread pinned there.
-    fn competitor(
-        cpu: usize,
-        stop: Arc<std::sync::atomic::AtomicBool>,
-    ) -> std::thread::JoinHandle<()> {
+    fn competitor(cpu: usize, stop: crate::vcpu::Stop) -> std::thread::JoinHandle<()> {
         std::thread::spawn(move || {
             // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET and sched_setaffinity
             // only touch the set we own, for the calling thread.
@@ -1306,9 +1309,9 @@ mod tests {
             };
             // Before the spin, so that a failure cannot leave it running.
             if rc != 0 {
-                stop.store(true, Ordering::Relaxed);
+                stop.request();
             }
-            while !stop.load(Ordering::Relaxed) {
+            while !stop.is_set() {
                 std::hint::spin_loop();
             }
             assert_eq!(rc, 0, "pinning the competitor to CPU {cpu}");
@@ -1349,10 +1352,10 @@ mod tests {
         plan.max_seconds = 3.0;
         let Some(quiet) = run(&plan) else { return };
         let cpu = pinning::allowed_cpus().expect("mask")[0];
-        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stop = crate::vcpu::Stop::new();
         let spinner = competitor(cpu, stop.clone());
         let busy = run(&plan);
-        stop.store(true, Ordering::Relaxed);
+        stop.request();
         spinner.join().expect("competitor");
         let busy = busy.expect("run");
         assert_eq!(
@@ -1415,10 +1418,10 @@ mod tests {
             return;
         }
         let cpu = pinning::allowed_cpus().expect("mask")[0];
-        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stop = crate::vcpu::Stop::new();
         let spinner = competitor(cpu, stop.clone());
         let busy = run(&plan);
-        stop.store(true, Ordering::Relaxed);
+        stop.request();
         spinner.join().expect("competitor");
         let b = &busy.expect("run").results[0];
         eprintln!(

@@ -9,6 +9,8 @@
 
 use std::time::Duration;
 
+use crate::results::warning::{Warning, WarningKind};
+
 /// A dispatch (many rounds) should last about this long: long enough that the dispatch's fixed
 /// cost (~0.15 ms) is small, short enough to check precision and Ctrl-C often.
 pub const DISPATCH_TARGET: Duration = Duration::from_millis(100);
@@ -111,16 +113,17 @@ impl Pacer {
     }
 
     /// The warning for rows that ended at the cap with `done` of `min_rounds`.
-    pub fn cap_warning(&self, group: &str, done: u32) -> String {
-        format!(
-            "{group}: {done} of run.min_rounds = {} rounds: one round took about {:.1} ms, so \
+    pub fn cap_warning(&self, group: &str, done: u32) -> Warning {
+        let figures = format!(
+            "{done} of run.min_rounds = {} rounds: one round took about {:.1} ms, so \
              {CAP_FACTOR} × run.max_seconds ({:.1} s), the most a group may run to reach \
              min_rounds, ran out first; its rows are marked min_rounds_missed (lower min_rounds \
              or block_us, or raise max_seconds)",
             self.min_rounds,
             self.round.as_secs_f64() * 1000.0,
             self.cap.as_secs_f64()
-        )
+        );
+        Warning::about(WarningKind::RoundsCapped, group, figures)
     }
 }
 

@@ -317,8 +317,10 @@ mod tests {
         assert!(half < 0.01, "{ratio:?}");
         assert_eq!(outcome.warnings.len(), 1, "{:?}", outcome.warnings);
         assert!(
-            outcome.warnings[0].starts_with("g: ")
-                && outcome.warnings[0].contains("moved between replicates"),
+            outcome.warnings[0].to_string().starts_with("g: ")
+                && outcome.warnings[0]
+                    .figures
+                    .contains("moved between replicates"),
             "{:?}",
             outcome.warnings
         );

@@ -15,6 +15,7 @@
 
 use statrs::distribution::{ContinuousCDF, StudentsT};
 
+use crate::results::warning::{Warning, WarningKind};
 use crate::statistics::{self, Ci, Estimate};
 
 /// The method of every combined CI, as the report names it.
@@ -130,16 +131,17 @@ pub fn estimate_text(e: f64) -> String {
 
 /// The warning for a figure whose replicates moved apart ([`Combined::between_dominates`]):
 /// `what` names it ("strategies/0: native-popf cycles/op").
-pub fn moved_warning(what: &str, c: &Combined) -> String {
+pub fn moved_warning(what: &str, c: &Combined) -> Warning {
     let shown: Vec<String> = c.estimates.iter().map(|e| estimate_text(*e)).collect();
-    format!(
-        "{what}: the host moved between replicates: their estimates ({}) lie {:.2}% apart, \
+    let figures = format!(
+        "the host moved between replicates: their estimates ({}) lie {:.2}% apart, \
          {:.0}% of their spread beyond what each replicate's own CI explains; the combined CI \
          holds that move",
         shown.join(", "),
         c.relative_spread() * 100.0,
         c.between_share * 100.0
-    )
+    );
+    Warning::about(WarningKind::ReplicatesMoved, what, figures)
 }
 
 #[cfg(test)]
@@ -255,7 +257,7 @@ mod tests {
         // t(2) = 4.303, sd 0.1: ±0.248.
         assert!((moved.ci95.hi - 1.1 - 4.303 * 0.1 / 3f64.sqrt()).abs() < 1e-3);
         assert!(moved.between_dominates(), "{moved:?}");
-        let line = moved_warning("g: a cycles/op", &moved);
+        let line = moved_warning("g: a cycles/op", &moved).to_string();
         assert!(line.contains("18.18% apart"), "{line}");
         let still = combine(&[w(1.0), w(1.001), w(0.999)]).expect("combined");
         assert_eq!(still.between_share, 0.0, "{still:?}");

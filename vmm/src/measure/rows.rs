@@ -12,6 +12,7 @@ use super::estimators::{self, Cell, Metric, RoundTable};
 use crate::config::plan::{HypercallTransport, IrqSource, PhasePlan, StrategyId, Workload};
 use crate::identity::InsnId;
 use crate::machine::image::GuestImage;
+use crate::results::warning::{Warning, WarningKind};
 use crate::results::{
     Ci, ComparedMetric, CountEstimate, IrqDelivery, LockStats, PairedComparison, PairedDifference,
     PhaseResult, Summary, TimerTicks,
@@ -48,7 +49,7 @@ pub struct GroupOutcome {
     /// VM-wide KVM stats that moved, totals over the group's dispatches.
     pub vm_stats: BTreeMap<String, u64>,
     /// Warnings about the group's figures (`RunReport::warnings`).
-    pub warnings: Vec<String>,
+    pub warnings: Vec<Warning>,
     /// Laws of counting the figures break, with the row (or `group NAME`) that breaks each;
     /// the run reports them one line per law ([`counts::violation_warnings`]).
     pub violations: Vec<(String, InvariantViolation)>,
@@ -116,10 +117,13 @@ pub(super) fn build(
         .filter_map(|r| r.no_data.as_ref().map(|why| format!("{} {why}", r.name)))
         .collect();
     if !empty.is_empty() {
-        warnings.push(format!(
-            "no data: {} row(s) kept no round, so they have no figure: {}",
-            empty.len(),
-            empty.join("; ")
+        warnings.push(Warning::run(
+            WarningKind::NoData,
+            format!(
+                "no data: {} row(s) kept no round, so they have no figure: {}",
+                empty.len(),
+                empty.join("; ")
+            ),
         ));
     }
     if let Some(broken) = breakdown::check_group(run.rows, collected) {
@@ -241,7 +245,7 @@ fn timer_ticks(irq: &IrqSource, cycles: u64, interrupts: u64, tsc_hz: f64) -> Op
 }
 
 /// The warning for a row whose delivered ticks fall short of [`TICKS_WARN_BELOW`].
-fn ticks_warning(name: &str, t: &TimerTicks) -> Option<String> {
+fn ticks_warning(name: &str, t: &TimerTicks) -> Option<Warning> {
     if t.expected < 1.0 || t.delivered_fraction >= TICKS_WARN_BELOW {
         return None;
     }
@@ -254,8 +258,8 @@ fn ticks_warning(name: &str, t: &TimerTicks) -> Option<String> {
     } else {
         "none at all".to_string()
     };
-    Some(format!(
-        "{name}: the guest took {} of the {:.0} LAPIC timer interrupts its {} µs period asks \
+    let figures = format!(
+        "the guest took {} of the {:.0} LAPIC timer interrupts its {} µs period asks \
          for during its blocks ({:.0}%; {every}), so it ran under a lighter interrupt load than \
          its name says. KVM fires a periodic LAPIC timer from a host hrtimer and injects the \
          tick at a later guest entry: an emulating (PVM) or busy host delivers a fraction of them",
@@ -263,7 +267,8 @@ fn ticks_warning(name: &str, t: &TimerTicks) -> Option<String> {
         t.expected,
         t.period_us,
         t.delivered_fraction * 100.0
-    ))
+    );
+    Some(Warning::about(WarningKind::TicksShort, name, figures))
 }
 
 /// How much of its interrupt load row `r` took during its blocks (`lapic-timer` ticks, `inject`
@@ -275,7 +280,7 @@ fn load_delivery(
     sums: &VariantSums,
     tsc_hz: f64,
     raised_hz: Option<f64>,
-) -> Vec<String> {
+) -> Vec<Warning> {
     r.timer_ticks = timer_ticks(irq, sums.cycles, sums.counts.interrupts, tsc_hz);
     r.irq_delivery = irq_delivery(irq, sums.cycles, sums.counts.interrupts, tsc_hz, raised_hz);
     let ticks = r
@@ -358,7 +363,7 @@ fn fell_behind(d: &IrqDelivery) -> bool {
 
 /// The warning for an `inject` row whose delivered interrupts fall short of
 /// [`DELIVERY_WARN_BELOW`] of at least [`DELIVERY_WARN_MIN_EXPECTED`].
-fn delivery_warning(name: &str, d: &IrqDelivery) -> Option<String> {
+fn delivery_warning(name: &str, d: &IrqDelivery) -> Option<Warning> {
     let fraction = d.delivered_fraction?;
     if d.expected < DELIVERY_WARN_MIN_EXPECTED
         || (fraction >= DELIVERY_WARN_BELOW && !fell_behind(d))
@@ -375,8 +380,8 @@ fn delivery_warning(name: &str, d: &IrqDelivery) -> Option<String> {
     } else {
         String::new()
     };
-    Some(format!(
-        "{name}: the guest took {} of the ~{:.0} interrupts its inject load raises during its \
+    let figures = format!(
+        "the guest took {} of the ~{:.0} interrupts its inject load raises during its \
          blocks ({:.0}%; a load of ~{:.0} Hz where {} Hz was asked){behind}, so its exits/op and \
          cycles/op are under a lighter interrupt load than its name says. Likely causes of \
          interrupts not taken: one raised while one is still pending (a vCPU off its CPU \
@@ -388,7 +393,8 @@ fn delivery_warning(name: &str, d: &IrqDelivery) -> Option<String> {
         fraction * 100.0,
         kept * fraction,
         d.rate_hz
-    ))
+    );
+    Some(Warning::about(WarningKind::InjectShort, name, figures))
 }
 
 /// What every cycle figure counts (see `RunReport::cycles_source` for why not core cycles).
@@ -565,7 +571,9 @@ mod tests {
         let t = timer_ticks(&lapic, 20_000_000, 12, 1e9).expect("lapic row");
         assert!((t.expected - 100.0).abs() < 1e-9, "{t:?}");
         assert!((t.delivered_fraction - 0.12).abs() < 1e-9);
-        let w = ticks_warning("lt/native-popf", &t).expect("12% < 90%");
+        let w = ticks_warning("lt/native-popf", &t)
+            .expect("12% < 90%")
+            .to_string();
         for part in [
             "lt/native-popf",
             "12 of the 100",
@@ -581,6 +589,7 @@ mod tests {
         let none = timer_ticks(&lapic, 20_000_000, 0, 1e9).expect("lapic row");
         assert!(ticks_warning("x", &none)
             .expect("0%")
+            .figures
             .contains("none at all"));
         assert_eq!(timer_ticks(&IrqSource::None, 1, 1, 1e9), None);
     }
@@ -593,7 +602,9 @@ mod tests {
         assert!((d.expected - 100.0).abs() < 1e-9, "{d:?}");
         assert_eq!((d.rate_hz, d.delivered), (5000.0, 38));
         assert!((d.delivered_fraction.expect("expected > 0") - 0.38).abs() < 1e-9);
-        let w = delivery_warning("inj/native-popf/n0/inject@5000Hz/1v", &d).expect("38% < 80%");
+        let w = delivery_warning("inj/native-popf/n0/inject@5000Hz/1v", &d)
+            .expect("38% < 80%")
+            .to_string();
         for part in [
             "inj/native-popf/n0/inject@5000Hz/1v: ",
             "took 38 of the ~100 interrupts",
@@ -633,7 +644,9 @@ mod tests {
         assert!((d.expected - 3934.0).abs() < 1e-6, "{d:?}");
         let fraction = d.delivered_fraction.expect("expected > 0");
         assert!(fraction > DELIVERY_WARN_BELOW, "{fraction}");
-        let w = delivery_warning("r/native-popf/n0/inject@1000000Hz/1v", &d).expect("behind");
+        let w = delivery_warning("r/native-popf/n0/inject@1000000Hz/1v", &d)
+            .expect("behind")
+            .figures;
         for part in [
             "raised only ~9835 Hz of its 1000000 Hz",
             "took 3900 of the ~3934",

@@ -2,7 +2,7 @@
 //! validated records, stop (watchdog, Ctrl-C) and shut down without leaking a thread or an fd.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -19,62 +19,21 @@ use crate::machine::{IrqchipMode, Machine, MachineConfig, Mailbox};
 use crate::measure::irq_load::{IrqLoad, Resume};
 use crate::measure::pinning::{self, Pinning};
 use crate::vcpu::protocol::{self, ValidRecord};
+use crate::vcpu::stop::WakerGuard;
 use crate::vcpu::{
-    self, PhaseSample, VcpuCommand, VcpuContext, VcpuControl, VcpuEvent, VcpuOutcome,
+    self, PhaseSample, Stop, VcpuCommand, VcpuContext, VcpuControl, VcpuEvent, VcpuOutcome,
 };
 
 /// How long a fresh guest may take to ring its BOOTED doorbell.
 const BOOT_TIMEOUT: Duration = Duration::from_secs(30);
-/// How often a wait that has no stop flag of its own (the boot) looks at [`stop_requested`].
+/// How often the boot wait looks at the stop when no waker comes (a stop set without a wake).
 const STOP_POLL: Duration = Duration::from_millis(100);
 
-/// Set (from a signal handler) when the process should stop: waits that cannot be handed the
-/// run's stop flag, such as a boot during the host validation, end within [`STOP_POLL`].
-static STOP_REQUESTED: AtomicBool = AtomicBool::new(false);
-
-/// Asks every boot wait of the process to give up. Async-signal-safe (one atomic store).
-pub fn request_stop() {
-    STOP_REQUESTED.store(true, Ordering::SeqCst);
-}
-
-/// Whether a signal asked the process to stop (the host validation's checks it cut short are
-/// not judged).
-pub fn stop_requested() -> bool {
-    STOP_REQUESTED.load(Ordering::SeqCst)
-}
-
-/// The longest a dispatch's wait goes without looking at the stop flags when no
-/// [`wake_waiters`] comes (a stop flag set by something other than the signal listener): longer
-/// than a dispatch (~100 ms), so the main thread does not wake while the vCPUs run blocks.
+/// The longest a dispatch's wait goes without looking at the stop when no wake comes (a stop set
+/// by a signal whose listener has not woken it yet): longer than a dispatch (~100 ms), so the
+/// main thread does not wake while the vCPUs run blocks.
 const STOP_BACKSTOP: Duration = Duration::from_millis(500);
 
-/// The event channels of the live sessions, by session id: [`wake_waiters`] wakes their waits.
-static WAITERS: Mutex<Vec<(u64, Sender<VcpuEvent>)>> = Mutex::new(Vec::new());
-static NEXT_WAITER: AtomicU64 = AtomicU64::new(0);
-
-/// Wakes every session's wait for its vCPUs, which then looks at the stop flags: called by the
-/// signal listener after a SIGINT, SIGTERM or SIGHUP (not from the handler: it locks).
-pub fn wake_waiters() {
-    if let Ok(waiters) = WAITERS.lock() {
-        for (_, tx) in waiters.iter() {
-            let _ = tx.send(VcpuEvent::Wake);
-        }
-    }
-}
-
-fn register_waiter(tx: Sender<VcpuEvent>) -> u64 {
-    let id = NEXT_WAITER.fetch_add(1, Ordering::Relaxed);
-    if let Ok(mut waiters) = WAITERS.lock() {
-        waiters.push((id, tx));
-    }
-    id
-}
-
-fn unregister_waiter(id: u64) {
-    if let Ok(mut waiters) = WAITERS.lock() {
-        waiters.retain(|(i, _)| *i != id);
-    }
-}
 /// How long vCPU threads get to stop after being told to.
 const STOP_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -102,21 +61,13 @@ pub enum PhaseError {
 }
 
 /// Knobs of one run that are not part of the plan.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct RunOptions {
-    /// Set from a signal handler: stop between (or inside) phases and return what was measured.
-    pub stop: Arc<AtomicBool>,
+    /// The run's stop (the CLI's is set by its signal handler): stop between (or inside)
+    /// phases and return what was measured.
+    pub stop: Stop,
     /// `--trace-exits`: trace KVM's exits of each group from tracefs (`RunReport::exit_trace`).
     pub trace_exits: bool,
-}
-
-impl Default for RunOptions {
-    fn default() -> Self {
-        RunOptions {
-            stop: Arc::new(AtomicBool::new(false)),
-            trace_exits: false,
-        }
-    }
 }
 
 /// Progress callback: (group index, group count, group name, step). Called on the main thread
@@ -222,8 +173,10 @@ pub struct Session {
     pub image: Arc<GuestImage>,
     /// Where the interrupt load's schedule stood after the last dispatch.
     load_resume: Option<Resume>,
-    /// This session's entry in [`WAITERS`].
-    waiter: u64,
+    /// The run's stop: every wait of the session watches it.
+    stop: Stop,
+    /// Wakes this session's waits when the stop is woken.
+    _waker: WakerGuard,
     _machine_vm: kvm_ioctls::VmFd,
 }
 
@@ -238,13 +191,15 @@ impl std::fmt::Debug for Session {
 }
 
 impl Session {
-    /// Creates the VM, starts the vCPU threads and waits until every guest CPU has booted.
+    /// Creates the VM, starts the vCPU threads and waits until every guest CPU has booted;
+    /// every wait of the session (this boot's too) ends when `stop` is set.
     pub fn boot(
         kvm: &Kvm,
         image: &Arc<GuestImage>,
         config: MachineConfig,
         hypercall: HypercallTransport,
         pin: bool,
+        stop: &Stop,
     ) -> Result<Session, PhaseError> {
         vcpu::install_kick_handler();
         let machine =
@@ -279,7 +234,13 @@ impl Session {
                 .unwrap_or(HypercallInsn::Vmcall),
             image: image.clone(),
             load_resume: None,
-            waiter: register_waiter(event_tx.clone()),
+            stop: stop.clone(),
+            _waker: {
+                let wake = event_tx.clone();
+                stop.on_wake(move || {
+                    let _ = wake.send(VcpuEvent::Wake);
+                })
+            },
             _machine_vm: vm,
         };
         for (index, fd) in vcpus.into_iter().enumerate() {
@@ -317,7 +278,7 @@ impl Session {
         let deadline = Instant::now() + BOOT_TIMEOUT;
         let mut booted = 0;
         while booted < vcpus {
-            if stop_requested() {
+            if self.stop.is_set() {
                 self.stop_all();
                 return Err(PhaseError::Interrupted);
             }
@@ -349,17 +310,12 @@ impl Session {
 
     /// Waits for every vCPU's PhaseDone, up to `timeout`; the first failure (a stop request, the
     /// timeout, a vCPU that exited) ends the wait.
-    fn await_samples(
-        &mut self,
-        timeout: Duration,
-        stop: &AtomicBool,
-    ) -> Result<Vec<PhaseSample>, PhaseError> {
+    fn await_samples(&mut self, timeout: Duration) -> Result<Vec<PhaseSample>, PhaseError> {
         let started = Instant::now();
         let mut samples: Vec<Option<PhaseSample>> = vec![None; self.vcpus as usize];
         let mut failure = None;
         while samples.iter().any(Option::is_none) {
-            // The process-wide request too: validation's phases have no run flag of their own.
-            if stop.load(Ordering::SeqCst) || stop_requested() {
+            if self.stop.is_set() {
                 failure = Some(PhaseError::Interrupted);
                 break;
             }
@@ -413,7 +369,6 @@ impl Session {
         mut desc: PhaseDescriptor,
         irq: IrqSource,
         timeout: Duration,
-        stop: &AtomicBool,
     ) -> Result<Dispatch, PhaseError> {
         if self.dead {
             // Say what ended it: a guest that wiped its mailbox, say, failed a check then.
@@ -450,7 +405,7 @@ impl Session {
                 return Err(PhaseError::Guest("a vCPU thread has exited".into()));
             }
         }
-        let collected = self.await_samples(timeout, stop);
+        let collected = self.await_samples(timeout);
         let load_stopped = load.stop();
         self.load_resume = load_stopped.as_ref().ok().copied().flatten();
         let irqs_raised = self.irqs_raised() - raised_before;
@@ -513,7 +468,7 @@ impl Session {
         let mut answers: Vec<Option<Result<crate::kvm::TscReading, String>>> =
             vec![None; self.vcpus as usize];
         while answers.iter().any(Option::is_none) {
-            if stop_requested() {
+            if self.stop.is_set() {
                 self.stop_all();
                 return Err(self.died(PhaseError::Interrupted));
             }
@@ -569,7 +524,7 @@ impl Session {
     fn stop_all(&mut self) -> String {
         self.dead = true;
         for c in &self.controls {
-            c.stop.store(true, Ordering::SeqCst);
+            c.stop.request();
         }
         // A vCPU waiting for its next command (a booted guest between phases) blocks in a
         // channel receive that no kick reaches: the command wakes it.
@@ -608,7 +563,6 @@ impl Session {
     }
 
     fn close(&mut self) {
-        unregister_waiter(self.waiter);
         // With the in-kernel irqchip the guest's final `cli; hlt` stays inside KVM and never
         // returns to us: `stop_all` tells it to shut down and kicks every vCPU out at once
         // instead of waiting for an exit that cannot come.
@@ -634,7 +588,7 @@ impl Session {
         } else {
             // Already stopped; make sure of it.
             for c in &self.controls {
-                c.stop.store(true, Ordering::SeqCst);
+                c.stop.request();
                 c.kick();
             }
         }
@@ -716,14 +670,13 @@ pub fn run_raw(
         irqchip,
         hypercall_exits: false,
     };
-    let mut session = Session::boot(kvm, image, config, HypercallTransport::Port, false)?;
+    let stop = Stop::new();
+    let mut session = Session::boot(kvm, image, config, HypercallTransport::Port, false, &stop)?;
     let iterations = phase.block_ops.unwrap_or(16);
-    let stop = AtomicBool::new(false);
     let d = session.dispatch(
         crate::measure::descriptor::diagnostic(phase, iterations),
         phase.irq,
         timeout,
-        &stop,
     )?;
     Ok((session, d))
 }
@@ -897,18 +850,24 @@ mod tests {
             irqchip: IrqchipMode::Userspace,
             hypercall_exits: false,
         };
-        let mut s =
-            Session::boot(&kvm, &image(), config, HypercallTransport::Port, false).expect("boot");
-        let stop = AtomicBool::new(false);
+        let mut s = Session::boot(
+            &kvm,
+            &image(),
+            config,
+            HypercallTransport::Port,
+            false,
+            &Stop::new(),
+        )
+        .expect("boot");
         let ud2 = phase(Workload::FaultUd2, 1, 1);
         let desc = || crate::measure::descriptor::diagnostic(&ud2, 1);
         let first = s
-            .dispatch(desc(), ud2.irq, TIMEOUT, &stop)
+            .dispatch(desc(), ud2.irq, TIMEOUT)
             .expect_err("ud2 faults")
             .to_string();
         assert!(s.dead, "{first}");
         let next = s
-            .dispatch(desc(), ud2.irq, TIMEOUT, &stop)
+            .dispatch(desc(), ud2.irq, TIMEOUT)
             .expect_err("the VM is gone")
             .to_string();
         assert!(next.contains("no longer running"), "{next}");
@@ -1049,13 +1008,11 @@ mod tests {
             .irq_pending
             .store(true, Ordering::SeqCst);
         let p = phase(Workload::Doorbells, 1, 3);
-        let stop = AtomicBool::new(false);
         let d = session
             .dispatch(
                 crate::measure::descriptor::diagnostic(&p, 3),
                 IrqSource::None,
                 TIMEOUT,
-                &stop,
             )
             .expect("second phase");
         let since_boot = session
@@ -1108,18 +1065,24 @@ mod tests {
             irqchip: IrqchipMode::Userspace,
             hypercall_exits: false,
         };
-        let mut session =
-            Session::boot(kvm, &image(), config, HypercallTransport::Port, false).expect("boot");
+        let mut session = Session::boot(
+            kvm,
+            &image(),
+            config,
+            HypercallTransport::Port,
+            false,
+            &Stop::new(),
+        )
+        .expect("boot");
         let mut desc = crate::measure::descriptor::diagnostic(&p, iterations);
         desc.barrier = 1;
-        let stop = AtomicBool::new(false);
         let mailbox = session.mailbox.clone();
         let (d, all_spun) = std::thread::scope(|scope| {
             let holder = held.then(|| {
                 take_the_lock(&mailbox);
                 scope.spawn(|| hold_the_lock_until_every_vcpu_spins(&mailbox, vcpus))
             });
-            let d = session.dispatch(desc, p.irq, TIMEOUT, &stop);
+            let d = session.dispatch(desc, p.irq, TIMEOUT);
             let all_spun = holder.is_none_or(|h| h.join().expect("lock holder"));
             (d.expect("lock phase"), all_spun)
         });

@@ -16,6 +16,7 @@
 //! stretches as well.
 
 use super::estimators::RoundTable;
+use crate::results::warning::{Warning, WarningKind};
 use crate::statistics::{median_ci_ranks, percentile, sorted_finite};
 
 /// Stretches smaller than this many rounds say too little.
@@ -94,9 +95,9 @@ pub fn steps(table: &RoundTable) -> Option<SpeedSteps> {
 }
 
 /// The warning for `group`'s steps.
-pub fn warning(group: &str, s: &SpeedSteps) -> String {
-    format!(
-        "{group}: the host changed speed while it ran: its empty loop's cost stepped between \
+pub fn warning(group: &str, s: &SpeedSteps) -> Warning {
+    let figures = format!(
+        "the host changed speed while it ran: its empty loop's cost stepped between \
          {:.0} and {:.0} cycles/op (+{:.0}%) across {} stretches of {} rounds, so its rows' \
          medians mix the host's speeds and may move between runs by more than their CIs; the \
          paired ratios and cycles_per_loop (`check --normalised`) move far less",
@@ -105,7 +106,8 @@ pub fn warning(group: &str, s: &SpeedSteps) -> String {
         s.spread() * 100.0,
         s.stretches,
         s.stretch_rounds
-    )
+    );
+    Warning::about(WarningKind::SpeedSteps, group, figures)
 }
 
 #[cfg(test)]
@@ -145,7 +147,7 @@ mod tests {
             (s.spread() - (21_400.0 / 16_800.0 - 1.0)).abs() < 0.03,
             "{s:?}"
         );
-        let text = warning("g", &s);
+        let text = warning("g", &s).to_string();
         assert!(text.starts_with("g: the host changed speed"), "{text}");
         // The same jitter at one speed, and a step under 5%: nothing.
         assert_eq!(steps(&table(1000, |_| 16_800.0)), None);

@@ -3,6 +3,7 @@
 //! traced nothing, the report says why instead of showing an empty breakdown.
 
 use crate::host::trace::{self, ExitTracer};
+use crate::results::warning::{Warning, WarningKind};
 use crate::results::{ExitTrace, RunReport};
 
 /// Says why, when no event fired (PVM's exits never pass through the tracepoints).
@@ -31,7 +32,9 @@ pub(super) fn start(report: &mut RunReport, wanted: bool) -> Option<ExitTracer> 
             );
             trace.available = false;
             trace.note.clone_from(&why);
-            report.warnings.push(why);
+            report
+                .warnings
+                .push(Warning::run(WarningKind::ExitTrace, why));
             None
         }
     }
@@ -45,7 +48,7 @@ pub(super) fn finish(report: &mut RunReport, tracer: Option<ExitTracer>, group: 
     match tracer.finish() {
         Ok(counts) => {
             if counts.overrun > 0 || counts.truncated {
-                report.warnings.push(format!(
+                let figures = format!(
                     "--trace-exits, group {group}: {} events overwritten in the ring buffer{}: \
                      its traced counts are short",
                     counts.overrun,
@@ -54,15 +57,21 @@ pub(super) fn finish(report: &mut RunReport, tracer: Option<ExitTracer>, group: 
                     } else {
                         ""
                     }
-                ));
+                );
+                report
+                    .warnings
+                    .push(Warning::run(WarningKind::ExitTrace, figures));
             }
             if !counts.exits.is_empty() {
                 trace.groups.insert(group.to_string(), counts.exits);
             }
         }
-        Err(e) => report.warnings.push(format!(
-            "--trace-exits, group {group}: {}",
-            crate::error_chain(&e, ": ")
+        Err(e) => report.warnings.push(Warning::run(
+            WarningKind::ExitTrace,
+            format!(
+                "--trace-exits, group {group}: {}",
+                crate::error_chain(&e, ": ")
+            ),
         )),
     }
 }
@@ -75,7 +84,9 @@ pub(super) fn close(report: &mut RunReport) {
     if trace.available && trace.groups.is_empty() {
         trace.available = false;
         trace.note = NOTHING_FIRED.into();
-        report.warnings.push(NOTHING_FIRED.into());
+        report
+            .warnings
+            .push(Warning::run(WarningKind::ExitTrace, NOTHING_FIRED.into()));
     } else if trace.available {
         trace.note = "kvm:kvm_exit paired with the same vCPU thread's next kvm:kvm_entry (as \
                       perf kvm stat pairs them), per group, all its rows and the baseline \
@@ -124,7 +135,7 @@ mod tests {
             assert!(trace.groups.is_empty(), "{trace:?}");
             assert!(trace.note.starts_with("--trace-exits"), "{trace:?}");
             assert!(
-                report.warnings.contains(&trace.note),
+                report.warnings.iter().any(|w| w.figures == trace.note),
                 "{:?}",
                 report.warnings
             );

@@ -2,7 +2,6 @@
 //! and a raw port-I/O exit against irqbench's doorbell round trip, interleaved.
 
 use std::fmt::Write as _;
-use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -20,6 +19,7 @@ use crate::machine::{IrqchipMode, MachineConfig};
 use crate::measure::session::{RunOptions, Session};
 use crate::measure::{self, descriptor, estimators};
 use crate::results::{Estimate, RunReport, Summary};
+use crate::vcpu::Stop;
 
 /// irqbench's own plan for the pair: `native-cli-sti` against `native-popf` (the rows of
 /// configs/strategies.toml) with no critical-section body, so both sides time the same
@@ -215,10 +215,10 @@ fn irqbench_pair(
     kvm: &Kvm,
     image: &Arc<GuestImage>,
     plan: &Plan,
-    stop: &Arc<AtomicBool>,
+    stop: &Stop,
 ) -> Result<SlicePair, CompareError> {
     let options = RunOptions {
-        stop: Arc::clone(stop),
+        stop: stop.clone(),
         trace_exits: false,
     };
     let started = Instant::now();
@@ -300,15 +300,22 @@ fn round_trip(
     rounds: u32,
     options: &ProbeOptions,
 ) -> Result<RoundTrip, CompareError> {
-    let mut probe = Probe::boot(kvm, Arc::clone(&options.stop))?;
+    let mut probe = Probe::boot(kvm, options.stop.clone())?;
     let config = MachineConfig {
         vcpus: 1,
         memory_bytes: 16 << 20,
         irqchip: IrqchipMode::Userspace,
         hypercall_exits: false,
     };
-    let mut session = Session::boot(kvm, image, config, HypercallTransport::Port, false)
-        .map_err(|e| CompareError::Session(crate::error_chain(&e, ": ")))?;
+    let mut session = Session::boot(
+        kvm,
+        image,
+        config,
+        HypercallTransport::Port,
+        false,
+        &options.stop,
+    )
+    .map_err(|e| CompareError::Session(crate::error_chain(&e, ": ")))?;
     let phase = Plan::single(Workload::Doorbells, 1, 0)
         .phases
         .into_iter()
@@ -330,7 +337,7 @@ fn round_trip(
                 } else {
                     let desc = descriptor::diagnostic(&phase, u64::from(PINGS));
                     let d = session
-                        .dispatch(desc, IrqSource::None, options.block_timeout, &options.stop)
+                        .dispatch(desc, IrqSource::None, options.block_timeout)
                         .map_err(|e| CompareError::Session(crate::error_chain(&e, ": ")))?;
                     let sample = d.samples.first().ok_or(CompareError::Missing("sample"))?;
                     if sample.pings != u64::from(PINGS) {

@@ -14,14 +14,13 @@ pub mod estimate;
 pub mod guest;
 pub mod probe;
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kvm_ioctls::Kvm;
 
 use crate::measure::estimators::{self, Cell, Metric, RoundTable};
 use crate::results::{Estimate, Summary};
+use crate::vcpu::Stop;
 use guest::Body;
 use probe::Probe;
 
@@ -69,8 +68,9 @@ pub struct ProbeOptions {
     pub seed: u64,
     /// Watchdog of one block.
     pub block_timeout: Duration,
-    /// Set from a signal handler: the current block is cut short and the probe fails.
-    pub stop: Arc<AtomicBool>,
+    /// The run's stop (the CLI's is set by its signal handler): the current block is cut
+    /// short and the probe fails.
+    pub stop: Stop,
 }
 
 impl Default for ProbeOptions {
@@ -81,7 +81,7 @@ impl Default for ProbeOptions {
             exit_iterations: 50,
             seed: 0x1E_B0_0C,
             block_timeout: Duration::from_secs(10),
-            stop: Arc::new(AtomicBool::new(false)),
+            stop: Stop::new(),
         }
     }
 }
@@ -104,7 +104,7 @@ impl ProbeOptions {
     /// [`ReferenceError::Stopped`] once a signal asked to stop: checked between blocks, so a
     /// stop is seen at the next block even when every block is shorter than the watchdog's tick.
     fn stopped(&self) -> Result<(), ReferenceError> {
-        if self.stop.load(Ordering::SeqCst) {
+        if self.stop.is_set() {
             return Err(ReferenceError::Stopped);
         }
         Ok(())
@@ -159,7 +159,7 @@ pub fn shuffled(n: usize, seed: u64, round: u32) -> Vec<usize> {
 pub fn run_probe(kvm: &Kvm, options: &ProbeOptions) -> Result<ProbeResult, ReferenceError> {
     options.check()?;
     let started = Instant::now();
-    let mut probe = Probe::boot(kvm, Arc::clone(&options.stop))?;
+    let mut probe = Probe::boot(kvm, options.stop.clone())?;
     let bodies = options.bodies();
     let mut table = RoundTable::new(bodies.len());
     let mut host = Duration::ZERO;

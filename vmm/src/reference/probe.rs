@@ -4,7 +4,6 @@
 //! allows.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc;
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -15,6 +14,7 @@ use vm_memory::{Bytes, GuestAddress, GuestMemoryBackend, GuestMemoryMmap};
 
 use super::guest::{self, Body, Code};
 use super::ReferenceError;
+use crate::vcpu::Stop;
 
 /// One block as the guest timed it, and the host's share of its exits.
 #[derive(Clone, Copy, Debug, Default)]
@@ -138,7 +138,7 @@ fn set_up_vcpu(kvm: &Kvm, vcpu: &VcpuFd) -> Result<(), ReferenceError> {
 
 impl Probe {
     /// Creates the VM and runs the guest to its first `in`.
-    pub fn boot(kvm: &Kvm, stop: Arc<AtomicBool>) -> Result<Probe, ReferenceError> {
+    pub fn boot(kvm: &Kvm, stop: Stop) -> Result<Probe, ReferenceError> {
         let vm = kvm.create_vm().map_err(step("KVM_CREATE_VM"))?;
         let memory = GuestMemoryMmap::<()>::from_ranges(&[(GuestAddress(0), guest::MEMORY_BYTES)])
             .map_err(ReferenceError::Mmap)?;
@@ -271,7 +271,8 @@ impl Probe {
 /// life, not one per block: the blocks' gaps are part of the time the reference is charged.
 #[derive(Debug)]
 struct Watchdog {
-    done: mpsc::Sender<()>,
+    /// Ends the thread (the probe's drop sets it).
+    done: Stop,
     shared: Arc<Armed>,
     thread: Option<thread::JoinHandle<()>>,
     base: Instant,
@@ -287,21 +288,21 @@ struct Armed {
 }
 
 impl Watchdog {
-    fn start(vcpu: &mut VcpuFd, stop: Arc<AtomicBool>) -> Watchdog {
+    fn start(vcpu: &mut VcpuFd, stop: Stop) -> Watchdog {
         crate::vcpu::install_kick_handler();
         let flag = &mut vcpu.get_kvm_run().immediate_exit as *mut u8 as usize;
-        let (done, rx) = mpsc::channel::<()>();
+        let done = Stop::new();
+        let ended = done.clone();
         let shared = Arc::new(Armed::default());
         let armed = Arc::clone(&shared);
         let base = Instant::now();
         let thread = thread::spawn(move || loop {
-            match rx.recv_timeout(Duration::from_millis(50)) {
-                Err(mpsc::RecvTimeoutError::Timeout) => {}
-                _ => return,
+            if ended.sleep(Duration::from_millis(50)) {
+                return;
             }
             let deadline = armed.deadline_ns.load(Ordering::SeqCst);
             let late = deadline != 0 && base.elapsed().as_nanos() as u64 >= deadline;
-            if deadline != 0 && (late || stop.load(Ordering::SeqCst)) {
+            if deadline != 0 && (late || stop.is_set()) {
                 armed.fired.store(true, Ordering::SeqCst);
                 let target = armed.target.load(Ordering::SeqCst) as libc::pthread_t;
                 // SAFETY: `flag` is kvm_run.immediate_exit of the probe's vCPU, whose fd
@@ -341,7 +342,7 @@ impl Watchdog {
 
 impl Drop for Watchdog {
     fn drop(&mut self) {
-        let _ = self.done.send(());
+        self.done.request();
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }

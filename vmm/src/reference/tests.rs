@@ -1,3 +1,5 @@
+use std::sync::Arc;
+
 use super::*;
 
 /// A probe of a few short blocks (also the slicing tests' in `compare`).
@@ -98,7 +100,7 @@ fn a_block_that_never_asks_again_times_out() {
     let Some(kvm) = crate::host::test_kvm() else {
         return;
     };
-    let mut p = Probe::boot(&kvm, Arc::new(AtomicBool::new(false))).expect("boot");
+    let mut p = Probe::boot(&kvm, Stop::new()).expect("boot");
     // 2^32-1 iterations of popf: hours when emulated, seconds natively; either way past 0.3 s.
     let e = p
         .block(Body::Popf, u32::MAX, Duration::from_millis(300))
@@ -112,7 +114,7 @@ fn stats_per_block() {
     let Some(kvm) = crate::host::test_kvm() else {
         return;
     };
-    let mut p = Probe::boot(&kvm, Arc::new(AtomicBool::new(false))).expect("boot");
+    let mut p = Probe::boot(&kvm, Stop::new()).expect("boot");
     let fd = crate::kvm::stats::StatsFd::for_vcpu(p.vcpu_fd()).expect("stats");
     for body in [
         Body::Empty,
@@ -145,17 +147,22 @@ fn a_ping_dispatch_accounts_host_time_to_its_pings_only() {
         irqchip: IrqchipMode::Userspace,
         hypercall_exits: false,
     };
-    let mut session =
-        Session::boot(&kvm, &image, config, HypercallTransport::Port, false).expect("boot");
+    let mut session = Session::boot(
+        &kvm,
+        &image,
+        config,
+        HypercallTransport::Port,
+        false,
+        &Stop::new(),
+    )
+    .expect("boot");
     let phase = Plan::single(Workload::Doorbells, 1, 0).phases.remove(0);
-    let stop = AtomicBool::new(false);
     for pings in [0u64, 1, 37] {
         let d = session
             .dispatch(
                 descriptor::diagnostic(&phase, pings),
                 IrqSource::None,
                 Duration::from_secs(60),
-                &stop,
             )
             .expect("dispatch");
         let s = &d.samples[0];

@@ -10,9 +10,9 @@ use crate::results::{ComparedMetric, PhaseResult, RunReport, Summary};
 
 use super::answers::irq_label;
 use super::format::{fmt_fraction, fmt_sig, Estimate};
-use super::summary::{figures_meaning, without_names};
+use super::summary::figures_meaning;
 use super::verdict::{Direction, Verdict};
-use super::warnings::figure_warnings;
+use super::warnings::{figure_warnings_with, Names};
 use super::width::wrap;
 
 /// Columns a mail line may take (a reply quotes it with `> ` and stays under 80).
@@ -78,13 +78,10 @@ pub(super) fn finish(out: &str) -> String {
 /// speed): a pasted mail must not hide which figures are weak. One line, then a count.
 fn push_caveats(out: &mut String, report: &RunReport) {
     const SHOWN: usize = 1;
-    let all = figure_warnings(report);
+    let all = figure_warnings_with(report, Names::Counted);
     for w in all.iter().take(SHOWN) {
         let first = w.lines().next().unwrap_or_default();
-        let line = format!(
-            "caveat: {}",
-            without_names(first.trim_start_matches("warning: "))
-        );
+        let line = format!("caveat: {}", first.trim_start_matches("warning: "));
         let _ = writeln!(out, "{}", clip(&line, MAIL_WIDTH));
     }
     if all.len() > SHOWN {

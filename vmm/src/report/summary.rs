@@ -10,8 +10,9 @@ use crate::results::{KvmFlavour, ResultKind, RunReport};
 
 use super::columns::{grid, Align};
 use super::format::tsc_ghz;
-use super::table::{figure_warnings, groups, Group, TextTable};
+use super::table::{groups, Group, TextTable};
 use super::verdict::Verdict;
+use super::warnings::{figure_warnings_with, Names};
 use super::width::{text_width, wrap};
 
 /// Warning lines at most, the "N more" line included (the issue allows five; four keep
@@ -158,10 +159,10 @@ fn warning_lines(report: &RunReport, width: usize) -> Vec<String> {
         .map(|(head, _)| head)
         .partition(|head| head.starts_with("validation FAIL"));
     all.extend(fails);
-    all.extend(figure_warnings(report));
+    all.extend(figure_warnings_with(report, Names::Counted));
     all.extend(warns);
     all.extend(report.host.warnings.iter().map(|w| format!("warning: {w}")));
-    let all: Vec<String> = all.iter().map(|l| without_names(&first_line(l))).collect();
+    let all: Vec<String> = all.iter().map(|l| first_line(l)).collect();
     if all.len() <= WARNINGS_SHOWN {
         return all.iter().map(|l| clip(l, width)).collect();
     }
@@ -169,33 +170,6 @@ fn warning_lines(report: &RunReport, width: usize) -> Vec<String> {
     let mut lines: Vec<String> = all[..shown].iter().map(|l| clip(l, width)).collect();
     lines.push(format!("{} more: --verbose", all.len() - shown));
     lines
-}
-
-/// `warning: 23 rows (a/…, b/… and 19 more): text` → `warning: 23 rows: text`: on one line
-/// the list of names would push out what the warning says (`--verbose` keeps it).
-pub(super) fn without_names(line: &str) -> String {
-    let Some(open) = line.find(" (") else {
-        return line.to_string();
-    };
-    let mut depth = 0usize;
-    for (i, c) in line[open + 1..].char_indices() {
-        match c {
-            '(' => depth += 1,
-            ')' => {
-                depth -= 1;
-                if depth == 0 {
-                    let close = open + 1 + i;
-                    let names = &line[open + 2..close];
-                    if names.contains('/') && line[close + 1..].starts_with(':') {
-                        return format!("{}{}", &line[..open], &line[close + 1..]);
-                    }
-                    return line.to_string();
-                }
-            }
-            _ => {}
-        }
-    }
-    line.to_string()
 }
 
 fn first_line(s: &str) -> String {
@@ -312,20 +286,5 @@ mod tests {
         assert!(figures_meaning(&r).contains("(Bochs: TSC = instructions)"));
         let line = format!("figures: {}", figures_meaning(&r));
         assert!(line.chars().count() <= 100, "{line}");
-    }
-
-    #[test]
-    fn a_merged_warning_loses_its_names_on_its_one_line() {
-        assert_eq!(
-            without_names("warning: 23 rows (a/b/n0, c/d … and 19 more): the guest took 3"),
-            "warning: 23 rows: the guest took 3"
-        );
-        assert_eq!(
-            without_names("warning: disturbed > 5%: 2 rows (a/b, c/d; 5–9% of them): busy"),
-            "warning: disturbed > 5%: 2 rows: busy"
-        );
-        // A parenthesis that is not a list of names stays.
-        let kept = "validation WARN noise.load: measured 6.49 (3.25 per CPU); expected";
-        assert_eq!(without_names(kept), kept);
     }
 }

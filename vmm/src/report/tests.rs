@@ -271,9 +271,11 @@ fn sample_report() -> RunReport {
             "strategies/n0/none/1v".into(),
             BTreeMap::from([("mmu_pte_write".into(), 119_000)]),
         )]),
-        warnings: vec![
-            "lt/native-popf: the guest took 12 of the 100 LAPIC timer interrupts".into(),
-        ],
+        warnings: vec![crate::results::warning::Warning::about(
+            crate::results::warning::WarningKind::TicksShort,
+            "lt/native-popf",
+            "the guest took 12 of the 100 LAPIC timer interrupts".into(),
+        )],
         hypercall_transport: "port".into(),
         hypercall_insn: "vmmcall".into(),
         cycles_source: crate::results::CyclesSource {

@@ -2,6 +2,7 @@
 //! the rows (or groups) it is about, so a 40-row run on a busy host says "busy" once, not 40
 //! times.
 
+use crate::results::warning::{Warning, WarningKind};
 use crate::results::RunReport;
 
 use super::columns::DISTURBED_WARN;
@@ -9,15 +10,28 @@ use super::columns::DISTURBED_WARN;
 /// How many names a merged warning lists before "… and N more".
 const NAMES_SHOWN: usize = 4;
 
+/// Whether a line about several rows lists them (the full report) or only counts them (one
+/// screen, a mail: the list would push out what the warning says; `--verbose` keeps it).
+#[derive(Clone, Copy, PartialEq)]
+pub(crate) enum Names {
+    Listed,
+    Counted,
+}
+
 /// The run's warnings about its figures (e.g. LAPIC ticks delivered short), then the rows whose
 /// disturbed fraction is high enough to doubt that the kept rounds are typical; each kind once.
 pub(crate) fn figure_warnings(report: &RunReport) -> Vec<String> {
+    figure_warnings_with(report, Names::Listed)
+}
+
+/// [`figure_warnings`], its rows listed or only counted.
+pub(crate) fn figure_warnings_with(report: &RunReport, names: Names) -> Vec<String> {
     let groups: Vec<&str> = report.results.iter().map(|r| r.group.as_str()).collect();
-    let mut lines: Vec<String> = merge(&report.warnings, &groups)
+    let mut lines: Vec<String> = merge(&report.warnings, &groups, names)
         .into_iter()
         .map(|w| format!("warning: {w}"))
         .collect();
-    lines.extend(disturbed_warning(report));
+    lines.extend(disturbed_warning(report, names));
     lines
 }
 
@@ -36,7 +50,7 @@ pub fn name_list(names: &[&str]) -> String {
 }
 
 /// One line for every row whose disturbed fraction passes [`DISTURBED_WARN`], with the range.
-fn disturbed_warning(report: &RunReport) -> Option<String> {
+fn disturbed_warning(report: &RunReport, listed: Names) -> Option<String> {
     let mut busy: Vec<(&str, f64)> = report
         .results
         .iter()
@@ -55,13 +69,15 @@ fn disturbed_warning(report: &RunReport) -> Option<String> {
     } else {
         format!("{:.1}–{:.1}%", least * 100.0, worst * 100.0)
     };
+    let their = if busy.len() == 1 { "its" } else { "their" };
+    let which = match listed {
+        Names::Listed => format!(" ({}; {range} of {their} blocks)", name_list(&names)),
+        Names::Counted => String::new(),
+    };
     Some(format!(
-        "warning: disturbed > {:.0}%: {} ({}; {range} of {their} blocks): the host was busy, treat \
-         {their} CIs with care",
+        "warning: disturbed > {:.0}%: {}{which}: the host was busy, treat {their} CIs with care",
         DISTURBED_WARN * 100.0,
         rows(busy.len()),
-        name_list(&names),
-        their = if busy.len() == 1 { "its" } else { "their" },
     ))
 }
 
@@ -73,25 +89,23 @@ fn rows(n: usize) -> String {
     }
 }
 
-/// Warnings that say the same about different rows or groups ("NAME: text", differing only in
-/// NAME and numbers) as one: the first one's text, with every name it applies to. Names that
-/// are all among `groups` (a group's warning: a speed step, min_rounds missed) are counted as
-/// groups, not rows.
-fn merge(warnings: &[String], groups: &[&str]) -> Vec<String> {
-    let mut kinds: Vec<(Vec<&str>, &str)> = Vec::new();
-    let mut by_shape: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
-    let mut out_order: Vec<Result<usize, &str>> = Vec::new();
+/// Warnings of one kind about different rows or groups as one line: the first one's figures,
+/// with every subject it applies to. Subjects that are all among `groups` (a group's warning:
+/// a speed step, min_rounds missed) are counted as groups, not rows. A warning about the run
+/// as a whole keeps its own line.
+fn merge(warnings: &[Warning], groups: &[&str], listed: Names) -> Vec<String> {
+    let mut kinds: Vec<(WarningKind, Vec<&str>, &str)> = Vec::new();
+    let mut out_order: Vec<Result<usize, &Warning>> = Vec::new();
     for w in warnings {
-        let Some((subject, text)) = subject_of(w) else {
+        let Some(subject) = w.subject.as_deref() else {
             out_order.push(Err(w));
             continue;
         };
-        match by_shape.entry(shape(text)) {
-            std::collections::hash_map::Entry::Occupied(i) => kinds[*i.get()].0.push(subject),
-            std::collections::hash_map::Entry::Vacant(slot) => {
-                slot.insert(kinds.len());
+        match kinds.iter().position(|(kind, _, _)| *kind == w.kind) {
+            Some(i) => kinds[i].1.push(subject),
+            None => {
                 out_order.push(Ok(kinds.len()));
-                kinds.push((vec![subject], text));
+                kinds.push((w.kind, vec![subject], w.figures.as_str()));
             }
         }
     }
@@ -100,59 +114,24 @@ fn merge(warnings: &[String], groups: &[&str]) -> Vec<String> {
         .map(|entry| match entry {
             Err(w) => w.to_string(),
             Ok(i) => {
-                let (names, text) = &kinds[i];
+                let (_, names, figures) = &kinds[i];
                 if names.len() == 1 {
-                    format!("{}: {text}", names[0])
+                    format!("{}: {figures}", names[0])
                 } else {
                     let count = if names.iter().all(|n| groups.contains(n)) {
                         format!("{} groups", names.len())
                     } else {
                         rows(names.len())
                     };
-                    format!(
-                        "{count} ({}): {text} (the figures are {}'s)",
-                        name_list(names),
-                        names[0]
-                    )
+                    let which = match listed {
+                        Names::Listed => format!(" ({})", name_list(names)),
+                        Names::Counted => String::new(),
+                    };
+                    format!("{count}{which}: {figures} (the figures are {}'s)", names[0])
                 }
             }
         })
         .collect()
-}
-
-/// "quick/pvop-skip/n0/none/1v: the guest took …" → the name and the text after it; `None`
-/// when the warning does not start with a name (one word, then ": ").
-fn subject_of(w: &str) -> Option<(&str, &str)> {
-    let (subject, text) = w.split_once(": ")?;
-    (!subject.is_empty() && !subject.contains(' ') && subject.contains('/'))
-        .then_some((subject, text))
-}
-
-/// The text with every run of digits as `#` and what stands in parentheses left out: two
-/// warnings of one shape differ only in numbers and in their details.
-fn shape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut in_number = false;
-    let mut depth = 0usize;
-    for c in text.chars() {
-        if c == '(' {
-            depth += 1;
-        }
-        if depth > 0 {
-            depth -= usize::from(c == ')');
-            continue;
-        }
-        if c.is_ascii_digit() || (in_number && c == '.') {
-            if !in_number {
-                out.push('#');
-            }
-            in_number = true;
-        } else {
-            in_number = false;
-            out.push(c);
-        }
-    }
-    out
 }
 
 #[cfg(test)]
@@ -160,13 +139,22 @@ mod tests {
     use super::*;
     use crate::results::PhaseResult;
 
-    fn ticks(row: &str, took: u32) -> String {
-        format!(
-            "{row}: the guest took {took} of the 69 LAPIC timer interrupts its 1000 µs period \
-             asks for ({})",
+    fn ticks(row: &str, took: u32) -> Warning {
+        let figures = format!(
+            "the guest took {took} of the 69 LAPIC timer interrupts its 1000 µs period asks \
+             for ({})",
             69_000u32
                 .checked_div(took)
                 .map_or("none at all".to_string(), |us| format!("one every {us} µs"))
+        );
+        Warning::about(WarningKind::TicksShort, row, figures)
+    }
+
+    fn other(row: &str) -> Warning {
+        Warning::about(
+            WarningKind::InjectShort,
+            row,
+            "something else entirely".into(),
         )
     }
 
@@ -182,9 +170,13 @@ mod tests {
                 ..Default::default()
             });
         }
-        report
-            .warnings
-            .insert(3, "no data: 1 row(s) kept no round".into());
+        report.warnings.insert(
+            3,
+            Warning::run(
+                WarningKind::NoData,
+                "no data: 1 row(s) kept no round".into(),
+            ),
+        );
         let lines = figure_warnings(&report);
         assert_eq!(lines.len(), 3, "{lines:#?}");
         assert!(
@@ -209,21 +201,43 @@ mod tests {
             "{}",
             lines[2]
         );
+        // One screen and a mail count the rows without naming them.
+        let counted = figure_warnings_with(&report, Names::Counted);
+        assert!(
+            counted[0].starts_with("warning: 40 rows: the guest took 0 of")
+                && counted[0].ends_with("(the figures are big/s0/n0/none/1v's)"),
+            "{}",
+            counted[0]
+        );
+        assert_eq!(counted[1], lines[1]);
+        assert_eq!(
+            counted[2],
+            "warning: disturbed > 5%: 40 rows: the host was busy, treat their CIs with care"
+        );
     }
 
     #[test]
-    fn different_texts_stay_apart_and_one_row_keeps_its_own_line() {
-        let w = vec![
-            ticks("g/a/1v", 1),
-            "g/b/1v: something else entirely".to_string(),
-            "g/c/1v: something else entirely".to_string(),
-        ];
-        let merged = merge(&w, &[]);
-        assert_eq!(merged[0], ticks("g/a/1v", 1));
-        // Only the details in parentheses differ: one kind.
+    fn different_kinds_stay_apart_and_one_row_keeps_its_own_line() {
+        let w = vec![ticks("g/a/1v", 1), other("g/b/1v"), other("g/c/1v")];
+        let merged = merge(&w, &[], Names::Listed);
+        assert_eq!(merged[0], ticks("g/a/1v", 1).to_string());
+        // One kind, whatever its figures say.
         assert_eq!(
-            merge(&[ticks("g/a/1v", 0), ticks("g/b/1v", 3)], &[]).len(),
+            merge(
+                &[ticks("g/a/1v", 0), ticks("g/b/1v", 3)],
+                &[],
+                Names::Listed
+            )
+            .len(),
             1
+        );
+        // A line read back from a file is its own: its text is never parsed for a subject.
+        let recorded: Vec<Warning> =
+            serde_json::from_str(r#"["g/a/1v: the guest took 1", "g/b/1v: the guest took 1"]"#)
+                .expect("lines");
+        assert_eq!(
+            merge(&recorded, &[], Names::Listed),
+            ["g/a/1v: the guest took 1", "g/b/1v: the guest took 1"]
         );
         assert_eq!(
             merged[1],

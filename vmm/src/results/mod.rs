@@ -14,6 +14,7 @@ pub mod exits;
 pub mod host;
 pub mod redact;
 pub mod validation;
+pub mod warning;
 
 pub use answers::{Answer, AnswerCondition, Condition, Factor, Interaction};
 pub use exits::{ExitReasonFigure, ExitTrace, HandledBy, HandlingTime, TracedExit};
@@ -651,9 +652,9 @@ pub struct RunReport {
     #[serde(default)]
     pub description: String,
     /// Warnings about the figures themselves (e.g. LAPIC ticks delivered below the rate the
-    /// row asks for); the host's are in `host.warnings`.
+    /// row asks for), each kept in the file as its line; the host's are in `host.warnings`.
     #[serde(default)]
-    pub warnings: Vec<String>,
+    pub warnings: Vec<warning::Warning>,
     /// How the `vif-*` strategies called the host: `port`, `vmcall` or `vapic-poll`.
     #[serde(default)]
     pub hypercall_transport: String,

@@ -4,7 +4,8 @@
 use super::{Readable, RunReport};
 
 /// A fact that can be redacted.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Redaction {
     /// The host kernel's command line (`/proc/cmdline`): it may name disks, hosts, tokens.
     Cmdline,
@@ -68,7 +69,10 @@ fn text_fields(report: &mut RunReport) -> Vec<&mut String> {
             out.push(&mut c.note);
         }
     }
-    out.extend(report.warnings.iter_mut());
+    for w in &mut report.warnings {
+        out.extend(w.subject.as_mut());
+        out.push(&mut w.figures);
+    }
     for f in &mut report.failures {
         out.push(&mut f.error);
     }

@@ -8,11 +8,12 @@ use std::thread::{Scope as ThreadScope, ScopedJoinHandle};
 
 use kvm_ioctls::Kvm;
 
-use super::{begin, finish_run, probes, Pending, Refusal};
+use super::{begin, finish_run, probes, OnFail, Pending, Refusal};
 use crate::config::plan::Plan;
 use crate::host::soft_limit;
 use crate::machine::image::GuestImage;
 use crate::results::{HostManifest, Scope};
+use crate::vcpu::Stop;
 
 /// Why the validation's guest checks may not run beside this plan's first group here, if they
 /// may not: the plan ([`not_beside`], with the CPUs of the process's affinity mask) or the
@@ -99,13 +100,15 @@ impl<'scope> Beside<'scope> {
         image: &'env Arc<GuestImage>,
         manifest: &HostManifest,
         probe: Result<probes::TscProbe, String>,
+        stop: &Stop,
     ) -> std::io::Result<Beside<'scope>> {
         let mut copy = manifest.clone();
+        let stop = stop.clone();
         let warnings_before = copy.warnings.len();
         let thread = std::thread::Builder::new()
             .name("validate".into())
             .spawn_scoped(scope, move || {
-                let pending = begin(kvm, image, &mut copy, Scope::Quick, Some(probe));
+                let pending = begin(kvm, image, &mut copy, Scope::Quick, Some(probe), &stop);
                 (pending, copy)
             })?;
         Ok(Beside {
@@ -117,14 +120,14 @@ impl<'scope> Beside<'scope> {
     /// Waits for the checks, takes what they learnt about the host into `manifest`, then judges
     /// what was left open as [`finish_run`] does. The wait is bounded: every wait of the checks
     /// is (a hung guest fails its check after 10 s), and a signal wakes and ends them.
-    pub fn finish(self, manifest: &mut HostManifest, force: bool) -> Result<(), Refusal> {
+    pub fn finish(self, manifest: &mut HostManifest, on_fail: OnFail) -> Result<(), Refusal> {
         let (pending, checked) = match self.thread.join() {
             Ok(done) => done,
             // A panic in the checks is a VMM bug: it goes on as it would have in series.
             Err(panic) => std::panic::resume_unwind(panic),
         };
         adopt_findings(manifest, checked, self.warnings_before);
-        finish_run(pending, manifest, force)
+        finish_run(pending, manifest, on_fail)
     }
 }
 
@@ -192,16 +195,18 @@ mod tests {
         let mut host = crate::host::manifest(&kvm).expect("manifest");
         host.warnings.push("a warning the run had before".into());
         let mut series = host.clone();
-        before_run(&kvm, &image, &mut series, false).expect("the quick suite passes");
+        before_run(&kvm, &image, &mut series, OnFail::Refuse, &Stop::new())
+            .expect("the quick suite passes");
         let mut beside = host;
         std::thread::scope(|scope| {
             let probe = probes::TscProbe::start(&kvm);
-            let running = Beside::start(scope, &kvm, &image, &beside, probe).expect("a thread");
+            let running =
+                Beside::start(scope, &kvm, &image, &beside, probe, &Stop::new()).expect("a thread");
             // The run's own warnings, added meanwhile, stay and come first.
             beside
                 .warnings
                 .push("a warning the run added meanwhile".into());
-            running.finish(&mut beside, false)
+            running.finish(&mut beside, OnFail::Refuse)
         })
         .expect("the quick suite passes beside");
         let checks = |m: &mut HostManifest| -> Vec<(String, crate::results::Verdict)> {

@@ -21,6 +21,7 @@ use crate::machine::IrqchipMode;
 use crate::measure::session::Session;
 use crate::results::host::classify;
 use crate::results::{Behaviour, Check, HostManifest, Readable, Scope, Validation, Verdict};
+use crate::vcpu::Stop;
 
 pub mod beside;
 pub mod judge;
@@ -47,17 +48,28 @@ pub enum Refusal {
     GuestDidNotBoot(String),
 }
 
+/// What a FAIL of the run's quick validation does to the run (`--force`: measure anyway). A
+/// guest that does not boot refuses the run either way: nothing could be measured.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum OnFail {
+    #[default]
+    Refuse,
+    Measure,
+}
+
 /// The stage a run passes before it measures: the quick checks, recorded in the manifest as
-/// `host.validation`; a FAIL refuses the run unless `force`.
+/// `host.validation`; a FAIL refuses the run unless `on_fail` says measure. `stop` ends their
+/// waits.
 pub fn before_run(
     kvm: &Kvm,
     image: &Arc<GuestImage>,
     manifest: &mut HostManifest,
-    force: bool,
+    on_fail: OnFail,
+    stop: &Stop,
 ) -> Result<(), Refusal> {
     let probe = probes::TscProbe::start(kvm);
-    match begin_run(kvm, image, manifest, force, probe)? {
-        Some(pending) => finish_run(pending, manifest, force),
+    match begin_run(kvm, image, manifest, on_fail, probe, stop)? {
+        Some(pending) => finish_run(pending, manifest, on_fail),
         None => Ok(()),
     }
 }
@@ -70,35 +82,37 @@ pub fn begin_run(
     kvm: &Kvm,
     image: &Arc<GuestImage>,
     manifest: &mut HostManifest,
-    force: bool,
+    on_fail: OnFail,
     probe: Result<probes::TscProbe, String>,
+    stop: &Stop,
 ) -> Result<Option<Pending>, Refusal> {
-    let pending = begin(kvm, image, manifest, Scope::Quick, Some(probe));
-    if !pending.refuses(force) {
+    let pending = begin(kvm, image, manifest, Scope::Quick, Some(probe), stop);
+    if !pending.refuses(on_fail) {
         return Ok(Some(pending));
     }
-    finish_run(pending, manifest, force).map(|()| None)
+    finish_run(pending, manifest, on_fail).map(|()| None)
 }
 
 /// Judges what [`begin_run`] left open and records the validation in the manifest as
-/// `host.validation`; a FAIL refuses the run unless `force`.
+/// `host.validation`; a FAIL refuses the run unless `on_fail` says measure.
 pub fn finish_run(
     pending: Pending,
     manifest: &mut HostManifest,
-    force: bool,
+    on_fail: OnFail,
 ) -> Result<(), Refusal> {
     let v = pending.finish(manifest);
-    let refused = refusal(&v, force);
+    let refused = refusal(&v, on_fail);
     manifest.validation = Some(v);
     refused.map_or(Ok(()), Err)
 }
 
-/// A validation with a FAIL refuses the run, unless it is forced.
-fn refusal(v: &Validation, force: bool) -> Option<Refusal> {
+/// A validation with a FAIL refuses the run, unless `on_fail` says measure.
+fn refusal(v: &Validation, on_fail: OnFail) -> Option<Refusal> {
     if let Some(why) = &v.guest_boot_failed {
         return Some(Refusal::GuestDidNotBoot(why.clone()));
     }
-    (v.verdict == Verdict::Fail && !force).then(|| Refusal::HostFailed(problem_lines(v).join("\n")))
+    (v.verdict == Verdict::Fail && on_fail == OnFail::Refuse)
+        .then(|| Refusal::HostFailed(problem_lines(v).join("\n")))
 }
 
 /// The knobs of one scope.
@@ -190,6 +204,8 @@ struct Suite<'a> {
     checks: &'a mut Vec<Check>,
     /// Why the guest could not be booted, when it could not.
     boot_failed: Option<String>,
+    /// The run's stop: a check it cut short is not judged.
+    stop: Stop,
 }
 
 impl Suite<'_> {
@@ -222,12 +238,10 @@ impl Suite<'_> {
         let j = match m {
             Ok(m) => judge(&self.e, m),
             // Cut short by the user, not by the host: no verdict on the host.
-            Err(why) if crate::measure::session::stop_requested() => {
-                judge::words("a measurement".into(), "none").with(
-                    Verdict::NotJudged,
-                    &format!("not judged: a signal stopped the run before it was measured ({why})"),
-                )
-            }
+            Err(why) if self.stop.is_set() => judge::words("a measurement".into(), "none").with(
+                Verdict::NotJudged,
+                &format!("not judged: a signal stopped the run before it was measured ({why})"),
+            ),
             Err(why) => judge::words("a measurement".into(), "none")
                 .fail(&format!("could not measure: {why}")),
         };
@@ -235,10 +249,17 @@ impl Suite<'_> {
     }
 }
 
-/// Runs the checks of `scope` on this host and records the flavour's behaviour in `m`.
-pub fn run(kvm: &Kvm, image: &Arc<GuestImage>, m: &mut HostManifest, scope: Scope) -> Validation {
+/// Runs the checks of `scope` on this host and records the flavour's behaviour in `m`; `stop`
+/// ends their waits.
+pub fn run(
+    kvm: &Kvm,
+    image: &Arc<GuestImage>,
+    m: &mut HostManifest,
+    scope: Scope,
+    stop: &Stop,
+) -> Validation {
     let probe = (scope == Scope::Quick).then(|| probes::TscProbe::start(kvm));
-    begin(kvm, image, m, scope, probe).finish(m)
+    begin(kvm, image, m, scope, probe, stop).finish(m)
 }
 
 /// A validation whose guests have run and been shut down, with what is judged last still
@@ -257,6 +278,7 @@ pub struct Pending {
     stat_start: Result<noise::StatSample, String>,
     /// The quick suite's TSC probe, and whether KVM reported the rate it is compared with.
     tsc: Option<(Result<probes::TscProbe, String>, bool)>,
+    stop: Stop,
 }
 
 /// The checks that boot a guest, in the order [`run`] does them; `probe` is the quick suite's
@@ -267,6 +289,7 @@ fn begin(
     m: &mut HostManifest,
     scope: Scope,
     probe: Option<Result<probes::TscProbe, String>>,
+    stop: &Stop,
 ) -> Pending {
     let started = Instant::now();
     let stat_start = noise::sample_in(Path::new("/"));
@@ -282,6 +305,7 @@ fn begin(
         checks: &mut checks,
         boot_failed: None,
         emulated: m.emulated_cpu.clone(),
+        stop: stop.clone(),
     };
     let sizes = match scope {
         Scope::Quick => QUICK,
@@ -291,7 +315,7 @@ fn begin(
     if scope == Scope::Full {
         lapic_checks(kvm, image, m, &mut suite);
     }
-    let (e, emulated, boot_failed) = (suite.e, suite.emulated, suite.boot_failed);
+    let (e, emulated, boot_failed, stop) = (suite.e, suite.emulated, suite.boot_failed, suite.stop);
     Pending {
         started,
         scope,
@@ -301,6 +325,7 @@ fn begin(
         boot_failed,
         stat_start,
         tsc,
+        stop,
     }
 }
 
@@ -316,6 +341,7 @@ impl Pending {
             checks: &mut checks,
             boot_failed: self.boot_failed,
             emulated: self.emulated,
+            stop: self.stop,
         };
         if let Some((probe, reported)) = self.tsc {
             let rate = probe
@@ -328,7 +354,7 @@ impl Pending {
         );
         if scope == Scope::Full {
             let left = STEAL_WINDOW.saturating_sub(started.elapsed());
-            std::thread::sleep(left);
+            suite.stop.sleep(left);
         }
         noise_checks(root, m, &mut suite, scope, self.stat_start);
         let guest_boot_failed = suite.boot_failed.take();
@@ -348,10 +374,10 @@ impl Pending {
     /// Whether the checks judged so far already refuse the run (the guest did not boot, or a
     /// FAIL that is not forced, a TSC probe that could not start included): nothing still
     /// open can lift that.
-    fn refuses(&self, force: bool) -> bool {
+    fn refuses(&self, on_fail: OnFail) -> bool {
         let failed = self.checks.iter().any(|c| c.verdict == Verdict::Fail)
             || matches!(self.tsc, Some((Err(_), _)));
-        self.boot_failed.is_some() || (failed && !force)
+        self.boot_failed.is_some() || (failed && on_fail == OnFail::Refuse)
     }
 }
 
@@ -371,8 +397,8 @@ fn adopt(m: &mut HostManifest, suite: &mut Suite<'_>, b: Behaviour) {
 
 /// Records in `m` what a CPL0 `cli` does to `insn_emulation` (for `irqbench host`, which
 /// runs no other check).
-pub fn probe_flavour(kvm: &Kvm, image: &Arc<GuestImage>, m: &mut HostManifest) {
-    let measured = probes::boot(kvm, image, 1, IrqchipMode::Userspace).and_then(|mut s| {
+pub fn probe_flavour(kvm: &Kvm, image: &Arc<GuestImage>, m: &mut HostManifest, stop: &Stop) {
+    let measured = probes::boot(kvm, image, 1, IrqchipMode::Userspace, stop).and_then(|mut s| {
         let r = probes::insn_rounds(&mut s, &[InsnId::CLI], QUICK.insn_iterations, 1);
         s.shutdown();
         r?.nets
@@ -401,7 +427,7 @@ fn userspace_checks(
     probe: Option<Result<probes::TscProbe, String>>,
 ) -> Option<(Result<probes::TscProbe, String>, bool)> {
     let vcpus = sizes.vcpus.min(m.host_cpus.max(1));
-    let mut s = match probes::boot(kvm, image, vcpus, IrqchipMode::Userspace) {
+    let mut s = match probes::boot(kvm, image, vcpus, IrqchipMode::Userspace, &suite.stop) {
         Ok(s) => s,
         Err(why) => {
             m.flavour.behaviour = Readable::Unavailable(why.clone());
@@ -569,7 +595,15 @@ fn lapic_checks(kvm: &Kvm, image: &Arc<GuestImage>, m: &HostManifest, suite: &mu
             .get("KVM_CAP_IRQCHIP")
             .is_some_and(|&c| c > 0)
         {
-            probes::lapic(kvm, image, vcpus, period, LAPIC_PHASE, m.tsc_khz)
+            probes::lapic(
+                kvm,
+                image,
+                vcpus,
+                period,
+                LAPIC_PHASE,
+                m.tsc_khz,
+                &suite.stop,
+            )
         } else {
             Err("no KVM_CAP_IRQCHIP: no in-kernel LAPIC".into())
         };

@@ -3,7 +3,6 @@
 //! judge, or why it could not be taken (a boot failure, a guest fault, a protocol violation).
 
 use std::collections::BTreeMap;
-use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -21,19 +20,21 @@ use crate::machine::{IrqchipMode, MachineConfig};
 use crate::measure::descriptor;
 use crate::measure::session::{Dispatch, Session};
 use crate::vcpu::protocol;
-use crate::vcpu::ExitReason;
+use crate::vcpu::{ExitReason, Stop};
 
 /// No validation phase comes near this; a hung guest fails its check instead of the suite.
 const PHASE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Iterations of the calibration phase that sizes a workload to a duration.
 const CALIBRATION_ITERATIONS: u64 = 2048;
 
-/// Boots a guest for the checks (port hypercalls, vCPU threads not pinned).
+/// Boots a guest for the checks (port hypercalls, vCPU threads not pinned); its waits end when
+/// `stop` is set.
 pub fn boot(
     kvm: &Kvm,
     image: &Arc<GuestImage>,
     vcpus: u32,
     irqchip: IrqchipMode,
+    stop: &Stop,
 ) -> Result<Session, String> {
     let config = MachineConfig {
         vcpus,
@@ -41,7 +42,7 @@ pub fn boot(
         irqchip,
         hypercall_exits: false,
     };
-    Session::boot(kvm, image, config, HypercallTransport::Port, false)
+    Session::boot(kvm, image, config, HypercallTransport::Port, false, stop)
         .map_err(|e| format!("booting a {vcpus}-vCPU {} guest: {e}", irqchip.name()))
 }
 
@@ -56,7 +57,7 @@ fn dispatch(
     desc: irqbench_abi::PhaseDescriptor,
     irq: IrqSource,
 ) -> Result<Dispatch, String> {
-    s.dispatch(desc, irq, PHASE_TIMEOUT, &AtomicBool::new(false))
+    s.dispatch(desc, irq, PHASE_TIMEOUT)
         .map_err(|e| e.to_string())
 }
 
@@ -649,8 +650,9 @@ pub fn lapic(
     period_us: f64,
     target: Duration,
     khz: u64,
+    stop: &Stop,
 ) -> Result<LapicObs, String> {
-    let mut s = boot(kvm, image, vcpus, IrqchipMode::InKernel)?;
+    let mut s = boot(kvm, image, vcpus, IrqchipMode::InKernel, stop)?;
     let p = row(
         Workload::Insn {
             insn: InsnId::EMPTY,

@@ -589,7 +589,8 @@ fn doorbells_and_hlts_are_counted_exactly_on_this_host() {
     let Some(kvm) = crate::host::test_kvm() else {
         return;
     };
-    let mut s = probes::boot(&kvm, &image(), 2, IrqchipMode::Userspace).expect("boot");
+    let mut s =
+        probes::boot(&kvm, &image(), 2, IrqchipMode::Userspace, &Stop::new()).expect("boot");
     let d = probes::doorbells(&mut s, 37).expect("doorbells");
     assert_eq!(d.vcpus.len(), 2);
     assert_eq!(
@@ -615,7 +616,8 @@ fn the_measuring_vms_vcpus_read_through_kvm_keep_one_tsc() {
         return;
     };
     let m = crate::host::manifest(&kvm).expect("manifest");
-    let mut s = probes::boot(&kvm, &image(), 2, IrqchipMode::Userspace).expect("boot");
+    let mut s =
+        probes::boot(&kvm, &image(), 2, IrqchipMode::Userspace, &Stop::new()).expect("boot");
     let skew = probes::tsc_skew_kvm(&mut s, 32, m.tsc_khz).expect("readings");
     assert_eq!(skew.skews_cycles.len() + skew.preempted, 32);
     let j = tsc_vcpus(&e(m.kvm_flavour), &skew);
@@ -653,7 +655,7 @@ fn the_quick_suite_records_the_flavour_and_fits_in_a_run() {
         return;
     };
     let mut m = crate::host::manifest(&kvm).expect("manifest");
-    let v = run(&kvm, &image(), &mut m, Scope::Quick);
+    let v = run(&kvm, &image(), &mut m, Scope::Quick, &Stop::new());
     println!("{}", render(&v));
     let ids: Vec<&str> = v.checks.iter().map(|c| c.id.as_str()).collect();
     for id in [
@@ -693,14 +695,22 @@ fn the_quick_suite_in_two_steps_records_the_same_checks() {
         return;
     };
     let mut one = crate::host::manifest(&kvm).expect("manifest");
-    before_run(&kvm, &image(), &mut one, false).expect("the one-step quick suite passes");
+    before_run(&kvm, &image(), &mut one, OnFail::Refuse, &Stop::new())
+        .expect("the one-step quick suite passes");
     let mut two = crate::host::manifest(&kvm).expect("manifest");
     let probe = probes::TscProbe::start(&kvm);
-    let pending = begin_run(&kvm, &image(), &mut two, false, probe)
-        .expect("not refused")
-        .expect("the TSC reading is still open");
+    let pending = begin_run(
+        &kvm,
+        &image(),
+        &mut two,
+        OnFail::Refuse,
+        probe,
+        &Stop::new(),
+    )
+    .expect("not refused")
+    .expect("the TSC reading is still open");
     assert!(two.validation.is_none(), "recorded before it was finished");
-    finish_run(pending, &mut two, false).expect("the two-step quick suite passes");
+    finish_run(pending, &mut two, OnFail::Refuse).expect("the two-step quick suite passes");
     let ids = |m: &HostManifest| -> Vec<String> {
         let v = m.validation.as_ref().expect("recorded");
         v.checks.iter().map(|c| c.id.clone()).collect()
@@ -738,12 +748,19 @@ fn a_tsc_probe_that_did_not_start_refuses_the_run_at_once() {
         return;
     };
     let mut m = crate::host::manifest(&kvm).expect("manifest");
-    let refused = begin_run(&kvm, &image(), &mut m, false, Err("no probe VM".into()));
+    let refused = begin_run(
+        &kvm,
+        &image(),
+        &mut m,
+        OnFail::Refuse,
+        Err("no probe VM".into()),
+        &Stop::new(),
+    );
     // On an emulated CPU (QEMU TCG, Bochs) the TSC checks are not judged, so nothing refuses.
     let emulated = m.emulated_cpu.is_some();
     if emulated {
         if let Some(pending) = refused.expect("not refused on an emulated CPU") {
-            finish_run(pending, &mut m, false).expect("not refused on an emulated CPU");
+            finish_run(pending, &mut m, OnFail::Refuse).expect("not refused on an emulated CPU");
         }
     } else {
         assert!(
@@ -767,10 +784,17 @@ fn a_tsc_probe_that_did_not_start_refuses_the_run_at_once() {
         return; // the forced run below needs a FAIL to force past
     }
     let mut forced = crate::host::manifest(&kvm).expect("manifest");
-    let pending = begin_run(&kvm, &image(), &mut forced, true, Err("no probe VM".into()))
-        .expect("forced: not refused")
-        .expect("still open");
-    finish_run(pending, &mut forced, true).expect("forced");
+    let pending = begin_run(
+        &kvm,
+        &image(),
+        &mut forced,
+        OnFail::Measure,
+        Err("no probe VM".into()),
+        &Stop::new(),
+    )
+    .expect("forced: not refused")
+    .expect("still open");
+    finish_run(pending, &mut forced, OnFail::Measure).expect("forced");
     assert_eq!(
         forced.validation.as_ref().map(|v| v.verdict),
         Some(Verdict::Fail)
@@ -783,7 +807,7 @@ fn the_full_suite_passes_on_this_host() {
         return;
     };
     let mut m = crate::host::manifest(&kvm).expect("manifest");
-    let v = run(&kvm, &image(), &mut m, Scope::Full);
+    let v = run(&kvm, &image(), &mut m, Scope::Full, &Stop::new());
     println!("{}", render(&v));
     assert_eq!(v.checks.len(), 18, "{}", render(&v));
     assert!(v.seconds.is_finite() && v.seconds > 0.0, "{}", v.seconds);
@@ -800,6 +824,7 @@ fn an_emulated_cpu_leaves_timing_checks_not_judged() {
         emulated: Some("QEMU TCG (hypervisor signature TCGTCGTCGTCG)".into()),
         checks: &mut checks,
         boot_failed: None,
+        stop: Stop::new(),
     };
     suite.push(
         "tsc.invariant",

@@ -21,11 +21,13 @@ use protocol::Doorbell;
 pub mod exit;
 pub mod fault;
 pub mod protocol;
+pub mod stop;
 pub mod window;
 
 pub use exit::{handle_exit, ExitAction, ExitEvent, ExitReason, LoopState, PortData};
 pub use fault::{exception_name, FaultReport};
 use fault::{fault, guest_exception, stopped};
+pub use stop::Stop;
 pub use window::{
     BlockSample, ExitCounts, PhaseSample, PhaseWindow, ReasonTallies, ReasonTally, ThreadTimes,
     VariantTotals,
@@ -57,8 +59,8 @@ pub enum VcpuOutcome {
     ProtocolViolation(protocol::ProtocolViolation),
 }
 
-/// What goes from a vCPU thread to the runner; `Wake` comes from the runner's signal listener
-/// instead (`measure::session::wake_waiters`): a stop was asked for, so a wait ends now.
+/// What goes from a vCPU thread to the runner; `Wake` comes from the run's [`Stop`] instead
+/// (its waker): a stop was asked for, so a wait ends now.
 #[derive(Debug)]
 pub enum VcpuEvent {
     Booted {
@@ -79,8 +81,8 @@ pub enum VcpuEvent {
 /// Shared between a vCPU thread and the runner's helper threads.
 #[derive(Debug, Default)]
 pub struct VcpuControl {
-    /// Stop at the next exit (watchdog, Ctrl-C).
-    pub stop: AtomicBool,
+    /// Stop at the next exit (the session's watchdog, or its run's stop).
+    pub stop: Stop,
     /// `inject`: an interrupt waits to be injected.
     pub irq_pending: AtomicBool,
     /// Raised by the irq source thread, for the report.
@@ -246,7 +248,7 @@ fn run_loop(ctx: &mut VcpuContext) -> VcpuOutcome {
         if let Some(on) = sync_next.take() {
             set_sync_regs(ctx, on);
         }
-        if ctx.control.stop.load(Ordering::SeqCst) {
+        if ctx.control.stop.is_set() {
             return stopped(ctx);
         }
         if let Err(e) = inject_pending(ctx, &mut window) {

@@ -1,5 +1,6 @@
 use super::super::{load_str, load_str_with, Limits, Setting};
 use crate::config::plan::{IrqSource, Plan};
+use crate::results::redact::Redaction;
 
 const FILE: &str = "configs/x.toml";
 
@@ -80,7 +81,7 @@ fn a_setting_replaces_or_adds_a_key_in_every_kind_of_table() {
         ],
     )
     .unwrap();
-    assert_eq!(plan.redact, ["cmdline"]);
+    assert_eq!(plan.redact, [Redaction::Cmdline]);
     assert_eq!(
         plan.phases[0].workload.kind(),
         crate::results::ResultKind::Lock
