@@ -21,6 +21,7 @@ pub mod measure;
 pub mod reference;
 pub mod report;
 pub mod results;
+pub mod session;
 pub mod statistics;
 pub mod text;
 pub mod validate;

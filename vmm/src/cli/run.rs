@@ -10,11 +10,11 @@ use irqbench::config::Limits;
 use irqbench::files::write::{self, Form, OutputTarget};
 use irqbench::history::Origin;
 use irqbench::machine::image::GuestImage;
-use irqbench::measure::session::RunOptions;
 use irqbench::report::{self, ExportFormat, OutputDir};
 use irqbench::results::redact::{redact, redact_text, Redaction};
 use irqbench::results::{HostManifest, RunReport};
-use irqbench::{host, measure, validate};
+use irqbench::session::RunOptions;
+use irqbench::{host, measure, session, validate};
 
 use super::config::{load_image, load_plan, PlanArgs};
 use super::error::{warn, CliError, Status};
@@ -433,7 +433,7 @@ fn measure_plan(p: &mut Prepared, signals: &Signals, req: &Request) -> Result<Ru
             irqbench::text::escape_line(&plan.source),
         ));
     }
-    let mut progress = |i: usize, n: usize, group: &str, step: &measure::session::Step| {
+    let mut progress = |i: usize, n: usize, group: &str, step: &session::Step| {
         bar.step(i, n, group, step);
     };
     let not_beside = validate::beside::why_not_beside(plan, req.trace_exits);

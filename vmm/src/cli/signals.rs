@@ -4,8 +4,8 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use irqbench::measure;
 use irqbench::results::RunReport;
+use irqbench::session;
 
 use super::error::{warn, Status};
 
@@ -151,7 +151,7 @@ fn register_signals() -> Signals {
         let code = i32::from(status.code());
         let second = move || {
             // Boot waits (the validation's included) end too.
-            measure::session::request_stop();
+            session::request_stop();
             let now = monotonic_ns().max(1);
             if let Err(first) =
                 FIRST_SIGNAL_NS.compare_exchange(0, now, Ordering::SeqCst, Ordering::SeqCst)
@@ -171,7 +171,7 @@ fn register_signals() -> Signals {
     // A signal the loader's handler noted before these existed: as if it came now.
     let early = EARLY_SIGNAL.load(Ordering::SeqCst);
     if early != 0 {
-        measure::session::request_stop();
+        session::request_stop();
         let _ = FIRST_SIGNAL_NS.compare_exchange(
             0,
             monotonic_ns().max(1),
@@ -199,7 +199,7 @@ pub(crate) fn announce_stop(bar: Option<indicatif::ProgressBar>) {
                 return;
             };
             // The run's wait for its vCPUs looks at the stop flag now, not at its backstop.
-            measure::session::wake_waiters();
+            session::wake_waiters();
             let name = match sig {
                 SIGINT => "SIGINT",
                 SIGTERM => "SIGTERM",

@@ -150,7 +150,7 @@ mod tests {
     use crate::config::plan::{Plan, StrategyId, Workload};
     use crate::machine::image::GuestImage;
     use crate::measure::run_plan;
-    use crate::measure::session::RunOptions;
+    use crate::session::RunOptions;
 
     fn cell(exits: u64, userspace: u64) -> Cell {
         let mut stats = BTreeMap::new();

@@ -8,7 +8,7 @@ use irqbench_abi::{Counts, PhaseDescriptor};
 use super::disturbance;
 use super::estimators::{Cell, GuestCounts, RoundTable};
 use crate::kvm::stats::StatsDelta;
-use crate::measure::session::Dispatch;
+use crate::session::Dispatch;
 use crate::vcpu::protocol::{self, ProtocolViolation};
 use crate::vcpu::window::{ExitCounts, ExitRips, ReasonTallies};
 use crate::vcpu::ExitReason;

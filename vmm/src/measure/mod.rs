@@ -20,28 +20,24 @@ use crate::host;
 use crate::host::cpu;
 use crate::machine::image::GuestImage;
 use crate::machine::{IrqchipMode, MachineConfig, MachineError};
-use crate::measure::pinning::Pinning;
-use crate::measure::session::{PhaseError, ProgressFn, RunOptions, Session, Step};
 use crate::results::KvmFlavour;
 use crate::results::{DisturbanceInfo, HostManifest, PhaseFailure, RunReport, CI_METHOD, SCHEMA};
+use crate::session::pinning::Pinning;
+use crate::session::{PhaseError, ProgressFn, RunOptions, Session, Step};
 
 pub mod attribution;
 mod breakdown;
 pub mod collect;
 pub mod counts;
-pub mod descriptor;
 pub mod disturbance;
 pub mod dump;
 pub mod estimators;
 pub mod group;
-pub mod irq_load;
 pub mod pacing;
-pub mod pinning;
 mod preflight;
 mod replicate_rows;
 pub mod replicates;
 mod rows;
-pub mod session;
 pub mod shadow;
 pub mod speed;
 mod trace_exits;
@@ -497,6 +493,7 @@ mod tests {
     use super::*;
     use crate::config::plan::{GroupKey, IrqSource, StrategyId, Workload};
     use crate::results::{ExitSite, ReplicateSpread};
+    use crate::session::pinning;
 
     fn image() -> Arc<GuestImage> {
         Arc::new(GuestImage::embedded().expect("embedded guest"))

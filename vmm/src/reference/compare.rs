@@ -17,9 +17,10 @@ use crate::config::{self, Limits};
 use crate::identity::{StrategyId, Subject};
 use crate::machine::image::GuestImage;
 use crate::machine::{IrqchipMode, MachineConfig};
-use crate::measure::session::{RunOptions, Session};
-use crate::measure::{self, descriptor, estimators};
+use crate::measure::{self, estimators};
 use crate::results::{Interval, RunReport, Summary};
+use crate::session::descriptor;
+use crate::session::{RunOptions, Session};
 
 /// irqbench's own plan for the pair: `native-cli-sti` against `native-popf` (the rows of
 /// configs/strategies.toml) with no critical-section body, so both sides time the same

@@ -18,9 +18,9 @@ use kvm_ioctls::Kvm;
 use crate::identity::InsnId;
 use crate::machine::image::GuestImage;
 use crate::machine::IrqchipMode;
-use crate::measure::session::Session;
 use crate::results::host::classify;
 use crate::results::{Behaviour, Check, HostManifest, Readable, Scope, Validation, Verdict};
+use crate::session::Session;
 
 pub mod beside;
 pub mod judge;
@@ -222,7 +222,7 @@ impl Suite<'_> {
         let j = match m {
             Ok(m) => judge(&self.e, m),
             // Cut short by the user, not by the host: no verdict on the host.
-            Err(why) if crate::measure::session::stop_requested() => {
+            Err(why) if crate::session::stop_requested() => {
                 judge::words("a measurement".into(), "none").with(
                     Verdict::NotJudged,
                     &format!("not judged: a signal stopped the run before it was measured ({why})"),

@@ -58,7 +58,7 @@ pub enum VcpuOutcome {
 }
 
 /// What goes from a vCPU thread to the runner; `Wake` comes from the runner's signal listener
-/// instead (`measure::session::wake_waiters`): a stop was asked for, so a wait ends now.
+/// instead (`session::wake_waiters`): a stop was asked for, so a wait ends now.
 #[derive(Debug)]
 pub enum VcpuEvent {
     Booted {
