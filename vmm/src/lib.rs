@@ -10,6 +10,7 @@
 //! nothing is, and stdout); [`validate`] is the host self-test the CLI runs before a plan, and
 //! every run is also kept in [`history`] (SQLite: trends, baselines, the `check` gate).
 
+pub mod analysis;
 pub mod config;
 pub mod files;
 pub mod history;

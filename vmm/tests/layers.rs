@@ -22,7 +22,7 @@ const LAYERS: &[&[&str]] = &[
     &["vcpu"],
     &["host"],
     &["config"],
-    &["session"],
+    &["session", "analysis"],
     &["measure"],
     &["reference"],
     &["validate"],

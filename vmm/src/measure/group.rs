@@ -8,10 +8,10 @@ use std::time::{Duration, Instant};
 use irqbench_abi::{self as abi, PhaseDescriptor};
 
 use super::collect::Collected;
-use super::estimators;
 use super::pacing::{End, Pacer};
 use super::replicate_rows;
 use super::rows::{self, GroupOutcome};
+use crate::analysis::estimators;
 use crate::config::plan::{PhasePlan, Plan, Workload};
 use crate::results::{PhaseResult, ResultKind};
 use crate::session::descriptor::{self, workload_ids};
@@ -240,9 +240,14 @@ impl GroupRun<'_> {
         // Under an interrupt load the baseline's cost also holds the interrupts its blocks
         // took, which a timer's period beating against the rounds' moves in stretches too.
         let no_load = self.rows[0].irq == crate::config::plan::IrqSource::None;
-        if let Some(steps) = no_load.then(|| super::speed::steps(&table)).flatten() {
+        if let Some(steps) = no_load
+            .then(|| crate::analysis::speed::steps(&table))
+            .flatten()
+        {
             let group = self.rows[0].group.to_string();
-            outcome.warnings.push(super::speed::warning(&group, &steps));
+            outcome
+                .warnings
+                .push(crate::analysis::speed::warning(&group, &steps));
         }
         Ok(outcome)
     }

@@ -15,6 +15,7 @@ use std::time::Instant;
 
 use kvm_ioctls::Kvm;
 
+use crate::analysis::{counts, disturbance, replicates};
 use crate::config::plan::{HypercallTransport, PhasePlan, Plan};
 use crate::host;
 use crate::host::cpu;
@@ -28,18 +29,13 @@ use crate::session::{PhaseError, ProgressFn, RunOptions, Session, Step};
 pub mod attribution;
 mod breakdown;
 pub mod collect;
-pub mod counts;
-pub mod disturbance;
 pub mod dump;
-pub mod estimators;
 pub mod group;
 pub mod pacing;
 mod preflight;
 mod replicate_rows;
-pub mod replicates;
 mod rows;
 pub mod shadow;
-pub mod speed;
 mod trace_exits;
 
 pub use attribution::classify_symbol;

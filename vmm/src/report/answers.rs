@@ -285,7 +285,7 @@ struct Boot {
 }
 
 /// Rounds a resample draws together, in round order, out of `n`: from as many rounds as the
-/// comparisons' CIs batch (`measure::estimators::batched`, [`statistics::batch_ranges`]), one
+/// comparisons' CIs batch (`analysis::estimators::batched`, [`statistics::batch_ranges`]), one
 /// [`statistics::MAX_BATCHES`]th of them, since rounds close in time can share the host's
 /// state; one (independent rounds) below.
 pub(crate) fn block_len(n: usize) -> usize {

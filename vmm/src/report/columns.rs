@@ -2,7 +2,7 @@
 //! shows in a table cell, and the raw CSV fields it stands for. A figure added here appears in
 //! all three, with the same rounding rules.
 
-use crate::measure::counts::{LOCK_SPINS, USERSPACE_EXITS};
+use crate::analysis::counts::{LOCK_SPINS, USERSPACE_EXITS};
 use crate::results::{PhaseResult, ResultKind};
 
 use super::format::{fmt_cost, fmt_count, fmt_fraction, fmt_pct, fmt_si, raw_number, Estimate};

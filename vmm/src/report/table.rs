@@ -480,7 +480,7 @@ pub(crate) fn legend(report: &RunReport) -> Vec<String> {
         format!(
             "exits/op: the KVM `exits` stat; uexits/op: exits handled by irqbench in userspace; \
              both counts, not medians: {}. disturbed: fraction of blocks left out as disturbed.",
-            crate::measure::counts::COUNT_CI_METHOD
+            crate::analysis::counts::COUNT_CI_METHOD
         ),
         "comparisons: median of per-round paired ratios (b/a - 1) with its 95% CI.".to_string(),
         format!("{}.", super::verdict::EXITS_DIFFERENCE_METHOD),

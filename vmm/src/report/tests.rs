@@ -632,7 +632,7 @@ fn too_few_rounds_give_no_ci_anywhere() {
     let name = report.results[0].name.clone();
     let c = &mut report.comparisons[0];
     c.rounds = 2;
-    c.ratio = crate::measure::estimators::interval(&[3.3, 3.4]);
+    c.ratio = crate::analysis::estimators::interval(&[3.3, 3.4]);
     assert!(c.ratio.ci95.iter().all(|b| b.is_nan()), "{:?}", c.ratio);
 
     let json = serde_json::to_value(&report).unwrap();

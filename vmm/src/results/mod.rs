@@ -315,7 +315,7 @@ pub struct PhaseResult {
     #[serde(default)]
     pub per_vcpu_ops_per_sec: Vec<f64>,
     /// Every event count per operation, net of the baseline: a mean over the kept rounds
-    /// with its CI ([`crate::measure::counts::COUNT_CI_METHOD`]). Keys: the KVM stats that
+    /// with its CI ([`crate::analysis::counts::COUNT_CI_METHOD`]). Keys: the KVM stats that
     /// moved in the group by kernel name, the VMM's exits by reason as `vmm:<reason>` with
     /// their sum `vmm:userspace_exits` and `vmm:hypercalls`, and the guest's own counters as
     /// `guest:…`. A count with too few kept rounds is absent. The one place a row's per-op

@@ -1,0 +1,9 @@
+//! Pure functions over measured rounds, no VM and no rendering: the per-round estimators and
+//! their CIs, counts per operation, which blocks were disturbed, the host's speed steps and the
+//! replicates' combination. `measure` feeds them a group's rounds; tests feed them synthetic ones.
+
+pub mod counts;
+pub mod disturbance;
+pub mod estimators;
+pub mod replicates;
+pub mod speed;
