@@ -2,6 +2,7 @@
 //! their CIs, counts per operation, which blocks were disturbed, the host's speed steps and the
 //! replicates' combination. `measure` feeds them a group's rounds; tests feed them synthetic ones.
 
+pub mod answers;
 pub mod counts;
 pub mod disturbance;
 pub mod estimators;

@@ -5,8 +5,7 @@
 //! Renderers are pure (`render_* -> String`); only [`folder`] touches the filesystem, so the
 //! way files are written can change in one place.
 
-mod answers;
-mod answers_text;
+pub(crate) mod answer_lines;
 pub(crate) mod columns;
 mod compare;
 mod compare_text;
@@ -37,7 +36,6 @@ use std::path::PathBuf;
 
 use thiserror::Error;
 
-pub use answers::{fill_answers, gather as gather_answers, interaction};
 pub use compare::{
     compare, compare_by, compare_with, host_differences, CompareRow, Comparison, NoiseBasis,
     RunLabel, SpeedDifference, DEFAULT_MIN_CHANGE_PCT,

@@ -536,7 +536,7 @@ pub fn render_table_at(report: &RunReport, width: usize) -> String {
     for group in groups(report) {
         render_group(&mut out, report, &group, width);
     }
-    super::answers_text::render_text(&mut out, report);
+    super::answer_lines::render_text(&mut out, report);
     let orphans = orphan_differences(report);
     if !orphans.is_empty() {
         out.push_str("\nderived from paired differences per round:\n");

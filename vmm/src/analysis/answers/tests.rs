@@ -281,7 +281,7 @@ fn a_condition_without_a_ratio_gives_no_interaction_and_says_why() {
     report.answers[0].conditions[1].rounds = 4;
     report.answers[0].conditions[1].ratio.ci95 = [0.98; 2];
     report.answers[0].conditions[1].ratio.median = 0.98;
-    let line = crate::report::answers_text::condition_value(&report.answers[0].conditions[1]);
+    let line = crate::report::answer_lines::condition_value(&report.answers[0].conditions[1]);
     assert!(
         line.starts_with("−2.0% (4 rounds: too few for a CI"),
         "{line}"
