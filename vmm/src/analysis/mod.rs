@@ -3,8 +3,10 @@
 //! replicates' combination. `measure` feeds them a group's rounds; tests feed them synthetic ones.
 
 pub mod answers;
+pub mod compare;
 pub mod counts;
 pub mod disturbance;
+pub mod estimate;
 pub mod estimators;
 pub mod replicates;
 pub mod speed;

@@ -4,12 +4,13 @@
 
 use std::fmt::Write as _;
 
-use crate::report::{compare_by, render_compare, CompareRow, Comparison};
+use crate::analysis::compare::{compare_by, CompareRow, Comparison};
+use crate::report::render_compare;
 use crate::results::RunReport;
 
 /// A change below this is never a regression (back-to-back runs drift this much), unless
 /// `--max-regression` says otherwise.
-pub const DEFAULT_MAX_REGRESSION_PCT: f64 = crate::report::DEFAULT_MIN_CHANGE_PCT;
+pub const DEFAULT_MAX_REGRESSION_PCT: f64 = crate::analysis::compare::DEFAULT_MIN_CHANGE_PCT;
 
 /// The verdict of one check.
 #[derive(Debug)]
@@ -41,7 +42,7 @@ impl CheckOutcome {
 
 /// Worse is more cycles or exits per operation, or fewer operations per second (or per loop).
 fn worse(row: &CompareRow) -> bool {
-    if row.metric == "ops/s" || row.metric == crate::report::METRIC_OPS_PER_LOOP {
+    if row.metric == "ops/s" || row.metric == crate::analysis::compare::METRIC_OPS_PER_LOOP {
         row.change_pct < 0.0
     } else {
         row.change_pct > 0.0
@@ -155,7 +156,7 @@ pub fn render_check(o: &CheckOutcome) -> String {
             let in_loops = o.comparison.normalised && r.metric != "exits/op";
             let why = if r.old.is_finite() && r.new.is_finite() {
                 "too few rounds in a run to judge"
-            } else if r.metric == crate::report::METRIC_EXITS {
+            } else if r.metric == crate::analysis::compare::METRIC_EXITS {
                 "no exits count in a run (too few kept rounds for one, or a kernel without KVM \
                  binary stats)"
             } else if in_loops {

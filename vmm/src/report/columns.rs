@@ -7,6 +7,8 @@ use crate::results::{PhaseResult, ResultKind};
 
 use super::format::{fmt_cost, fmt_count, fmt_fraction, fmt_pct, fmt_si, raw_number, Estimate};
 
+pub(crate) use crate::analysis::estimate::{exits_estimate, exits_stat, stat_estimate};
+
 /// The KVM per-vCPU stat that counts every VM exit.
 pub(crate) use crate::results::EXITS_STAT;
 
@@ -78,11 +80,6 @@ impl Column {
     }
 }
 
-/// The `exits` stat per op, if the kernel reported it.
-pub(crate) fn exits_stat(r: &PhaseResult) -> Option<f64> {
-    r.counts.get(EXITS_STAT).map(|e| e.per_op)
-}
-
 /// The `exits` stat's CI, if the kernel reported it.
 fn exits_ci(r: &PhaseResult) -> Option<[f64; 2]> {
     r.counts.get(EXITS_STAT).map(|e| e.ci95)
@@ -92,17 +89,6 @@ fn exits_ci(r: &PhaseResult) -> Option<[f64; 2]> {
 /// with too few kept rounds.
 pub(crate) fn userspace_exits_estimate(r: &PhaseResult) -> Option<Estimate> {
     stat_estimate(r, USERSPACE_EXITS)
-}
-
-/// Count `name` of the row's `counts` per op with its CI.
-pub(crate) fn stat_estimate(r: &PhaseResult, name: &str) -> Option<Estimate> {
-    let e = r.counts.get(name)?;
-    Some(Estimate::with_ci(e.per_op, e.ci95, e.rounds))
-}
-
-/// Exits per op with the CI of the per-round samples.
-pub(crate) fn exits_estimate(r: &PhaseResult) -> Option<Estimate> {
-    stat_estimate(r, EXITS_STAT)
 }
 
 /// The cycles cell carries `~` when the run ran out of time before its CI reached the plan's

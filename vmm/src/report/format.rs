@@ -1,8 +1,7 @@
 //! Number, time and interval formatting shared by every renderer.
 
-use crate::results::Summary;
-
 pub(crate) use crate::analysis::answers::fmt_fraction;
+pub(crate) use crate::analysis::estimate::Estimate;
 pub(crate) use crate::statistics::MIN_CI_SAMPLES;
 
 /// A per-operation rate with 4 significant digits; tiny or huge ones in exponent form so the
@@ -96,37 +95,6 @@ pub(crate) fn ellipsize(s: &str, max: usize) -> String {
 
 /// What a figure without data prints as.
 pub(crate) const NO_DATA: &str = "no data";
-
-/// A median with the 95% CI that bounds it, `None` when too few rounds gave one.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub(crate) struct Estimate {
-    pub median: f64,
-    pub ci: Option<[f64; 2]>,
-}
-
-impl Estimate {
-    /// The CI of a summary of per-round samples; v1 files and short runs have none. A file's
-    /// CI stands without its samples when it is a real interval (a hand-made or trimmed file);
-    /// a point (`[m, m]`, how short runs were once written) or v1's `[0, 0]` is no CI.
-    pub fn of(s: &Summary) -> Estimate {
-        let [lo, hi] = s.ci95;
-        let interval = crate::statistics::is_interval(s.ci95) && lo <= hi;
-        let usable =
-            interval && (s.samples.len() >= MIN_CI_SAMPLES || (s.samples.is_empty() && lo < hi));
-        Estimate {
-            median: s.median,
-            ci: usable.then_some(s.ci95),
-        }
-    }
-
-    pub fn with_ci(median: f64, ci: [f64; 2], rounds: usize) -> Estimate {
-        Estimate {
-            median,
-            ci: (rounds >= MIN_CI_SAMPLES && crate::statistics::is_interval(ci) && ci[0] <= ci[1])
-                .then_some(ci),
-        }
-    }
-}
 
 /// The power of ten the last printed digit stands for: two significant digits of the
 /// half-width, so a value is never shown finer than its interval resolves.

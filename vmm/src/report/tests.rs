@@ -12,6 +12,9 @@ use super::format::{
 };
 use super::table::TextTable;
 use super::*;
+use crate::analysis::compare::{
+    compare, compare_by, compare_with, NoiseBasis, DEFAULT_MIN_CHANGE_PCT,
+};
 use crate::results::{
     ComparedMetric, DisturbanceInfo, ExitSite, HostManifest, Interval, LockStats, PairedComparison,
     PairedDifference, PhaseFailure, PhaseResult, ResultKind, RunReport, Summary, SCHEMA,
