@@ -25,7 +25,7 @@ use crate::session::Session;
 pub mod beside;
 pub mod judge;
 pub mod noise;
-pub mod obs;
+pub mod observations;
 pub mod probes;
 
 use judge::{Expectations, Judged};
