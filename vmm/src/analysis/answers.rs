@@ -14,7 +14,7 @@ use crate::results::{
 use crate::statistics::{self, MIN_CI_SAMPLES};
 
 /// Builds the answers and sets them (and the method, when there is an interaction) on the
-/// report: the run calls it once its groups are measured.
+/// report: `measure::run_prepared` calls it once the groups are measured, for every caller.
 pub fn fill_answers(report: &mut RunReport) {
     report.answers = gather(report);
     report.interaction_method = if report.answers.iter().any(|a| !a.interactions.is_empty()) {

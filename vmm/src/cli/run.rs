@@ -283,7 +283,6 @@ pub fn pipeline(req: &Request) -> Result<Finished, CliError> {
     // From here a signal leaves the results whole: the stop message says so.
     RESULTS_WHOLE.store(true, Ordering::SeqCst);
     report.adhoc = req.adhoc.recorded();
-    irqbench::analysis::answers::fill_answers(&mut report);
     // Before anything is written or saved: a redacted fact reaches no output.
     let hostname = host::hostname();
     redact(&mut report, &p.redact, hostname.as_deref());

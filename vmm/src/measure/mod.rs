@@ -15,7 +15,7 @@ use std::time::Instant;
 
 use kvm_ioctls::Kvm;
 
-use crate::analysis::{counts, disturbance, replicates};
+use crate::analysis::{answers, counts, disturbance, replicates};
 use crate::config::plan::{HypercallTransport, PhasePlan, Plan};
 use crate::host;
 use crate::host::cpu;
@@ -383,6 +383,8 @@ pub fn run_prepared(
         let _ = gate(&mut report.host);
     }
     close_run(&mut report, options, &violations, started);
+    // Here, not in the CLI: a library caller of run_plan gets the report the CLI writes.
+    answers::fill_answers(&mut report);
     Ok(report)
 }
 
