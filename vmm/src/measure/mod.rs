@@ -5,8 +5,9 @@
 //! variant once as a block of n operations in an order shuffled per round, with a doorbell
 //! between blocks (outside the timed window) at which the VMM reads the KVM stats and the vCPU
 //! thread's clocks. Figures are medians of per-round paired values with a 95% CI
-//! ([`estimators`]); blocks the host disturbed are left out ([`disturbance`]); a group runs
-//! until every row reaches the plan's precision or its time budget ([`group`]).
+//! ([`crate::analysis::estimators`]); blocks the host disturbed are left out
+//! ([`crate::analysis::disturbance`]); a group runs until every row reaches the plan's
+//! precision or its time budget ([`group`]); the run's answers come last.
 //! docs/ARCHITECTURE.md describes the whole flow.
 
 use std::sync::atomic::Ordering;
