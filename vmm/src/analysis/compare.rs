@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::results::{PhaseResult, RunReport, Summary};
+use crate::results::{ComparedMetric, PairedComparison, PhaseResult, RowRerun, RunReport, Summary};
 
 use super::estimate::{exits_estimate, exits_stat, Estimate};
 
@@ -100,6 +100,8 @@ pub(crate) const METRIC_OPS: &str = "ops/s";
 /// loop op, which a host that runs everything k times slower leaves unchanged.
 pub(crate) const METRIC_OPS_PER_LOOP: &str = "ops/loop";
 pub(crate) const METRIC_EXITS: &str = "exits/op";
+/// A row's paired ratio to another row of its group: `÷ native-popf`.
+pub(crate) const METRIC_RATIO_PREFIX: &str = "÷ ";
 
 /// A row's ops/s in units of its loop ([`METRIC_OPS_PER_LOOP`]): the median the product of the
 /// two medians, the CI the two relative half-widths added in quadrature on each side (the two
@@ -127,6 +129,16 @@ fn ops_per_loop(r: &PhaseResult) -> Summary {
         samples: ops.samples.iter().map(|x| x * scale).collect(),
         ..Summary::default()
     }
+}
+
+/// `s` with its run's rerun interval as its CI, where the run has one: what a rerun of the
+/// same code shows is the noise a change must clear (the run's own CI holds one run's).
+fn widened(s: &Summary, rerun95: Option<[f64; 2]>) -> Summary {
+    let mut out = s.clone();
+    if let (Some(r), true) = (rerun95, s.has_data()) {
+        out.ci95 = r;
+    }
+    out
 }
 
 fn change_pct(old: f64, new: f64) -> f64 {
@@ -373,13 +385,24 @@ pub fn compare_by(
             }
             continue;
         };
+        let rerun = |r: &PhaseResult, pick: fn(&RowRerun) -> Option<[f64; 2]>| {
+            r.rerun95.as_ref().and_then(pick)
+        };
         let (metric, ca, cb) = if normalised {
-            (METRIC_PER_LOOP, &ra.cycles_per_loop, &rb.cycles_per_loop)
+            (
+                METRIC_PER_LOOP,
+                ra.cycles_per_loop.clone(),
+                rb.cycles_per_loop.clone(),
+            )
         } else {
-            (METRIC_CYCLES, &ra.cycles_per_op, &rb.cycles_per_op)
+            (
+                METRIC_CYCLES,
+                widened(&ra.cycles_per_op, rerun(ra, |x| x.cycles_per_op)),
+                widened(&rb.cycles_per_op, rerun(rb, |x| x.cycles_per_op)),
+            )
         };
         c.rows
-            .push(summary_row(&ra.name, metric, ca, cb, min_change_pct));
+            .push(summary_row(&ra.name, metric, &ca, &cb, min_change_pct));
         // Throughput is the host's speed as much as the strategy's: normalised, it is in
         // units of the loop too, or a host that ran slower would still move (and fail `check`
         // on) every row. It stays: on a row of several vCPUs it is the slowest vCPU's, which
@@ -394,14 +417,16 @@ pub fn compare_by(
                 min_change_pct,
             ));
         } else {
-            let (oa, ob) = (&ra.ops_per_sec, &rb.ops_per_sec);
+            let oa = widened(&ra.ops_per_sec, rerun(ra, |x| x.ops_per_sec));
+            let ob = widened(&rb.ops_per_sec, rerun(rb, |x| x.ops_per_sec));
             c.rows
-                .push(summary_row(&ra.name, METRIC_OPS, oa, ob, min_change_pct));
+                .push(summary_row(&ra.name, METRIC_OPS, &oa, &ob, min_change_pct));
         }
         if exits_stat(ra).is_some() || exits_stat(rb).is_some() {
             c.rows.push(exits_row(&ra.name, ra, rb, min_change_pct));
         }
     }
+    c.rows.extend(ratio_rows(a, b, min_change_pct));
     c.only_in_b = b
         .results
         .iter()
@@ -412,6 +437,50 @@ pub fn compare_by(
     c.host_differs = host_differences(a, b);
     c.speed_differs = speed_differences(&a_by_id, &b_by_id, min_change_pct);
     c
+}
+
+/// Each paired comparison both runs have with a CI, as a row `÷ a`: `b`'s cost in units of
+/// `a`'s (cycles/op; a lock group's time per op, the inverse of its ops/s ratio), which the
+/// host's speed, moving both, leaves alone; higher is dearer. Its interval is the run's rerun
+/// interval where it has one, else its CI; a comparison without a CI in a run is left out (the
+/// rows themselves are judged).
+fn ratio_rows(a: &RunReport, b: &RunReport, min_change_pct: f64) -> Vec<CompareRow> {
+    let as_cost = |c: &PairedComparison| {
+        let [lo, hi] = c.rerun95.unwrap_or(c.ratio.ci95);
+        let (median, ci95) = match c.metric {
+            ComparedMetric::CyclesPerOp => (c.ratio.median, [lo, hi]),
+            ComparedMetric::OpsPerSec => (1.0 / c.ratio.median, [1.0 / hi, 1.0 / lo]),
+        };
+        Summary {
+            median,
+            ci95,
+            ..Summary::default()
+        }
+    };
+    a.comparisons
+        .iter()
+        .filter(|c| c.no_ratio.is_none() && c.has_ci())
+        .filter(|c| {
+            [a, b]
+                .iter()
+                .all(|r| r.row(&c.a).is_some() && r.row(&c.b).is_some())
+        })
+        .filter_map(|ca| {
+            let cb = b.comparisons.iter().find(|cb| {
+                cb.a == ca.a && cb.b == ca.b && cb.metric == ca.metric && cb.no_ratio.is_none()
+            })?;
+            cb.has_ci().then_some(())?;
+            let of = ca.a.split('/').nth(1).unwrap_or(&ca.a);
+            let metric = format!("{METRIC_RATIO_PREFIX}{of}");
+            Some(summary_row(
+                &ca.b,
+                &metric,
+                &as_cost(ca),
+                &as_cost(cb),
+                min_change_pct,
+            ))
+        })
+        .collect()
 }
 
 /// The groups whose `empty` loop changed beyond noise by [`summary_row`]'s rule, in every

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use irqbench::config::plan::Plan;
 use irqbench::config::Limits;
 use irqbench::files::write::{self, Form, OutputTarget};
-use irqbench::history::Origin;
+use irqbench::history::{self, DbLocation, Origin, Store};
 use irqbench::machine::image::GuestImage;
 use irqbench::report::{self, ExportFormat, OutputDir};
 use irqbench::results::redact::{redact, redact_text, Redaction};
@@ -283,8 +283,9 @@ pub fn pipeline(req: &Request) -> Result<Finished, CliError> {
     // From here a signal leaves the results whole: the stop message says so.
     RESULTS_WHOLE.store(true, Ordering::SeqCst);
     report.adhoc = req.adhoc.recorded();
-    // Before anything is written or saved: a redacted fact reaches no output.
     let hostname = host::hostname();
+    rerun_from_history(&mut report, req.save, hostname.as_deref(), p.plan.precision);
+    // Before anything is written or saved: a redacted fact reaches no output.
     redact(&mut report, &p.redact, hostname.as_deref());
     let config_text = redact_text(&p.config_text, &p.redact, hostname.as_deref());
     status = status.and(signals.status_of(&report));
@@ -310,6 +311,29 @@ pub fn pipeline(req: &Request) -> Result<Finished, CliError> {
         ));
     }
     Ok(Finished { report, status })
+}
+
+/// The rerun intervals from the earlier runs in the history (`--db`, or the default one; read
+/// even with --no-save). A history that is missing or unreadable leaves them out: the run's own
+/// CIs stand, and the legend says so.
+fn rerun_from_history(
+    report: &mut RunReport,
+    save: &SaveArgs,
+    hostname: Option<&str>,
+    precision: f64,
+) {
+    let (Some(hostname), Ok(loc)) = (hostname, DbLocation::resolve(save.db.as_deref())) else {
+        return;
+    };
+    let filled = Store::open_read_only(&loc)
+        .and_then(|store| history::fill_rerun(&store, report, hostname, precision));
+    match filled {
+        Ok(()) | Err(history::HistoryError::Missing { .. }) => {}
+        Err(e) => warn(format_args!(
+            "warning: no rerun intervals (the history could not be read): {}",
+            irqbench::error_chain(&e, "\n  caused by: ")
+        )),
+    }
 }
 
 pub fn cmd_run(args: &RunArgs) -> Result<Status, CliError> {

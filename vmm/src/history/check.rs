@@ -24,6 +24,9 @@ pub struct CheckOutcome {
     pub missing: Vec<String>,
     /// Rows the gate could not judge: no data in either run, or too few rounds for any rule.
     pub unjudged: Vec<CompareRow>,
+    /// Raw figures beyond noise that their group's loop units do not confirm: the host ran at
+    /// another speed (or the loop moved alone), not the code.
+    pub host_speed: Vec<CompareRow>,
     pub baseline: String,
     pub baseline_run: i64,
     pub threshold_pct: f64,
@@ -49,7 +52,40 @@ fn worse(row: &CompareRow) -> bool {
     }
 }
 
-/// Compares `new` with `baseline` (run `baseline_run`, named `name`) at `threshold_pct`.
+/// The same figure in units of the group's loop: cycles/op ↔ cost/loop, ops/s ↔ ops/loop.
+fn in_loop_units(metric: &str) -> Option<&'static str> {
+    use crate::analysis::compare::{
+        METRIC_CYCLES, METRIC_OPS, METRIC_OPS_PER_LOOP, METRIC_PER_LOOP,
+    };
+    match metric {
+        m if m == METRIC_CYCLES => Some(METRIC_PER_LOOP),
+        m if m == METRIC_OPS => Some(METRIC_OPS_PER_LOOP),
+        _ => None,
+    }
+}
+
+/// Whether a raw figure's change beyond noise is one the same figure in units of its group's
+/// loop shows too, the same way. A host that ran at another speed moves raw cycles and ops/s
+/// but not the loop's units; a loop that moved alone moves the loop's units but not the raw
+/// figures; a change of the measured code moves both. Without a judged figure in loop units
+/// (a file from before them) the raw verdict stands.
+fn confirmed(r: &CompareRow, in_loops: &Comparison) -> bool {
+    let Some(metric) = in_loop_units(&r.metric) else {
+        return true;
+    };
+    match in_loops
+        .rows
+        .iter()
+        .find(|x| x.name == r.name && x.metric == metric)
+    {
+        Some(x) if x.basis.judged() => x.beyond_noise && worse(x) == worse(r),
+        _ => true,
+    }
+}
+
+/// Compares `new` with `baseline` (run `baseline_run`, named `name`) at `threshold_pct`. A raw
+/// figure beyond noise counts only where its loop units agree ([`confirmed`]); with
+/// `normalised` the loop units alone are judged.
 pub fn check(
     baseline: &RunReport,
     new: &RunReport,
@@ -59,12 +95,13 @@ pub fn check(
     normalised: bool,
 ) -> CheckOutcome {
     let comparison = compare_by(baseline, new, threshold_pct, normalised);
-    let (regressions, improvements): (Vec<CompareRow>, Vec<CompareRow>) = comparison
-        .rows
-        .iter()
-        .filter(|r| r.beyond_noise)
-        .cloned()
-        .partition(worse);
+    let in_loops = (!normalised).then(|| compare_by(baseline, new, threshold_pct, true));
+    let beyond: Vec<&CompareRow> = comparison.rows.iter().filter(|r| r.beyond_noise).collect();
+    let (changed, host_speed): (Vec<&CompareRow>, Vec<&CompareRow>) = beyond
+        .into_iter()
+        .partition(|r| in_loops.as_ref().is_none_or(|n| confirmed(r, n)));
+    let (regressions, improvements): (Vec<CompareRow>, Vec<CompareRow>) =
+        changed.into_iter().cloned().partition(worse);
     let unjudged = comparison
         .rows
         .iter()
@@ -74,6 +111,7 @@ pub fn check(
     CheckOutcome {
         missing: comparison.only_in_a.clone(),
         unjudged,
+        host_speed: host_speed.into_iter().cloned().collect(),
         comparison,
         regressions,
         improvements,
@@ -168,6 +206,14 @@ pub fn render_check(o: &CheckOutcome) -> String {
             let name = crate::text::outside(&r.name);
             let _ = writeln!(out, "- `{name}` {}: not judged: {why}", r.metric);
         }
+    }
+    if !o.host_speed.is_empty() {
+        let _ = writeln!(
+            out,
+            "\n{} figure(s) beyond noise in raw units moved with the host's speed (not in units \
+             of their group's loop): not judged a change of the code.",
+            o.host_speed.len()
+        );
     }
     if !o.improvements.is_empty() {
         let _ = writeln!(out, "\nImprovements {rule}:\n");

@@ -18,6 +18,7 @@
 mod check;
 mod pivot;
 mod query;
+mod rerun;
 mod save;
 mod schema;
 mod trend;
@@ -32,6 +33,7 @@ use rusqlite::{Connection, ErrorCode, OpenFlags};
 pub use check::{check, render_check, CheckOutcome, DEFAULT_MAX_REGRESSION_PCT};
 pub use pivot::render_history_pivot;
 pub use query::{BaselineRow, RunFilter, RunRef, RunRow, TrendPoint, MAX_BASELINE_NAME};
+pub use rerun::fill_rerun;
 pub use save::{sha256_hex, Origin, RunMeta, Saved};
 pub use schema::LATEST_VERSION;
 pub use trend::{

@@ -35,6 +35,7 @@ pub mod group;
 pub mod pacing;
 mod preflight;
 mod replicate_rows;
+pub mod rerun;
 mod rows;
 pub mod shadow;
 mod trace_exits;

@@ -510,6 +510,7 @@ fn comparisons(
             ratio,
             no_ratio,
             replicates: None,
+            rerun95: None,
         });
     }
     out

@@ -271,8 +271,9 @@ pub fn render_compare_at(c: &Comparison, markdown: bool, width: usize) -> String
     if c.rows.is_empty() && c.only_in_a.is_empty() && c.only_in_b.is_empty() {
         out.push_str("no rows to compare\n");
     }
-    let legend = "\nvalues: median ±h (95% CI); beyond noise = the two runs' CIs do not overlap \
-                  and the change is at least the floor\n";
+    let legend = "\nvalues: median ±h (95% CI, or the run's 95% rerun interval where the \
+                  history gave it one); `÷ a`: the row's cost in units of a's, paired; beyond noise = \
+                  the two runs' intervals do not overlap and the change is at least the floor\n";
     if markdown {
         out.push_str(legend);
     } else {

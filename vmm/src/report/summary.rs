@@ -230,7 +230,11 @@ fn render_group(out: &mut String, report: &RunReport, group: &Group, width: usiz
         let mut t = TextTable::new(&[
             (group.name.as_str(), Align::Left),
             (
-                &format!("{} [95% CI]", verdicts[0].figure_label()),
+                &format!(
+                    "{} [{}]",
+                    verdicts[0].figure_label(),
+                    interval_level(report)
+                ),
                 Align::Left,
             ),
             ("Δexits/op", Align::Left),
@@ -266,6 +270,16 @@ fn render_group(out: &mut String, report: &RunReport, group: &Group, width: usiz
         shrinkable: vec![("strategy", 14), ("instruction", 12)],
     };
     push_without_rule(out, &table.render("  ", width));
+}
+
+/// What the change's interval claims, and at which level it was estimated: a rerun interval
+/// from earlier runs, or the CI of this run's VMs or rounds (which a rerun may fall outside).
+pub(crate) fn interval_level(report: &RunReport) -> String {
+    match (&report.rerun, report.replicates) {
+        (Some(r), _) => format!("95% rerun, {} runs", r.earlier_runs),
+        (None, k) if k > 1 => format!("95% CI, {k} VMs"),
+        _ => "95% CI, rounds".into(),
+    }
 }
 
 /// A rendered table without the rule under its header: in the summary it is a line of nothing.

@@ -94,14 +94,16 @@ impl<'a> Verdict<'a> {
             let pct = pct.split(' ').next().unwrap_or_default().to_string();
             (format!("{pct} [no CI]"), Direction::Unknown)
         } else {
-            let direction = if c.ratio.ci95[1] < 1.0 {
+            // Where a rerun lands, when the history gave it: the claim a reader reruns.
+            let ci = c.rerun95.unwrap_or(c.ratio.ci95);
+            let direction = if ci[1] < 1.0 {
                 Direction::Down
-            } else if c.ratio.ci95[0] > 1.0 {
+            } else if ci[0] > 1.0 {
                 Direction::Up
             } else {
                 Direction::Neither
             };
-            (fmt_ratio_change(c.ratio.median, c.ratio.ci95), direction)
+            (fmt_ratio_change(c.ratio.median, ci), direction)
         };
         Verdict {
             comparison: c,

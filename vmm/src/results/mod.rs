@@ -273,7 +273,7 @@ pub struct PhaseResult {
     #[serde(default)]
     pub disturbed_fraction: f64,
     /// vCPU blocks the thread clocks flagged (off-CPU between their doorbells) whose timed
-    /// window was undisturbed, so they stayed in (measure/disturbance.rs `cleared`), in the
+    /// window was undisturbed, so they stayed in (analysis/disturbance.rs `cleared`), in the
     /// rounds of this row and its baseline partner.
     #[serde(default)]
     pub corrected_blocks: u64,
@@ -346,6 +346,29 @@ pub struct PhaseResult {
     /// this holds the cycles/op of each replicate and the between-replicate share.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replicates: Option<ReplicateSpread>,
+    /// Where the next run's `cycles_per_op` and `ops_per_sec` land, from earlier runs of this
+    /// config on this host ([`RunReport::rerun`]); absent without enough of them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rerun95: Option<RowRerun>,
+}
+
+/// A row's 95% rerun intervals ([`RunReport::rerun`]): `[lo, hi]` each, `null` where the
+/// earlier runs had too few of that figure.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RowRerun {
+    pub cycles_per_op: Option<[f64; 2]>,
+    pub ops_per_sec: Option<[f64; 2]>,
+}
+
+/// The run level of the rerun intervals: which earlier runs they were learnt from.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RerunLevel {
+    /// Earlier runs of this config on this host the spread was learnt from.
+    pub earlier_runs: u32,
+    /// Their history ids, oldest first.
+    pub run_ids: Vec<i64>,
+    /// How the intervals were computed (`measure::rerun::RERUN_METHOD`).
+    pub method: String,
 }
 
 /// How a figure measured on several fresh VMs spread across them.
@@ -507,6 +530,9 @@ pub struct PairedComparison {
     /// combination ([`RunReport::replicate_ci_method`]) of their median paired ratios.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replicates: Option<ReplicateSpread>,
+    /// Where the next run's ratio lands, from earlier runs ([`RunReport::rerun`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rerun95: Option<[f64; 2]>,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -660,6 +686,11 @@ pub struct RunReport {
     /// combines the replicates (`ci_method` is then each replicate's own and `within_ci95`'s).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub replicate_ci_method: String,
+    /// The earlier runs the rows' and comparisons' `rerun95` were learnt from; absent when
+    /// the history held fewer than 3 of this config on this host (each figure's CI then holds
+    /// only what varied inside this run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rerun: Option<RerunLevel>,
     /// [`answers::INTERACTION_METHOD`] when `answers` has interactions.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub interaction_method: String,

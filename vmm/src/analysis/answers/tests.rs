@@ -167,6 +167,7 @@ fn paired(a: &PhaseResult, b: &PhaseResult, logs: Vec<f64>) -> PairedComparison 
         nonpositive_ratios: 0,
         ci_batches: 0,
         replicates: None,
+        rerun95: None,
     }
 }
 
