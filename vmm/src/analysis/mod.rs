@@ -9,4 +9,5 @@ pub mod disturbance;
 pub mod estimate;
 pub mod estimators;
 pub mod replicates;
+pub mod rerun;
 pub mod speed;

@@ -35,7 +35,6 @@ pub mod group;
 pub mod pacing;
 mod preflight;
 mod replicate_rows;
-pub mod rerun;
 mod rows;
 pub mod shadow;
 mod trace_exits;

@@ -367,7 +367,7 @@ pub struct RerunLevel {
     pub earlier_runs: u32,
     /// Their history ids, oldest first.
     pub run_ids: Vec<i64>,
-    /// How the intervals were computed (`measure::rerun::RERUN_METHOD`).
+    /// How the intervals were computed (`analysis::rerun::RERUN_METHOD`).
     pub method: String,
 }
 
