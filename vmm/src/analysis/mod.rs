@@ -1,6 +1,7 @@
-//! Pure functions over measured rounds, no VM and no rendering: the per-round estimators and
-//! their CIs, counts per operation, which blocks were disturbed, the host's speed steps and the
-//! replicates' combination. `measure` feeds them a group's rounds; tests feed them synthetic ones.
+//! Pure functions over measured data, no VM and no rendering: the per-round estimators and
+//! their CIs, counts per operation, which blocks were disturbed, the host's speed steps, the
+//! replicates' combination, the run's answers, two runs compared and the rerun interval.
+//! `measure` feeds them a group's rounds; tests feed them synthetic ones.
 
 pub mod answers;
 pub mod compare;
