@@ -23,8 +23,8 @@ use irqbench::host;
 use irqbench::kvm::stats::StatsFd;
 use irqbench::machine::image::GuestImage;
 use irqbench::machine::{IrqchipMode, Machine, MachineConfig};
-use irqbench::measure::descriptor::diagnostic as descriptor_for;
-use irqbench::measure::session::{Dispatch, Session};
+use irqbench::session::descriptor::diagnostic as descriptor_for;
+use irqbench::session::{Dispatch, Session};
 use irqbench::vcpu::Stop;
 use kvm_ioctls::Kvm;
 

@@ -8,7 +8,7 @@ Per comparison b/a of the group (variant 0 is the empty baseline), each candidat
 chunks of CHUNK kept rounds (default 100): how often a chunk's CI holds the reference (the
 paired-ratio estimate over all rounds, common to every estimator) and the chunk CIs' median
 relative half-width. Kept: blocks the thread-clock rules did not flag, and not block-time
-outliers (> median + 10 MAD and > 1.25 x median), as in measure/disturbance.rs.
+outliers (> median + 10 MAD and > 1.25 x median), as in analysis/disturbance.rs.
 """
 import csv, signal, math, random, statistics, sys
 from collections import defaultdict

@@ -3,13 +3,15 @@
 //!
 //! Modules follow the data flow, in layers (docs/ARCHITECTURE.md §2, checked by tests/layers.rs):
 //! config TOML → [`config`] → [`config::plan::Plan`] → [`measure`] (preflight, groups in
-//! interleaved rounds, estimators, disturbance; its session boots a [`machine`] with one
-//! [`vcpu`] thread per vCPU, whose guest-written records [`vcpu::protocol`] validates and whose
-//! [`kvm::stats`] deltas it reads) → [`results::RunReport`] → [`report`] (table, JSON, CSV,
-//! Markdown, SVG, compare) → [`files::write`] (files replaced only where a regular file or
+//! interleaved rounds, each dispatched to a [`session`]: a booted [`machine`] with one [`vcpu`]
+//! thread per vCPU, whose guest-written records [`vcpu::protocol`] validates and whose
+//! [`kvm::stats`] deltas it reads) → [`analysis`] (estimators, counts, disturbance, answers:
+//! pure functions over rounds) → [`results::RunReport`] → [`report`] (renders: table, JSON,
+//! CSV, Markdown, SVG, compare) → [`files::write`] (files replaced only where a regular file or
 //! nothing is, and stdout); [`validate`] is the host self-test the CLI runs before a plan, and
 //! every run is also kept in [`history`] (SQLite: trends, baselines, the `check` gate).
 
+pub mod analysis;
 pub mod config;
 pub mod files;
 pub mod history;
@@ -21,6 +23,7 @@ pub mod measure;
 pub mod reference;
 pub mod report;
 pub mod results;
+pub mod session;
 pub mod statistics;
 pub mod text;
 pub mod validate;

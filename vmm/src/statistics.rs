@@ -34,7 +34,7 @@ pub fn sorted_finite(samples: &[f64]) -> Vec<f64> {
 }
 
 /// Batches a figure's per-round values are cut into, at most (batch means over contiguous
-/// rounds: `measure::estimators::batched`, `measure::counts::estimate`).
+/// rounds: `analysis::estimators::batched`, `analysis::counts::estimate`).
 pub const MAX_BATCHES: usize = 20;
 /// Fewer batches than this cannot place a t interval (t(9) = 2.26; below, t grows fast).
 pub const MIN_BATCHES: usize = 10;

@@ -22,6 +22,7 @@ const LAYERS: &[&[&str]] = &[
     &["vcpu"],
     &["host"],
     &["config"],
+    &["session", "analysis"],
     &["measure"],
     &["reference"],
     &["validate"],

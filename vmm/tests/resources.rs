@@ -6,7 +6,7 @@ use std::sync::Arc;
 use irqbench::config::plan::{Plan, StrategyId, Workload};
 use irqbench::machine::image::GuestImage;
 use irqbench::measure::run_plan;
-use irqbench::measure::session::RunOptions;
+use irqbench::session::RunOptions;
 
 fn count(dir: &str) -> usize {
     std::fs::read_dir(dir).map(|d| d.count()).unwrap_or(0)

@@ -197,7 +197,7 @@ fn refuse_another_host(name: &str, base_id: i64, base: &RunReport) -> Result<(),
         hypercall_transport: base.hypercall_transport.clone(),
         ..RunReport::default()
     };
-    let differs = report::host_differences(base, &now);
+    let differs = irqbench::analysis::compare::host_differences(base, &now);
     if differs.is_empty() {
         return Ok(());
     }

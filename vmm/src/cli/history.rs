@@ -364,7 +364,7 @@ pub(crate) fn cmd_compare(
     let mut store = None;
     let (a, a_shown) = load_ref(old, &loc, &mut store)?;
     let (b, b_shown) = load_ref(new, &loc, &mut store)?;
-    let mut c = report::compare_by(&a, &b, min_change, normalised);
+    let mut c = irqbench::analysis::compare::compare_by(&a, &b, min_change, normalised);
     c.runs[0].source = a_shown;
     c.runs[1].source = b_shown;
     let mut printed = Status::Success;

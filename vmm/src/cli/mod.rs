@@ -18,7 +18,6 @@ pub mod validate;
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
-use irqbench::report;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -195,7 +194,7 @@ Exit status: 0 compared; 1 no row of one run matches a row of the other (nothing
         #[arg(
             long,
             value_name = "PCT",
-            default_value_t = report::DEFAULT_MIN_CHANGE_PCT,
+            default_value_t = irqbench::analysis::compare::DEFAULT_MIN_CHANGE_PCT,
             value_parser = parse_min_change,
             allow_hyphen_values = true
         )]

@@ -6,7 +6,7 @@
 use std::io::IsTerminal;
 use std::time::{Duration, Instant};
 
-use irqbench::measure::session::Step;
+use irqbench::session::Step;
 
 use super::error::warn;
 

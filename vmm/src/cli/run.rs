@@ -10,13 +10,13 @@ use irqbench::config::Limits;
 use irqbench::files::write::{self, Form, OutputTarget};
 use irqbench::history::{self, DbLocation, Origin, Store};
 use irqbench::machine::image::GuestImage;
-use irqbench::measure::session::RunOptions;
 use irqbench::report::{self, ExportFormat, OutputDir};
 use irqbench::results::redact::{redact, redact_text, Redaction};
 use irqbench::results::{HostManifest, RunReport};
+use irqbench::session::RunOptions;
 use irqbench::validate::OnFail;
 use irqbench::vcpu::Stop;
-use irqbench::{host, measure, validate};
+use irqbench::{host, measure, session, validate};
 
 use super::config::{load_image, load_plan, PlanArgs};
 use super::error::{warn, CliError, Status};
@@ -295,7 +295,6 @@ pub fn pipeline(req: &Request) -> Result<Finished, CliError> {
     RESULTS_WHOLE.store(true, Ordering::SeqCst);
     let quiet = req.measure.quiet;
     report.adhoc = req.measure.adhoc.recorded();
-    report::fill_answers(&mut report);
     let hostname = host::hostname();
     rerun_from_history(
         &mut report,
@@ -464,7 +463,7 @@ fn measure_plan(p: &mut Prepared, stop: &Stop, req: &Request) -> Result<RunRepor
             irqbench::text::escape_line(&plan.source),
         ));
     }
-    let mut progress = |i: usize, n: usize, group: &str, step: &measure::session::Step| {
+    let mut progress = |i: usize, n: usize, group: &str, step: &session::Step| {
         bar.step(i, n, group, step);
     };
     let not_beside = validate::beside::why_not_beside(plan, req.trace_exits);

@@ -35,7 +35,7 @@ pub enum IrqSource {
 /// An [`IrqSource`] from its parameter (ignored by a source without one).
 pub type IrqBuild = fn(f64) -> IrqSource;
 
-/// How a host thread raises a source's events (`measure/irq_load.rs` does it).
+/// How a host thread raises a source's events (`session/irq_load.rs` does it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum HostRaise {
     /// A vector, injected with KVM_INTERRUPT (userspace irqchip).

@@ -4,12 +4,13 @@
 
 use std::fmt::Write as _;
 
-use crate::report::{compare_by, render_compare, CompareRow, Comparison};
+use crate::analysis::compare::{compare_by, CompareRow, Comparison};
+use crate::report::render_compare;
 use crate::results::RunReport;
 
 /// A change below this is never a regression (back-to-back runs drift this much), unless
 /// `--max-regression` says otherwise.
-pub const DEFAULT_MAX_REGRESSION_PCT: f64 = crate::report::DEFAULT_MIN_CHANGE_PCT;
+pub const DEFAULT_MAX_REGRESSION_PCT: f64 = crate::analysis::compare::DEFAULT_MIN_CHANGE_PCT;
 
 /// The verdict of one check.
 #[derive(Debug)]
@@ -44,7 +45,7 @@ impl CheckOutcome {
 
 /// Worse is more cycles or exits per operation, or fewer operations per second (or per loop).
 fn worse(row: &CompareRow) -> bool {
-    if row.metric == "ops/s" || row.metric == crate::report::METRIC_OPS_PER_LOOP {
+    if row.metric == "ops/s" || row.metric == crate::analysis::compare::METRIC_OPS_PER_LOOP {
         row.change_pct < 0.0
     } else {
         row.change_pct > 0.0
@@ -53,7 +54,9 @@ fn worse(row: &CompareRow) -> bool {
 
 /// The same figure in units of the group's loop: cycles/op ↔ cost/loop, ops/s ↔ ops/loop.
 fn in_loop_units(metric: &str) -> Option<&'static str> {
-    use crate::report::{METRIC_CYCLES, METRIC_OPS, METRIC_OPS_PER_LOOP, METRIC_PER_LOOP};
+    use crate::analysis::compare::{
+        METRIC_CYCLES, METRIC_OPS, METRIC_OPS_PER_LOOP, METRIC_PER_LOOP,
+    };
     match metric {
         m if m == METRIC_CYCLES => Some(METRIC_PER_LOOP),
         m if m == METRIC_OPS => Some(METRIC_OPS_PER_LOOP),
@@ -191,7 +194,7 @@ pub fn render_check(o: &CheckOutcome) -> String {
             let in_loops = o.comparison.normalised && r.metric != "exits/op";
             let why = if r.old.is_finite() && r.new.is_finite() {
                 "too few rounds in a run to judge"
-            } else if r.metric == crate::report::METRIC_EXITS {
+            } else if r.metric == crate::analysis::compare::METRIC_EXITS {
                 "no exits count in a run (too few kept rounds for one, or a kernel without KVM \
                  binary stats)"
             } else if in_loops {

@@ -1,5 +1,5 @@
 //! A run's rerun intervals: the same figures in the latest earlier runs of its config on its
-//! host ([`crate::measure::rerun`]), read from the history before the run is saved.
+//! host ([`crate::analysis::rerun`]), read from the history before the run is saved.
 
 use std::collections::HashMap;
 
@@ -7,7 +7,7 @@ use rusqlite::params;
 
 use super::schema::host_label;
 use super::{HistoryError, Store};
-use crate::measure::rerun::{
+use crate::analysis::rerun::{
     rerun_interval, standard_error, EARLIER_RUNS_WINDOW, MIN_EARLIER_RUNS, RERUN_METHOD,
 };
 use crate::results::warning::{Warning, WarningKind};

@@ -535,11 +535,15 @@ fn exits_without_a_count_are_no_data_not_zero() {
         r.counts.insert(crate::results::EXITS_STAT.into(), exits);
     }
     let few = report(20, 14_750.0);
-    let c = crate::report::compare(&base, &few);
+    let c = crate::analysis::compare::compare(&base, &few);
     let rows: Vec<_> = c.rows.iter().filter(|r| r.metric == "exits/op").collect();
     assert_eq!(rows.len(), base.results.len());
     for r in &rows {
-        assert_eq!(r.basis, crate::report::NoiseBasis::NoData, "{r:?}");
+        assert_eq!(
+            r.basis,
+            crate::analysis::compare::NoiseBasis::NoData,
+            "{r:?}"
+        );
     }
     let text = crate::report::render_compare(&c, false);
     assert!(!text.contains("NaN"), "{text}");
@@ -580,7 +584,8 @@ fn check_fails_closed_on_a_row_without_data_and_compare_says_no_data() {
         "{text}"
     );
     assert!(!text.contains("-100") && !text.contains("−100"), "{text}");
-    let compared = crate::report::render_compare(&crate::report::compare(&base, &empty), false);
+    let compared =
+        crate::report::render_compare(&crate::analysis::compare::compare(&base, &empty), false);
     assert!(compared.contains("no data"), "{compared}");
     assert!(
         !compared.contains("-100") && !compared.contains("−100"),

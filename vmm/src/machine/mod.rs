@@ -643,7 +643,7 @@ mod tests {
             };
             let mut phase = Plan::single(idle, vcpus, 1).phases.remove(0);
             phase.irq = IrqSource::LapicTimer { period_us: 200.0 };
-            let (session, d) = crate::measure::session::run_raw(
+            let (session, d) = crate::session::run_raw(
                 &kvm,
                 &image,
                 &phase,

@@ -4,8 +4,8 @@
 use std::collections::BTreeMap;
 
 use super::collect::{Collected, VariantSums};
-use super::counts::{self, CountEstimate, InvariantViolation, RoundCount};
-use super::estimators::{Cell, RoundTable};
+use crate::analysis::counts::{self, CountEstimate, InvariantViolation, RoundCount};
+use crate::analysis::estimators::{Cell, RoundTable};
 use crate::config::plan::{HypercallTransport, IrqSource, PhasePlan};
 use crate::results::exits::vmm_count_key;
 use crate::results::{ExitReasonFigure, HandledBy, HandlingTime};
@@ -150,7 +150,7 @@ mod tests {
     use crate::config::plan::{Plan, StrategyId, Workload};
     use crate::machine::image::GuestImage;
     use crate::measure::run_plan;
-    use crate::measure::session::RunOptions;
+    use crate::session::RunOptions;
 
     fn cell(exits: u64, userspace: u64) -> Cell {
         let mut stats = BTreeMap::new();

@@ -5,10 +5,10 @@ use std::collections::BTreeMap;
 
 use irqbench_abi::{Counts, PhaseDescriptor};
 
-use super::disturbance;
-use super::estimators::{Cell, GuestCounts, RoundTable};
+use crate::analysis::disturbance;
+use crate::analysis::estimators::{Cell, GuestCounts, RoundTable};
 use crate::kvm::stats::StatsDelta;
-use crate::measure::session::Dispatch;
+use crate::session::Dispatch;
 use crate::vcpu::protocol::{self, ProtocolViolation};
 use crate::vcpu::window::{ExitCounts, ExitRips, ReasonTallies};
 use crate::vcpu::ExitReason;

@@ -7,15 +7,15 @@ use std::time::{Duration, Instant};
 use irqbench_abi::{self as abi, PhaseDescriptor};
 
 use super::collect::Collected;
-use super::descriptor::{self, workload_ids};
-use super::estimators;
 use super::pacing::{End, Pacer};
 use super::replicate_rows;
 use super::rows::{self, GroupOutcome};
+use crate::analysis::estimators;
 use crate::config::plan::{PhasePlan, Plan, Workload};
-use crate::measure::session::{PhaseError, RunOptions, Session, Step};
 use crate::results::warning::{Warning, WarningKind};
 use crate::results::{Ci, PhaseResult, ResultKind};
+use crate::session::descriptor::{self, workload_ids};
+use crate::session::{PhaseError, RunOptions, Session, Step};
 
 /// Where calibration starts (operations per block).
 const CALIBRATION_OPS: u64 = 16;
@@ -82,7 +82,7 @@ impl GroupRun<'_> {
         &mut self,
         desc: PhaseDescriptor,
         expected: Duration,
-    ) -> Result<crate::measure::session::Dispatch, PhaseError> {
+    ) -> Result<crate::session::Dispatch, PhaseError> {
         self.dispatch_on(0, desc, expected)
     }
 
@@ -92,7 +92,7 @@ impl GroupRun<'_> {
         r: usize,
         desc: PhaseDescriptor,
         expected: Duration,
-    ) -> Result<crate::measure::session::Dispatch, PhaseError> {
+    ) -> Result<crate::session::Dispatch, PhaseError> {
         let timeout = self.timeout(expected);
         let irq = self.rows[0].irq;
         self.sessions[r].dispatch(desc, irq, timeout)
@@ -240,9 +240,14 @@ impl GroupRun<'_> {
         // Under an interrupt load the baseline's cost also holds the interrupts its blocks
         // took, which a timer's period beating against the rounds' moves in stretches too.
         let no_load = self.rows[0].irq == crate::config::plan::IrqSource::None;
-        if let Some(steps) = no_load.then(|| super::speed::steps(&table)).flatten() {
+        if let Some(steps) = no_load
+            .then(|| crate::analysis::speed::steps(&table))
+            .flatten()
+        {
             let group = self.rows[0].group.to_string();
-            outcome.warnings.push(super::speed::warning(&group, &steps));
+            outcome
+                .warnings
+                .push(crate::analysis::speed::warning(&group, &steps));
         }
         Ok(outcome)
     }

@@ -5,8 +5,9 @@
 //! variant once as a block of n operations in an order shuffled per round, with a doorbell
 //! between blocks (outside the timed window) at which the VMM reads the KVM stats and the vCPU
 //! thread's clocks. Figures are medians of per-round paired values with a 95% CI
-//! ([`estimators`]); blocks the host disturbed are left out ([`disturbance`]); a group runs
-//! until every row reaches the plan's precision or its time budget ([`group`]).
+//! ([`crate::analysis::estimators`]); blocks the host disturbed are left out
+//! ([`crate::analysis::disturbance`]); a group runs until every row reaches the plan's
+//! precision or its time budget ([`group`]); the run's answers come last.
 //! docs/ARCHITECTURE.md describes the whole flow.
 
 use std::sync::Arc;
@@ -14,36 +15,27 @@ use std::time::Instant;
 
 use kvm_ioctls::Kvm;
 
+use crate::analysis::{answers, counts, disturbance, replicates};
 use crate::config::plan::{HypercallTransport, PhasePlan, Plan};
 use crate::host;
 use crate::host::cpu;
 use crate::machine::image::GuestImage;
 use crate::machine::{IrqchipMode, MachineConfig, MachineError};
-use crate::measure::pinning::Pinning;
-use crate::measure::session::{PhaseError, ProgressFn, RunOptions, Session, Step};
 use crate::results::KvmFlavour;
 use crate::results::{DisturbanceInfo, HostManifest, PhaseFailure, RunReport, CI_METHOD, SCHEMA};
+use crate::session::pinning::Pinning;
+use crate::session::{PhaseError, ProgressFn, RunOptions, Session, Step};
 
 pub mod attribution;
 mod breakdown;
 pub mod collect;
-pub mod counts;
-pub mod descriptor;
-pub mod disturbance;
 pub mod dump;
-pub mod estimators;
 pub mod group;
-pub mod irq_load;
 pub mod pacing;
-pub mod pinning;
 mod preflight;
 mod replicate_rows;
-pub mod replicates;
-pub mod rerun;
 mod rows;
-pub mod session;
 pub mod shadow;
-pub mod speed;
 mod trace_exits;
 
 pub use attribution::classify_symbol;
@@ -391,6 +383,8 @@ pub fn run_prepared(
         let _ = gate(&mut report.host);
     }
     close_run(&mut report, options, &violations, started);
+    // Here, not in the CLI: a library caller of run_plan gets the report the CLI writes.
+    answers::fill_answers(&mut report);
     Ok(report)
 }
 
@@ -498,6 +492,7 @@ mod tests {
     use super::*;
     use crate::config::plan::{GroupKey, IrqSource, StrategyId, Workload};
     use crate::results::{ExitSite, ReplicateSpread};
+    use crate::session::pinning;
 
     fn image() -> Arc<GuestImage> {
         Arc::new(GuestImage::embedded().expect("embedded guest"))

@@ -1,11 +1,12 @@
 //! A group's figures when it ran on several fresh VMs (`run.replicates` > 1): the rounds of all
 //! replicates give the group's outcome as one VM's would ([`super::rows::build`]), then every
-//! row's cycles/op, ns/op, cycles/loop, ops/s, count, comparison and difference takes the replicates'
-//! combination ([`super::replicates`]) of the same estimate computed on each replicate's rounds.
+//! row's cycles/op, ns/op, cycles/loop, ops/s, count, comparison and difference takes the
+//! replicates' combination ([`crate::analysis::replicates`]) of the same estimate computed on each
+//! replicate's rounds.
 
-use super::estimators::{self, RoundTable};
-use super::replicates::{self, Combined};
 use super::rows::{self, GroupOutcome};
+use crate::analysis::estimators::{self, RoundTable};
+use crate::analysis::replicates::{self, Combined};
 use crate::config::plan::PhasePlan;
 use crate::results::{Ci, CountEstimate, Estimate, PhaseResult, ReplicateSpread, Summary};
 
@@ -228,8 +229,8 @@ pub(super) fn precise(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::analysis::estimators::Cell;
     use crate::config::plan::{Plan, StrategyId, Workload};
-    use crate::measure::estimators::Cell;
     use crate::results::PairedComparison;
 
     fn row(strategy: StrategyId) -> PhasePlan {

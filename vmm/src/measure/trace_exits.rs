@@ -101,7 +101,8 @@ mod tests {
 
     use crate::config::plan::{IrqSource, Plan, StrategyId, Workload};
     use crate::machine::image::GuestImage;
-    use crate::measure::{run_plan, session::RunOptions};
+    use crate::measure::run_plan;
+    use crate::session::RunOptions;
 
     /// Set to 1 (in the SVM/VMX box) to make the trace test fail instead of skip when tracefs
     /// gives no exits.

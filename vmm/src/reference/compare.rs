@@ -11,14 +11,16 @@ use super::guest::Body;
 use super::probe::Probe;
 use super::{precision_per_second, relative_half_width, run_probe, shuffled};
 use super::{ProbeOptions, ProbeResult, ReferenceError};
+use crate::analysis::estimators;
 use crate::config::plan::{HypercallTransport, IrqSource, Plan, Workload};
 use crate::config::{self, Limits};
 use crate::identity::{StrategyId, Subject};
 use crate::machine::image::GuestImage;
 use crate::machine::{IrqchipMode, MachineConfig};
-use crate::measure::session::{RunOptions, Session};
-use crate::measure::{self, descriptor, estimators};
+use crate::measure;
 use crate::results::{Estimate, RunReport, Summary};
+use crate::session::descriptor;
+use crate::session::{RunOptions, Session};
 use crate::vcpu::Stop;
 
 /// irqbench's own plan for the pair: `native-cli-sti` against `native-popf` (the rows of

@@ -6,7 +6,7 @@
 //! The probe ([`probe`]) drives raw KVM with the smallest guest loop ([`guest`]): rounds of
 //! blocks, every variant once per round in a seeded shuffled order, a fixed iteration count per
 //! block, each block timed by the guest's TSC and reported with one port-I/O exit. Its figures
-//! go through the same estimators as irqbench's ([`crate::measure::estimators`]), so the
+//! go through the same estimators as irqbench's ([`crate::analysis::estimators`]), so the
 //! comparison ([`compare`]) is of like with like.
 
 pub mod compare;
@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use kvm_ioctls::Kvm;
 
-use crate::measure::estimators::{self, Cell, Metric, RoundTable};
+use crate::analysis::estimators::{self, Cell, Metric, RoundTable};
 use crate::results::{Estimate, Summary};
 use crate::vcpu::Stop;
 use guest::Body;

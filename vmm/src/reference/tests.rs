@@ -136,7 +136,7 @@ fn stats_per_block() {
 fn a_ping_dispatch_accounts_host_time_to_its_pings_only() {
     use crate::config::plan::{HypercallTransport, IrqSource, Plan, Workload};
     use crate::machine::{image::GuestImage, IrqchipMode, MachineConfig};
-    use crate::measure::{descriptor, session::Session};
+    use crate::session::{descriptor, Session};
     let Some(kvm) = crate::host::test_kvm() else {
         return;
     };

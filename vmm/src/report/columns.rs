@@ -2,10 +2,12 @@
 //! shows in a table cell, and the raw CSV fields it stands for. A figure added here appears in
 //! all three, with the same rounding rules.
 
-use crate::measure::counts::{LOCK_SPINS, USERSPACE_EXITS};
-use crate::results::{CountEstimate, PhaseResult, ResultKind};
+use crate::analysis::counts::{LOCK_SPINS, USERSPACE_EXITS};
+use crate::results::{PhaseResult, ResultKind};
 
 use super::format::{fmt_cost, fmt_count, fmt_fraction, fmt_pct, fmt_si, raw_number, Ci, Estimate};
+
+pub(crate) use crate::analysis::estimate::{exits_estimate, exits_stat, stat_estimate};
 
 /// The KVM per-vCPU stat that counts every VM exit.
 pub(crate) use crate::results::EXITS_STAT;
@@ -78,11 +80,6 @@ impl Column {
     }
 }
 
-/// The `exits` stat per op, if the kernel reported it.
-pub(crate) fn exits_stat(r: &PhaseResult) -> Option<f64> {
-    r.counts.get(EXITS_STAT).map(|e| e.per_op)
-}
-
 /// The `exits` stat's CI, if the kernel reported it.
 fn exits_ci(r: &PhaseResult) -> Option<Ci> {
     r.counts.get(EXITS_STAT).map(|e| e.ci95)
@@ -92,16 +89,6 @@ fn exits_ci(r: &PhaseResult) -> Option<Ci> {
 /// with too few kept rounds.
 pub(crate) fn userspace_exits_estimate(r: &PhaseResult) -> Option<Estimate> {
     stat_estimate(r, USERSPACE_EXITS)
-}
-
-/// Count `name` of the row's `counts` per op with its CI.
-pub(crate) fn stat_estimate(r: &PhaseResult, name: &str) -> Option<Estimate> {
-    r.counts.get(name).map(CountEstimate::estimate)
-}
-
-/// Exits per op with the CI of the per-round samples.
-pub(crate) fn exits_estimate(r: &PhaseResult) -> Option<Estimate> {
-    stat_estimate(r, EXITS_STAT)
 }
 
 /// The cycles cell carries `~` when the run ran out of time before its CI reached the plan's

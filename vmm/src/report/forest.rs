@@ -129,7 +129,7 @@ fn answer_panel(a: &Answer) -> Panel {
         })
         .collect();
     Panel {
-        title: super::answers_text::heading(a),
+        title: super::answer_lines::heading(a),
         x_desc: CHANGE_AXIS,
         lines,
     }
@@ -149,7 +149,7 @@ fn interaction_panel(a: &Answer) -> Option<Panel> {
                 ""
             };
             Line::Estimate {
-                label: format!("{}{none}", super::answers_text::interaction_label(i)),
+                label: format!("{}{none}", super::answer_lines::interaction_label(i)),
                 value,
                 imprecise: false,
             }
@@ -158,7 +158,7 @@ fn interaction_panel(a: &Answer) -> Option<Panel> {
     (!lines.is_empty()).then(|| Panel {
         title: format!(
             "interactions: how the change differs between two conditions, {}",
-            super::answers_text::heading(a)
+            super::answer_lines::heading(a)
         ),
         x_desc: DELTA_AXIS,
         lines,

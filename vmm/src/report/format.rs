@@ -1,5 +1,6 @@
 //! Number, time and interval formatting shared by every renderer.
 
+pub(crate) use crate::analysis::answers::fmt_fraction;
 pub(crate) use crate::statistics::{Ci, Estimate, MIN_CI_SAMPLES};
 
 /// A per-operation rate with 4 significant digits; tiny or huge ones in exponent form so the
@@ -62,17 +63,6 @@ pub(crate) fn fmt_count(v: u64) -> String {
 
 pub(crate) fn fmt_pct(fraction: f64) -> String {
     format!("{:.1}%", fraction * 100.0)
-}
-
-/// Nesting fractions are short decimals (0, 0.5, 0.25): no trailing zeros.
-pub(crate) fn fmt_fraction(v: f64) -> String {
-    let s = format!("{v:.3}");
-    let s = s.trim_end_matches('0').trim_end_matches('.');
-    if s.is_empty() || s == "-" {
-        "0".into()
-    } else {
-        s.into()
-    }
 }
 
 /// `-0` reads as a sign error in a spreadsheet; every other value prints as Rust prints it.

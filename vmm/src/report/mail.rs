@@ -8,12 +8,12 @@ use std::fmt::Write as _;
 
 use crate::results::{ComparedMetric, PhaseResult, RunReport, Summary};
 
-use super::answers::irq_label;
 use super::format::{fmt_fraction, fmt_sig, Estimate};
 use super::summary::figures_meaning;
 use super::verdict::{Direction, Verdict};
 use super::warnings::{figure_warnings_with, Names};
 use super::width::wrap;
+use crate::analysis::answers::irq_label;
 
 /// Columns a mail line may take (a reply quotes it with `> ` and stays under 80).
 pub const MAIL_WIDTH: usize = 72;

@@ -4,10 +4,10 @@
 
 use std::fmt::Write as _;
 
-use super::compare::{CompareRow, Comparison, METRIC_OPS, METRIC_OPS_PER_LOOP};
-use super::compare_text::change_text;
+use super::comparison::change_text;
 use super::format::{Ci, Estimate};
 use super::mail::{finish, push_table, short_figure};
+use crate::analysis::compare::{CompareRow, Comparison, METRIC_OPS, METRIC_OPS_PER_LOOP};
 
 /// The mail report of a comparison; `command` is what reproduces it.
 pub fn render_compare_mail(c: &Comparison, command: &str) -> String {

@@ -8,7 +8,7 @@ use crate::text::{escape_line, outside};
 
 use crate::results::RunReport;
 
-use super::answers_text as text;
+use super::answer_lines as text;
 use super::columns::{grid, stat_estimate, Align};
 use super::csv::kvm_stat_names;
 use super::format::{fmt_cost, human_timestamp, tsc_ghz};

@@ -5,11 +5,9 @@
 //! Renderers are pure (`render_* -> String`); only [`folder`] touches the filesystem, so the
 //! way files are written can change in one place.
 
-mod answers;
-mod answers_text;
+pub(crate) mod answer_lines;
 pub(crate) mod columns;
-mod compare;
-mod compare_text;
+mod comparison;
 mod csv;
 mod exits;
 mod export;
@@ -37,16 +35,8 @@ use std::path::PathBuf;
 
 use thiserror::Error;
 
-pub use answers::{fill_answers, gather as gather_answers, interaction};
-pub use compare::{
-    compare, compare_by, compare_with, host_differences, CompareRow, Comparison, NoiseBasis,
-    RunLabel, SpeedDifference, DEFAULT_MIN_CHANGE_PCT,
-};
-pub(crate) use compare::{
-    METRIC_CYCLES, METRIC_EXITS, METRIC_OPS, METRIC_OPS_PER_LOOP, METRIC_PER_LOOP,
-};
-pub(crate) use compare_text::change_text;
-pub use compare_text::{render_compare, render_compare_at};
+pub(crate) use comparison::change_text;
+pub use comparison::{render_compare, render_compare_at};
 pub use csv::render_csv;
 pub use export::{render_export, Export, ExportFormat};
 pub use folder::{

@@ -14,7 +14,7 @@ fn spread_line(what: &str, s: &ReplicateSpread) -> String {
     let estimates: Vec<String> = s
         .estimates
         .iter()
-        .map(|e| crate::measure::replicates::estimate_text(*e))
+        .map(|e| crate::analysis::replicates::estimate_text(*e))
         .collect();
     format!(
         "  {what}: between-replicate share {share}; per VM {}",

@@ -471,7 +471,7 @@ pub(crate) fn legend(report: &RunReport) -> Vec<String> {
         format!(
             "exits/op: the KVM `exits` stat; uexits/op: exits handled by irqbench in userspace; \
              both counts, not medians: {}. disturbed: fraction of blocks left out as disturbed.",
-            crate::measure::counts::COUNT_CI_METHOD
+            crate::analysis::counts::COUNT_CI_METHOD
         ),
         "comparisons: median of per-round paired ratios (b/a - 1) with its 95% CI.".to_string(),
         format!("{}.", super::verdict::EXITS_DIFFERENCE_METHOD),
@@ -527,7 +527,7 @@ pub fn render_table_at(report: &RunReport, width: usize) -> String {
     for group in groups(report) {
         render_group(&mut out, report, &group, width);
     }
-    super::answers_text::render_text(&mut out, report);
+    super::answer_lines::render_text(&mut out, report);
     let orphans = orphan_differences(report);
     if !orphans.is_empty() {
         out.push_str("\nderived from paired differences per round:\n");

@@ -12,6 +12,9 @@ use super::format::{
 };
 use super::table::TextTable;
 use super::*;
+use crate::analysis::compare::{
+    compare, compare_by, compare_with, NoiseBasis, DEFAULT_MIN_CHANGE_PCT,
+};
 use crate::results::{
     ComparedMetric, DisturbanceInfo, ExitSite, HostManifest, LockStats, PairedComparison,
     PairedDifference, PhaseFailure, PhaseResult, ResultKind, RunReport, Summary, SCHEMA,
@@ -628,7 +631,7 @@ fn too_few_rounds_give_no_ci_anywhere() {
     let name = report.results[0].name.clone();
     let c = &mut report.comparisons[0];
     c.rounds = 2;
-    c.ratio = crate::measure::estimators::interval(&[3.3, 3.4]);
+    c.ratio = crate::analysis::estimators::interval(&[3.3, 3.4]);
     assert!(c.ratio.is_some_and(|r| r.ci.is_none()), "{:?}", c.ratio);
 
     let json = serde_json::to_value(&report).unwrap();

@@ -255,7 +255,7 @@ mod tests {
     /// Two groups' speed-step warnings merge into one line that counts groups, not rows.
     #[test]
     fn group_warnings_merge_as_groups() {
-        let steps = crate::measure::speed::SpeedSteps {
+        let steps = crate::analysis::speed::SpeedSteps {
             fastest: 16_800.0,
             slowest: 21_400.0,
             stretches: 20,
@@ -265,7 +265,7 @@ mod tests {
         for g in ["a/n0/none/1v", "b/n0/none/1v"] {
             report
                 .warnings
-                .push(crate::measure::speed::warning(g, &steps));
+                .push(crate::analysis::speed::warning(g, &steps));
             report.results.push(PhaseResult {
                 name: format!("{}/native-skip/n0/none/1v", &g[..1]),
                 group: g.into(),

@@ -1,6 +1,6 @@
 //! The answers of a run: each chosen comparison (b against a) gathered across the conditions
 //! it was measured in, and how much the change itself changes between two conditions that
-//! differ in one factor (the interaction). `report::answers` builds them from the groups'
+//! differ in one factor (the interaction). `analysis::answers` builds them from the groups'
 //! comparisons; this is only their data.
 
 use serde::{Deserialize, Serialize};

@@ -294,7 +294,7 @@ pub struct PhaseResult {
     #[serde(default)]
     pub disturbed_fraction: f64,
     /// vCPU blocks the thread clocks flagged (off-CPU between their doorbells) whose timed
-    /// window was undisturbed, so they stayed in (measure/disturbance.rs `cleared`), in the
+    /// window was undisturbed, so they stayed in (analysis/disturbance.rs `cleared`), in the
     /// rounds of this row and its baseline partner.
     #[serde(default)]
     pub corrected_blocks: u64,
@@ -336,7 +336,7 @@ pub struct PhaseResult {
     #[serde(default)]
     pub per_vcpu_ops_per_sec: Vec<f64>,
     /// Every event count per operation, net of the baseline: a mean over the kept rounds
-    /// with its CI ([`crate::measure::counts::COUNT_CI_METHOD`]). Keys: the KVM stats that
+    /// with its CI ([`crate::analysis::counts::COUNT_CI_METHOD`]). Keys: the KVM stats that
     /// moved in the group by kernel name, the VMM's exits by reason as `vmm:<reason>` with
     /// their sum `vmm:userspace_exits` and `vmm:hypercalls`, and the guest's own counters as
     /// `guest:…`. A count with too few kept rounds is absent. The one place a row's per-op
@@ -388,7 +388,7 @@ pub struct RerunLevel {
     pub earlier_runs: u32,
     /// Their history ids, oldest first.
     pub run_ids: Vec<i64>,
-    /// How the intervals were computed (`measure::rerun::RERUN_METHOD`).
+    /// How the intervals were computed (`analysis::rerun::RERUN_METHOD`).
     pub method: String,
 }
 

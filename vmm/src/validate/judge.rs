@@ -4,7 +4,7 @@
 //! on VMX/SVM, and every way a check can fail, are exercised on any host. docs/VALIDATE.md is
 //! the same table with the KVM documentation and source each row comes from.
 
-pub use super::obs::*;
+pub use super::observations::*;
 use crate::results::host::agrees;
 use crate::results::{KvmFlavour, Verdict};
 

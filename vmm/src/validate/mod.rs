@@ -18,15 +18,15 @@ use kvm_ioctls::Kvm;
 use crate::identity::InsnId;
 use crate::machine::image::GuestImage;
 use crate::machine::IrqchipMode;
-use crate::measure::session::Session;
 use crate::results::host::classify;
 use crate::results::{Behaviour, Check, HostManifest, Readable, Scope, Validation, Verdict};
+use crate::session::Session;
 use crate::vcpu::Stop;
 
 pub mod beside;
 pub mod judge;
 pub mod noise;
-pub mod obs;
+pub mod observations;
 pub mod probes;
 
 use judge::{Expectations, Judged};

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use super::judge::{words, Judged, LOAD_PER_CPU_MAX, SIBLING_BUSY_MAX, STEAL_MAX};
-use super::obs::{SmtObs, StealObs};
+use super::observations::{SmtObs, StealObs};
 use crate::host::manifest::parse_cpu_list;
 use crate::results::{CpuFreq, Readable, Smt, Verdict};
 

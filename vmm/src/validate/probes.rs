@@ -17,8 +17,8 @@ use crate::config::plan::{
 };
 use crate::machine::image::GuestImage;
 use crate::machine::{IrqchipMode, MachineConfig};
-use crate::measure::descriptor;
-use crate::measure::session::{Dispatch, Session};
+use crate::session::descriptor;
+use crate::session::{Dispatch, Session};
 use crate::vcpu::protocol;
 use crate::vcpu::{ExitReason, Stop};
 

@@ -282,7 +282,7 @@ fn a_condition_without_a_ratio_gives_no_interaction_and_says_why() {
         point: 0.98,
         ci: None,
     });
-    let line = crate::report::answers_text::condition_value(&report.answers[0].conditions[1]);
+    let line = crate::report::answer_lines::condition_value(&report.answers[0].conditions[1]);
     assert!(
         line.starts_with("−2.0% (4 rounds: too few for a CI"),
         "{line}"

@@ -1,6 +1,10 @@
 //! A booted VM with one thread per vCPU: boot, dispatch one phase to every vCPU and collect its
 //! validated records, stop (watchdog, Ctrl-C) and shut down without leaking a thread or an fd.
 
+pub mod descriptor;
+pub mod irq_load;
+pub mod pinning;
+
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
@@ -16,13 +20,13 @@ use crate::host::cpu::{self, HypercallInsn};
 use crate::kvm::stats::{StatsDelta, StatsFd};
 use crate::machine::image::GuestImage;
 use crate::machine::{IrqchipMode, Machine, MachineConfig, Mailbox};
-use crate::measure::irq_load::{IrqLoad, Resume};
-use crate::measure::pinning::{self, Pinning};
 use crate::vcpu::protocol::{self, ValidRecord};
 use crate::vcpu::stop::WakerGuard;
 use crate::vcpu::{
     self, PhaseSample, Stop, VcpuCommand, VcpuContext, VcpuControl, VcpuEvent, VcpuOutcome,
 };
+use irq_load::{IrqLoad, Resume};
+use pinning::Pinning;
 
 /// How long a fresh guest may take to ring its BOOTED doorbell.
 const BOOT_TIMEOUT: Duration = Duration::from_secs(30);
@@ -51,7 +55,7 @@ pub enum PhaseError {
     #[error("booting the guest failed: {0}")]
     Boot(String),
     #[error(transparent)]
-    Load(#[from] crate::measure::irq_load::IrqLoadError),
+    Load(#[from] irq_load::IrqLoadError),
     /// The group cannot fit its budget (one round is longer than `max_seconds`).
     #[error("{0}")]
     TooLong(String),
@@ -674,7 +678,7 @@ pub fn run_raw(
     let mut session = Session::boot(kvm, image, config, HypercallTransport::Port, false, &stop)?;
     let iterations = phase.block_ops.unwrap_or(16);
     let d = session.dispatch(
-        crate::measure::descriptor::diagnostic(phase, iterations),
+        descriptor::diagnostic(phase, iterations),
         phase.irq,
         timeout,
     )?;
@@ -860,7 +864,7 @@ mod tests {
         )
         .expect("boot");
         let ud2 = phase(Workload::FaultUd2, 1, 1);
-        let desc = || crate::measure::descriptor::diagnostic(&ud2, 1);
+        let desc = || descriptor::diagnostic(&ud2, 1);
         let first = s
             .dispatch(desc(), ud2.irq, TIMEOUT)
             .expect_err("ud2 faults")
@@ -1009,11 +1013,7 @@ mod tests {
             .store(true, Ordering::SeqCst);
         let p = phase(Workload::Doorbells, 1, 3);
         let d = session
-            .dispatch(
-                crate::measure::descriptor::diagnostic(&p, 3),
-                IrqSource::None,
-                TIMEOUT,
-            )
+            .dispatch(descriptor::diagnostic(&p, 3), IrqSource::None, TIMEOUT)
             .expect("second phase");
         let since_boot = session
             .mailbox
@@ -1074,7 +1074,7 @@ mod tests {
             &Stop::new(),
         )
         .expect("boot");
-        let mut desc = crate::measure::descriptor::diagnostic(&p, iterations);
+        let mut desc = descriptor::diagnostic(&p, iterations);
         desc.barrier = 1;
         let mailbox = session.mailbox.clone();
         let (d, all_spun) = std::thread::scope(|scope| {

@@ -113,7 +113,7 @@ pub fn warning(group: &str, s: &SpeedSteps) -> Warning {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::measure::estimators::Cell;
+    use crate::analysis::estimators::Cell;
 
     /// A table of one-variant rounds whose baseline costs `cost(r)` cycles/op in round `r`,
     /// with a small alternating jitter.

@@ -1,14 +1,14 @@
 //! Two runs side by side, matched by result name. The runs were not measured together, so
 //! nothing is paired: a change is beyond noise when the two 95% CIs of the medians do not
 //! overlap and it is at least a relative floor that covers drift between runs. Matching and
-//! judging here; the text and Markdown in [`super::compare_text`].
+//! judging here; the text and Markdown in `report/comparison.rs`.
 
 use std::collections::BTreeMap;
 
 use crate::results::{ComparedMetric, PairedComparison, PhaseResult, RowRerun, RunReport, Summary};
 
-use super::columns::{exits_estimate, exits_stat};
-use super::format::Ci;
+use super::estimate::{exits_estimate, exits_stat};
+use crate::statistics::Ci;
 
 /// Back-to-back runs of one config on one host drift by a few percent (a new VM, other load):
 /// below this relative change nothing is called beyond noise, whatever the CIs say.

@@ -147,7 +147,7 @@ pub fn moved_warning(what: &str, c: &Combined) -> Warning {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::measure::estimators::batched;
+    use crate::analysis::estimators::batched;
     use irqbench_abi::SplitMix64 as Rng;
 
     fn normal(rng: &mut Rng) -> f64 {

@@ -1,7 +1,7 @@
 //! The answers of a run: each chosen comparison gathered across the groups (conditions) it
 //! was measured in, and the interaction between every two conditions that differ in one
 //! factor, as the difference of the two groups' median per-round log-ratios with a seeded
-//! bootstrap CI over rounds ([`INTERACTION_METHOD`]). Rendered by `answers_text`.
+//! bootstrap CI over rounds ([`INTERACTION_METHOD`]). Rendered by `report/answer_lines.rs`.
 
 use irqbench_abi::SplitMix64;
 
@@ -11,11 +11,10 @@ use crate::results::{
     PhaseResult, ResultKind, RunReport,
 };
 
-use super::format::{fmt_fraction, MIN_CI_SAMPLES};
-use crate::statistics;
+use crate::statistics::{self, MIN_CI_SAMPLES};
 
 /// Builds the answers and sets them (and the method, when there is an interaction) on the
-/// report: the run calls it once its groups are measured.
+/// report: `measure::run_prepared` calls it once the groups are measured, for every caller.
 pub fn fill_answers(report: &mut RunReport) {
     report.answers = gather(report);
     report.interaction_method = if report.answers.iter().any(|a| !a.interactions.is_empty()) {
@@ -107,6 +106,17 @@ pub(crate) fn irq_label(irq: &str) -> String {
         return format!("{name} {us} µs");
     }
     format!("{name} {param}")
+}
+
+/// Nesting fractions are short decimals (0, 0.5, 0.25): no trailing zeros.
+pub(crate) fn fmt_fraction(v: f64) -> String {
+    let s = format!("{v:.3}");
+    let s = s.trim_end_matches('0').trim_end_matches('.');
+    if s.is_empty() || s == "-" {
+        "0".into()
+    } else {
+        s.into()
+    }
 }
 
 fn vcpu_label(n: u32) -> String {
@@ -279,7 +289,7 @@ struct Boot {
 }
 
 /// Rounds a resample draws together, in round order, out of `n`: from as many rounds as the
-/// comparisons' CIs batch (`measure::estimators::batched`, [`statistics::batch_ranges`]), one
+/// comparisons' CIs batch (`analysis::estimators::batched`, [`statistics::batch_ranges`]), one
 /// [`statistics::MAX_BATCHES`]th of them, since rounds close in time can share the host's
 /// state; one (independent rounds) below.
 pub(crate) fn block_len(n: usize) -> usize {
@@ -382,5 +392,4 @@ fn below_by_modulo(rng: &mut SplitMix64, n: usize) -> usize {
 }
 
 #[cfg(test)]
-#[path = "answers_tests.rs"]
 mod tests;

@@ -1,14 +1,14 @@
 //! `compare`'s output: the header (runs, warnings, differences of host, config and speed),
 //! one line (or Markdown row) per figure with its change and verdict, and the legend. What is
-//! compared and judged is [`super::compare`]'s.
+//! compared and judged is [`crate::analysis::compare`]'s.
 
 use std::fmt::Write as _;
 
 use super::columns::Align;
-use super::compare::{CompareRow, Comparison, NoiseBasis, METRIC_EXITS, METRIC_OPS};
 use super::format::{fmt_cost, fmt_rate, fmt_si, fmt_sig, human_timestamp, Ci, Estimate, NO_DATA};
 use super::markdown::md_table;
 use super::table::{push_wrapped, TextTable};
+use crate::analysis::compare::{CompareRow, Comparison, NoiseBasis, METRIC_EXITS, METRIC_OPS};
 
 /// A compared value at the resolution of its CI (cycles and exits follow the table's `≈0`
 /// rule); without a CI, 4 significant digits and `±?`, as the run's table has it; without a
