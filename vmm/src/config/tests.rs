@@ -224,7 +224,7 @@ fn unknown_irq_source_lists_valid_ones() {
         "`bench[0].irq[1].source`",
         &[
             "unknown irq source \"injekt\"",
-            "valid: none, lapic-timer, inject, pv-event",
+            "valid: none, lapic-timer, inject, pv-event, msi",
             "did you mean inject?",
         ],
     );
@@ -243,6 +243,40 @@ fn rate_zero() {
         "4:41",
         "`bench[0].irq[0].rate_hz`",
         &["2000000 is outside"],
+    );
+}
+
+#[test]
+fn msi_takes_a_rate_like_inject() {
+    bad(
+        &bench(r#"irq = [{ source = "msi", rate_hz = 0 }]"#),
+        "4:36",
+        "`bench[0].irq[0].rate_hz`",
+        &["0 is outside >0..=1_000_000", "events per second"],
+    );
+    bad(
+        &bench(r#"irq = [{ source = "msi" }]"#),
+        "4:8",
+        "`bench[0].irq[0].rate_hz`",
+        &["missing", "source \"msi\" needs `rate_hz`"],
+    );
+    bad(
+        &bench(r#"irq = [{ source = "msi", period_us = 100 }]"#),
+        "4:38",
+        "`bench[0].irq[0].period_us`",
+        &["does not apply to source \"msi\"", "takes `rate_hz`"],
+    );
+    let plan = load_str(
+        &bench(r#"irq = [{ source = "msi", rate_hz = 2000 }]"#),
+        FILE,
+        &limits(),
+    )
+    .expect("msi config");
+    assert_eq!(plan.phases[0].irq, IrqSource::Msi { rate_hz: 2000.0 });
+    assert!(
+        plan.phases[0].name.ends_with("/msi@2000Hz/1v"),
+        "{}",
+        plan.phases[0].name
     );
 }
 
@@ -657,7 +691,7 @@ fn hlt_exit_under_a_lapic_timer_is_refused() {
         "`bench[0].insns[1]`",
         &[
             "\"hlt-exit\" with bench[0].irq[1] source = \"lapic-timer\"",
-            "wait for the next timer tick",
+            "wait for the next interrupt",
             "kvm_emulate_halt",
         ],
     );
@@ -667,6 +701,16 @@ fn hlt_exit_under_a_lapic_timer_is_refused() {
         "5:8",
         "`bench[0].irq[0]`",
         &["default insns", "\"hlt-exit\"", "list the insns without"],
+    );
+    // msi needs the in-kernel irqchip too.
+    bad(
+        &bench("kind = \"insn\"\nirq = [{ source = \"msi\", rate_hz = 1000 }]"),
+        "5:8",
+        "`bench[0].irq[0]`",
+        &[
+            "source = \"msi\" with the default insns",
+            "msi needs the in-kernel irqchip",
+        ],
     );
     // hlt-exit alone, or lapic-timer without it, are fine.
     let ok = |text: &str| {
