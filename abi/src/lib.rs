@@ -464,6 +464,9 @@ pub mod irq {
         // The VMM sets the slot's virtual-IF pending byte.
         Info { name: "pv-event", param: Some(RATE_HZ), in_kernel_irqchip: false,
                describe: "the VMM sets the virtual-IF pending byte rate_hz times/s (vif-*)" },
+        // The VMM writes each vCPU's eventfd, bound with KVM_IRQFD to an MSI of `MSI_VECTOR`.
+        Info { name: "msi", param: Some(RATE_HZ), in_kernel_irqchip: true,
+               describe: "in-kernel irqchip; the VMM signals an MSI irqfd rate_hz times/s" },
     ];
 
     pub const COUNT: u32 = SOURCES.len() as u32;
@@ -474,9 +477,11 @@ pub mod irq {
     pub const LAPIC_TIMER: u32 = super::id(&NAMES, "lapic-timer");
     pub const INJECT: u32 = super::id(&NAMES, "inject");
     pub const PV_EVENT: u32 = super::id(&NAMES, "pv-event");
+    pub const MSI: u32 = super::id(&NAMES, "msi");
 
     pub const TIMER_VECTOR: u8 = 0x40;
     pub const INJECT_VECTOR: u8 = 0x41;
+    pub const MSI_VECTOR: u8 = 0x42;
     pub const SPURIOUS_VECTOR: u8 = 0xFF;
 }
 

@@ -62,6 +62,7 @@ extern "C" {
     fn irqbench_insn_loop(f: OpFn, iterations: u64);
     fn irqbench_irq_timer();
     fn irqbench_irq_inject();
+    fn irqbench_irq_msi();
     fn irqbench_irq_spurious();
     /// The 32 exception stubs (their sizes differ: some push an error code).
     static irqbench_exc_table: [u64; 32];
@@ -113,6 +114,10 @@ fn install_idt() {
     set_gate(
         abi::irq::INJECT_VECTOR as usize,
         irqbench_irq_inject as *const () as u64,
+    );
+    set_gate(
+        abi::irq::MSI_VECTOR as usize,
+        irqbench_irq_msi as *const () as u64,
     );
     set_gate(
         abi::irq::SPURIOUS_VECTOR as usize,
@@ -249,6 +254,10 @@ fn run_phase(slot: *mut VcpuSlot) {
     let before = counters(slot);
     if irq == abi::irq::LAPIC_TIMER {
         lapic_timer_start(rd!(slot, phase.timer_initial_count));
+    }
+    if irq == abi::irq::MSI {
+        // A software-disabled LAPIC drops fixed interrupts (KVM's __apic_accept_irq).
+        lapic_enable();
     }
     ring(doorbell::BEGIN, seq);
     let t0 = tsc();
@@ -562,8 +571,12 @@ fn lapic_write(reg: u64, value: u32) {
     unsafe { ((abi::LAPIC_GPA + reg) as *mut u32).write_volatile(value) }
 }
 
-fn lapic_timer_start(initial_count: u32) {
+fn lapic_enable() {
     lapic_write(0xF0, 0x100 | u32::from(abi::irq::SPURIOUS_VECTOR)); // SVR: software enable
+}
+
+fn lapic_timer_start(initial_count: u32) {
+    lapic_enable();
     lapic_write(0x3E0, 0xB); // divide by 1
     lapic_write(0x320, (1 << 17) | u32::from(abi::irq::TIMER_VECTOR)); // periodic
     lapic_write(0x380, initial_count.max(1));

@@ -110,7 +110,7 @@ irqbench_fault:
     jmp 1b
 
 /* ---------------------------------------------------------------------------------------------
- * Interrupts: count them in the slot; the LAPIC timer also needs an EOI.
+ * Interrupts: count them in the slot; those of the in-kernel LAPIC also need an EOI.
  */
     .global irqbench_irq_timer
 irqbench_irq_timer:
@@ -118,6 +118,15 @@ irqbench_irq_timer:
     pushq %rax
     movabsq ${LAPIC_EOI}, %rax
     movl $0, (%rax)             /* EOI: the in-kernel LAPIC delivers the next tick */
+    popq %rax
+    iretq
+
+    .global irqbench_irq_msi
+irqbench_irq_msi:
+    incq %gs:{INTERRUPTS}
+    pushq %rax
+    movabsq ${LAPIC_EOI}, %rax
+    movl $0, (%rax)             /* EOI: clears the in-service bit that blocks the next MSI */
     popq %rax
     iretq
 

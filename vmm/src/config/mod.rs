@@ -48,7 +48,7 @@ pub use select::{matches as glob_matches, only, round_fits, RoundTooLong, Select
 pub const DEFAULT_CONFIG_NAME: &str = "quick";
 /// The configs shipped in configs/, compiled in once: runnable by name (`irqbench run
 /// strategies`), the first of them when no config is given.
-pub const SHIPPED_CONFIGS: [(&str, &str); 7] = [
+pub const SHIPPED_CONFIGS: [(&str, &str); 8] = [
     ("quick", include_str!("../../../configs/quick.toml")),
     (
         "strategies",
@@ -68,6 +68,7 @@ pub const SHIPPED_CONFIGS: [(&str, &str); 7] = [
         "answers-load",
         include_str!("../../../configs/answers-load.toml"),
     ),
+    ("irq-paths", include_str!("../../../configs/irq-paths.toml")),
 ];
 /// `configs/quick.toml`: what runs when no config is given.
 pub const DEFAULT_CONFIG_TOML: &str = SHIPPED_CONFIGS[0].1;

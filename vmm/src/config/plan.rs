@@ -30,6 +30,11 @@ pub enum IrqSource {
     PvEvent {
         rate_hz: f64,
     },
+    /// In-kernel irqchip; a host thread signals each vCPU's irqfd, an MSI to its APIC,
+    /// `rate_hz` times a second.
+    Msi {
+        rate_hz: f64,
+    },
 }
 
 /// An [`IrqSource`] from its parameter (ignored by a source without one).
@@ -42,6 +47,9 @@ pub enum HostRaise {
     Interrupt,
     /// The slot's virtual-IF pending byte.
     VifEvent,
+    /// An eventfd bound with KVM_IRQFD to an MSI of `MSI_VECTOR` (in-kernel irqchip): KVM
+    /// delivers it, the VMM never sees its window.
+    Msi,
 }
 
 impl IrqSource {
@@ -53,6 +61,7 @@ impl IrqSource {
         |x| IrqSource::LapicTimer { period_us: x },
         |x| IrqSource::Inject { rate_hz: x },
         |x| IrqSource::PvEvent { rate_hz: x },
+        |x| IrqSource::Msi { rate_hz: x },
     ];
 
     /// The source of id `id` with its parameter (if it takes one) set to `x`.
@@ -66,6 +75,7 @@ impl IrqSource {
             IrqSource::LapicTimer { .. } => abi::irq::LAPIC_TIMER,
             IrqSource::Inject { .. } => abi::irq::INJECT,
             IrqSource::PvEvent { .. } => abi::irq::PV_EVENT,
+            IrqSource::Msi { .. } => abi::irq::MSI,
         }
     }
 
@@ -74,7 +84,9 @@ impl IrqSource {
         match *self {
             IrqSource::None => None,
             IrqSource::LapicTimer { period_us } => Some(period_us),
-            IrqSource::Inject { rate_hz } | IrqSource::PvEvent { rate_hz } => Some(rate_hz),
+            IrqSource::Inject { rate_hz }
+            | IrqSource::PvEvent { rate_hz }
+            | IrqSource::Msi { rate_hz } => Some(rate_hz),
         }
     }
 
@@ -83,6 +95,7 @@ impl IrqSource {
         match *self {
             IrqSource::Inject { rate_hz } => Some((HostRaise::Interrupt, rate_hz)),
             IrqSource::PvEvent { rate_hz } => Some((HostRaise::VifEvent, rate_hz)),
+            IrqSource::Msi { rate_hz } => Some((HostRaise::Msi, rate_hz)),
             IrqSource::None | IrqSource::LapicTimer { .. } => None,
         }
     }
@@ -94,7 +107,10 @@ impl IrqSource {
             IrqSource::LapicTimer { period_us } => {
                 (period_us * 1000.0).clamp(1.0, u32::MAX as f64) as u32
             }
-            IrqSource::None | IrqSource::Inject { .. } | IrqSource::PvEvent { .. } => 0,
+            IrqSource::None
+            | IrqSource::Inject { .. }
+            | IrqSource::PvEvent { .. }
+            | IrqSource::Msi { .. } => 0,
         }
     }
 
@@ -115,8 +131,8 @@ impl IrqSource {
         }
     }
 
-    /// The in-kernel irqchip is needed for the LAPIC timer; `inject` needs it absent
-    /// (KVM_INTERRUPT works only with a userspace irqchip).
+    /// The in-kernel irqchip is needed for the LAPIC timer and for MSIs (KVM_IRQFD); `inject`
+    /// needs it absent (KVM_INTERRUPT works only with a userspace irqchip).
     pub fn needs_in_kernel_irqchip(&self) -> bool {
         self.info().in_kernel_irqchip
     }

@@ -225,7 +225,7 @@ fn unknown_irq_source_lists_valid_ones() {
         "`bench[0].irq[1].source`",
         &[
             "unknown irq source \"injekt\"",
-            "valid: none, lapic-timer, inject, pv-event",
+            "valid: none, lapic-timer, inject, pv-event, msi",
             "did you mean inject?",
         ],
     );
@@ -244,6 +244,40 @@ fn rate_zero() {
         "4:41",
         "`bench[0].irq[0].rate_hz`",
         &["2000000 is outside"],
+    );
+}
+
+#[test]
+fn msi_takes_a_rate_like_inject() {
+    bad(
+        &bench(r#"irq = [{ source = "msi", rate_hz = 0 }]"#),
+        "4:36",
+        "`bench[0].irq[0].rate_hz`",
+        &["0 is outside >0..=1_000_000", "events per second"],
+    );
+    bad(
+        &bench(r#"irq = [{ source = "msi" }]"#),
+        "4:8",
+        "`bench[0].irq[0].rate_hz`",
+        &["missing", "source \"msi\" needs `rate_hz`"],
+    );
+    bad(
+        &bench(r#"irq = [{ source = "msi", period_us = 100 }]"#),
+        "4:38",
+        "`bench[0].irq[0].period_us`",
+        &["does not apply to source \"msi\"", "takes `rate_hz`"],
+    );
+    let plan = load_str(
+        &bench(r#"irq = [{ source = "msi", rate_hz = 2000 }]"#),
+        FILE,
+        &limits(),
+    )
+    .expect("msi config");
+    assert_eq!(plan.phases[0].irq, IrqSource::Msi { rate_hz: 2000.0 });
+    assert!(
+        plan.phases[0].name.ends_with("/msi@2000Hz/1v"),
+        "{}",
+        plan.phases[0].name
     );
 }
 
@@ -658,7 +692,7 @@ fn hlt_exit_under_a_lapic_timer_is_refused() {
         "`bench[0].insns[1]`",
         &[
             "\"hlt-exit\" with bench[0].irq[1] source = \"lapic-timer\"",
-            "wait for the next timer tick",
+            "wait for the next interrupt",
             "kvm_emulate_halt",
         ],
     );
@@ -668,6 +702,16 @@ fn hlt_exit_under_a_lapic_timer_is_refused() {
         "5:8",
         "`bench[0].irq[0]`",
         &["default insns", "\"hlt-exit\"", "list the insns without"],
+    );
+    // msi needs the in-kernel irqchip too.
+    bad(
+        &bench("kind = \"insn\"\nirq = [{ source = \"msi\", rate_hz = 1000 }]"),
+        "5:8",
+        "`bench[0].irq[0]`",
+        &[
+            "source = \"msi\" with the default insns",
+            "msi needs the in-kernel irqchip",
+        ],
     );
     // hlt-exit alone, or lapic-timer without it, are fine.
     let ok = |text: &str| {
@@ -1067,6 +1111,7 @@ fn shipped_configs_are_sized_as_documented() {
     assert_eq!(load("pv-restore-skip.toml").phases.len(), 36);
     assert_eq!(load("epoll-irqsave-vs-irq.toml").phases.len(), 24);
     assert_eq!(load("answers-load.toml").phases.len(), 16);
+    assert_eq!(load("irq-paths.toml").phases.len(), 24);
     let soak = load("soak.toml");
     assert_eq!((soak.phases.len(), soak.max_vcpus()), (strategies + 1, 4));
 }

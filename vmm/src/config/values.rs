@@ -278,9 +278,9 @@ impl Ctx<'_> {
     }
 
     /// Refuses rows that would measure something other than their name says: `hlt-exit` under
-    /// a `lapic-timer` load. lapic-timer needs the in-kernel irqchip, where KVM handles HLT
+    /// a load that needs the in-kernel irqchip (`lapic-timer`, `msi`), where KVM handles HLT
     /// itself (arch/x86/kvm/x86.c `kvm_emulate_halt`: the vCPU blocks in KVM until its next
-    /// interrupt), so no exit reaches irqbench and each operation lasts until the next tick.
+    /// interrupt), so no exit reaches irqbench and each operation lasts until the next one.
     pub(super) fn measures_what_it_says(
         &self,
         key: &str,
@@ -292,15 +292,16 @@ impl Ctx<'_> {
         let has_hlt = workloads
             .iter()
             .any(|w| matches!(w, Workload::Insn { insn } if Some(*insn) == hlt));
-        let lapic = irqs
-            .iter()
-            .position(|i| matches!(i, IrqSource::LapicTimer { .. }));
-        let (true, Some(k)) = (has_hlt, lapic) else {
+        let in_kernel = irqs.iter().position(IrqSource::needs_in_kernel_irqchip);
+        let (true, Some(k)) = (has_hlt, in_kernel) else {
             return Ok(());
         };
-        let why = "measures the wait for the next timer tick, not an exit: lapic-timer needs \
-                   the in-kernel irqchip, where KVM handles HLT itself and the vCPU sleeps until \
-                   its next interrupt (arch/x86/kvm/x86.c kvm_emulate_halt)";
+        let source = irqs[k].name();
+        let why = format!(
+            "measures the wait for the next interrupt (a timer tick, an MSI), not an exit: \
+             {source} needs the in-kernel irqchip, where KVM handles HLT itself and the vCPU \
+             sleeps until its next interrupt (arch/x86/kvm/x86.c kvm_emulate_halt)"
+        );
         let named = b.insns.as_ref().and_then(|list| {
             let j = list
                 .get_ref()
@@ -312,7 +313,7 @@ impl Ctx<'_> {
             return Err(self.invalid(
                 span,
                 &format!("{key}.insns[{j}]"),
-                format!("\"hlt-exit\" with {key}.irq[{k}] source = \"lapic-timer\" {why}; measure hlt-exit in a bench without lapic-timer, or remove it from insns"),
+                format!("\"hlt-exit\" with {key}.irq[{k}] source = \"{source}\" {why}; measure hlt-exit in a bench without {source}, or remove it from insns"),
             ));
         }
         let span = b
@@ -323,7 +324,7 @@ impl Ctx<'_> {
         Err(self.invalid(
             span,
             &format!("{key}.irq[{k}]"),
-            format!("source = \"lapic-timer\" with the default insns, which include \"hlt-exit\": hlt-exit {why}; list the insns without \"hlt-exit\", or use another irq source"),
+            format!("source = \"{source}\" with the default insns, which include \"hlt-exit\": hlt-exit {why}; list the insns without \"hlt-exit\", or use another irq source"),
         ))
     }
 

@@ -17,6 +17,7 @@ use image::{GuestImage, ImageError};
 
 pub mod decode;
 pub mod image;
+pub mod msi;
 
 const CR0_PE: u64 = 1 << 0;
 const CR0_ET: u64 = 1 << 4;

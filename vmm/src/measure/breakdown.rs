@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use super::collect::{Collected, VariantSums};
 use crate::analysis::counts::{self, CountEstimate, InvariantViolation, RoundCount};
 use crate::analysis::estimators::{Cell, RoundTable};
-use crate::config::plan::{HypercallTransport, IrqSource, PhasePlan};
+use crate::config::plan::{HypercallTransport, PhasePlan};
 use crate::results::exits::vmm_count_key;
 use crate::results::{ExitReasonFigure, HandledBy, HandlingTime};
 use crate::vcpu::window::ReasonTally;
@@ -132,9 +132,7 @@ pub(super) fn check_group(
     rows: &[&PhasePlan],
     collected: &Collected,
 ) -> Option<InvariantViolation> {
-    let raised_by_host = rows
-        .first()
-        .is_some_and(|r| matches!(r.irq, IrqSource::Inject { .. } | IrqSource::PvEvent { .. }));
+    let raised_by_host = rows.first().is_some_and(|r| r.irq.host_raised().is_some());
     if !raised_by_host {
         return None;
     }
@@ -147,7 +145,7 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::config::plan::{Plan, StrategyId, Workload};
+    use crate::config::plan::{IrqSource, Plan, StrategyId, Workload};
     use crate::machine::image::GuestImage;
     use crate::measure::run_plan;
     use crate::session::RunOptions;

@@ -21,7 +21,7 @@ use crate::host;
 use crate::host::cpu;
 use crate::machine::image::GuestImage;
 use crate::machine::{IrqchipMode, MachineConfig, MachineError};
-use crate::results::KvmFlavour;
+use crate::results::{ApicvState, KvmFlavour, Readable};
 use crate::results::{DisturbanceInfo, HostManifest, PhaseFailure, RunReport, CI_METHOD, SCHEMA};
 use crate::session::pinning::Pinning;
 use crate::session::{PhaseError, ProgressFn, RunOptions, Session, Step};
@@ -205,14 +205,20 @@ pub fn start_report(kvm: &Kvm, plan: &Plan) -> Result<RunReport, RunError> {
 }
 
 /// Adds a group's outcome to the report (its broken laws to `violations`, reported once the
-/// run is over); true when the user stopped the run during it.
+/// run is over; each row's `apicv` from the manifest's reading for the VM's `irqchip`); true
+/// when the user stopped the run during it.
 fn absorb(
     report: &mut RunReport,
     violations: &mut Vec<(String, counts::InvariantViolation)>,
-    outcome: GroupOutcome,
+    mut outcome: GroupOutcome,
     group: &str,
+    irqchip: IrqchipMode,
 ) -> bool {
     violations.extend(outcome.violations);
+    let apicv = apicv_of(&report.host, irqchip);
+    for r in &mut outcome.results {
+        r.apicv = Some(apicv.clone());
+    }
     report.results.extend(outcome.results);
     report.comparisons.extend(outcome.comparisons);
     report.differences.extend(outcome.differences);
@@ -355,7 +361,7 @@ pub fn run_prepared(
         trace_exits::finish(&mut report, tracer, &group);
         match ran {
             Ok(outcome) => {
-                if absorb(&mut report, &mut violations, outcome, &group) {
+                if absorb(&mut report, &mut violations, outcome, &group, irqchip) {
                     break;
                 }
             }
@@ -436,6 +442,20 @@ fn irqchip_recorded(first: &PhasePlan, host: &mut HostManifest) -> IrqchipMode {
         host.irqchip_modes.push(mode);
     }
     irqchip
+}
+
+/// Whether APICv/AVIC accelerated a VM of `irqchip` (the manifest's reading for that mode;
+/// unavailable where the manifest has none).
+fn apicv_of(host: &HostManifest, irqchip: IrqchipMode) -> ApicvState {
+    host.apicv
+        .iter()
+        .find(|a| a.irqchip == irqchip.name())
+        .cloned()
+        .unwrap_or_else(|| ApicvState {
+            irqchip: irqchip.name().into(),
+            in_effect: Readable::Unavailable("the host manifest has no reading for it".into()),
+            why: String::new(),
+        })
 }
 
 /// Before a group's failure is recorded, the gate's answer if it was not asked yet (a host the
@@ -1097,6 +1117,64 @@ mod tests {
             "{:?}",
             report.warnings
         );
+    }
+
+    /// An `msi` row: KVM delivers its interrupts, so none of its exits is a userspace window
+    /// exit; it reports what it took against what its load raised (never more), and that its
+    /// VM ran an in-kernel irqchip, with or without APICv/AVIC as the manifest read.
+    #[test]
+    fn msi_rows_have_no_userspace_window_exits_and_report_their_interrupt_path() {
+        let msi = IrqSource::Msi { rate_hz: 5000.0 };
+        let plan = small_plan(vec![adaptive(
+            Workload::Strategy {
+                strategy: strategy("native-popf"),
+            },
+            msi,
+            0.5,
+        )]);
+        let Some(report) = run(&plan) else { return };
+        assert!(report.failures.is_empty(), "{:?}", report.failures);
+        let r = &report.results[0];
+        let d = r
+            .irq_delivery
+            .as_ref()
+            .expect("an msi row has irq_delivery");
+        let count = |key: &str| r.counts.get(key).map(|c| (c.events, c.per_op));
+        println!(
+            "{}: {} of {:.0} interrupts taken in its blocks, {} raised in the group's share; \
+             KVM irq_window_exits (events, per op) {:?}, vmm:irq-window-open {:?}",
+            r.name,
+            d.delivered,
+            d.expected,
+            r.totals.irqs_raised,
+            count("irq_window_exits"),
+            count("vmm:irq-window-open"),
+        );
+        assert!(d.delivered > 0, "no MSI taken in a block: {d:?}");
+        assert!(
+            r.totals.irqs_raised >= r.totals.interrupts,
+            "{:?}",
+            r.totals
+        );
+        assert!(
+            !r.exit_reasons
+                .iter()
+                .any(|e| e.reason == "irq-window-open" && e.total > 0),
+            "{:?}",
+            r.exit_reasons
+        );
+        assert!(
+            !r.exit_sites.iter().any(|s| s.reason == "irq-window-open"),
+            "{:?}",
+            r.exit_sites
+        );
+        let apicv = r
+            .apicv
+            .as_ref()
+            .expect("the row records its interrupt path");
+        assert_eq!(apicv.irqchip, "in-kernel");
+        let manifest = report.host.apicv.iter().find(|a| a.irqchip == "in-kernel");
+        assert_eq!(Some(apicv), manifest, "{:?}", report.host.apicv);
     }
 
     #[test]

@@ -308,14 +308,12 @@ pub(super) const DELIVERY_WARN_BELOW: f64 = 0.8;
 /// 500 µs block holds 0 or 1), so a row expecting a few can take half of them losing none.
 pub(super) const DELIVERY_WARN_MIN_EXPECTED: f64 = 10.0;
 
-/// The rate, per vCPU, at which the group's `inject` load really raised: its raises over the
+/// The rate, per vCPU, at which the group's `inject` or `msi` load really raised: its raises over the
 /// dispatches' wall time. `None` for other sources, without a recorded span, and where the
 /// configured rate asks for fewer than [`DELIVERY_WARN_MIN_EXPECTED`] raises in that span (a
 /// 2 Hz load over 0.4 s raises 0 or 1: no rate can be read from that).
 fn raised_rate(collected: &Collected, irq: &IrqSource) -> Option<f64> {
-    let IrqSource::Inject { rate_hz } = *irq else {
-        return None;
-    };
+    let rate_hz = interrupt_rate(irq)?;
     let span_s = collected.raise_span_ns as f64 / 1e9;
     let vcpus = f64::from(collected.vcpus);
     (rate_hz * span_s * vcpus >= DELIVERY_WARN_MIN_EXPECTED)
@@ -326,7 +324,7 @@ fn raised_rate(collected: &Collected, irq: &IrqSource) -> Option<f64> {
 /// ticks more than a few periods late): the row is warned about whatever the guest took.
 pub(super) const RAISED_WARN_BELOW: f64 = 0.9;
 
-/// An `inject` row's interrupts over its blocks: `cycles` (TSC, summed over vCPUs) × the rate
+/// An `inject` or `msi` row's interrupts over its blocks: `cycles` (TSC, summed over vCPUs) × the rate
 /// the load kept expected (the configured one, or the raised one where lower: interrupts never
 /// raised cannot be expected), since the load raises one on every vCPU at each tick;
 /// `interrupts` (the guest's count inside the blocks, summed over vCPUs) delivered.
@@ -337,9 +335,7 @@ fn irq_delivery(
     tsc_hz: f64,
     raised_hz: Option<f64>,
 ) -> Option<IrqDelivery> {
-    let IrqSource::Inject { rate_hz } = *irq else {
-        return None;
-    };
+    let rate_hz = interrupt_rate(irq)?;
     let expected = cycles as f64 / tsc_hz * kept_rate(rate_hz, raised_hz);
     Some(IrqDelivery {
         rate_hz,
@@ -348,6 +344,15 @@ fn irq_delivery(
         delivered: interrupts,
         delivered_fraction: (expected > 0.0).then(|| interrupts as f64 / expected),
     })
+}
+
+/// The rate of a load a host thread raises as real interrupts, one per vCPU at each tick
+/// (`inject`, `msi`); `None` for the others.
+fn interrupt_rate(irq: &IrqSource) -> Option<f64> {
+    match *irq {
+        IrqSource::Inject { rate_hz } | IrqSource::Msi { rate_hz } => Some(rate_hz),
+        _ => None,
+    }
 }
 
 /// The rate expected of a load: the configured one, or the raised one where lower.
@@ -361,7 +366,7 @@ fn fell_behind(d: &IrqDelivery) -> bool {
         .is_some_and(|r| r < d.rate_hz * RAISED_WARN_BELOW)
 }
 
-/// The warning for an `inject` row whose delivered interrupts fall short of
+/// The warning for an `inject` or `msi` row whose delivered interrupts fall short of
 /// [`DELIVERY_WARN_BELOW`] of at least [`DELIVERY_WARN_MIN_EXPECTED`].
 fn delivery_warning(name: &str, d: &IrqDelivery) -> Option<Warning> {
     let fraction = d.delivered_fraction?;
@@ -381,7 +386,7 @@ fn delivery_warning(name: &str, d: &IrqDelivery) -> Option<Warning> {
         String::new()
     };
     let figures = format!(
-        "the guest took {} of the ~{:.0} interrupts its inject load raises during its \
+        "the guest took {} of the ~{:.0} interrupts its load raises during its \
          blocks ({:.0}%; a load of ~{:.0} Hz where {} Hz was asked){behind}, so its exits/op and \
          cycles/op are under a lighter interrupt load than its name says. Likely causes of \
          interrupts not taken: one raised while one is still pending (a vCPU off its CPU \
@@ -627,6 +632,10 @@ mod tests {
         ] {
             assert_eq!(irq_delivery(&source, 1, 1, 1e9, None), None, "{why}");
         }
+        // An msi load raises one per vCPU at each tick too: the same figure.
+        let msi = IrqSource::Msi { rate_hz: 5000.0 };
+        let m = irq_delivery(&msi, 20_000_000, 38, 1e9, Some(5010.0)).expect("msi row");
+        assert_eq!(m, d);
         // No block time: nothing expected, and no fraction (not a 0% one) and no warning.
         let idle = irq_delivery(&inject, 0, 0, 1e9, None).expect("inject row");
         assert_eq!((idle.expected, idle.delivered_fraction), (0.0, None));

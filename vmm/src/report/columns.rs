@@ -257,7 +257,7 @@ pub(crate) const COLUMNS: &[Column] = {
                 opt_raw(r.timer_ticks.as_ref().map(|t| t.expected))
             }),
         ]),
-        col("inject", Right, NotInsn, IfAbsent, delivery_cell).csv(&[
+        col("taken", Right, NotInsn, IfAbsent, delivery_cell).csv(&[
             ("irq_delivered", |r| {
                 r.irq_delivery
                     .as_ref()
@@ -335,7 +335,8 @@ fn ticks_cell(r: &PhaseResult) -> String {
     }
 }
 
-/// `inject` rows: interrupts the guest took / those the load raised over the row's blocks.
+/// `inject` and `msi` rows: interrupts the guest took / those the load raised over the row's
+/// blocks.
 fn delivery_cell(r: &PhaseResult) -> String {
     match &r.irq_delivery {
         // A few expected keep a decimal: `0/0.4` is not `0/0`, which would read as none due.

@@ -435,6 +435,9 @@ pub(crate) fn group_heading(group: &Group, uniform: &[(String, String)]) -> Stri
 fn render_group(out: &mut String, report: &RunReport, group: &Group, width: usize) {
     let g = grid(group.kind, &group.rows);
     let _ = writeln!(out, "\n{}", group_heading(group, &g.uniform));
+    if let Some(line) = interrupt_path_line(group) {
+        let _ = writeln!(out, "  {line}");
+    }
     let mut t = TextTable {
         headers: g.headers,
         rows: g.rows,
@@ -455,6 +458,25 @@ fn render_group(out: &mut String, report: &RunReport, group: &Group, width: usiz
             let _ = writeln!(out, "    {line}");
         }
     }
+}
+
+/// How a loaded group's interrupts reached its guest: the irqchip and whether APICv/AVIC
+/// delivered them (the rows' `apicv`, the same for every row of a group). None for a group
+/// without an interrupt load or from a file without it.
+pub(crate) fn interrupt_path_line(group: &Group) -> Option<String> {
+    let first = group.rows.first()?;
+    let a = first.apicv.as_ref()?;
+    if first.irq_source == "none" {
+        return None;
+    }
+    let state = a
+        .in_effect
+        .text(|on| if *on { "on" } else { "off" }.to_string());
+    Some(format!(
+        "interrupt path: {} irqchip, APICv/AVIC {}",
+        outside(&a.irqchip),
+        outside(&state)
+    ))
 }
 
 /// What the columns mean, and warnings about rows a reader should not trust as much.

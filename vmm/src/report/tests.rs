@@ -1193,7 +1193,7 @@ fn lapic_rows_show_delivered_over_expected_ticks_and_others_no_column() {
 #[test]
 fn inject_rows_show_delivered_over_expected_interrupts_and_others_no_column() {
     let mut report = sample_report();
-    assert!(!table_row(&render_table_at(&report, 120), "strategy").contains("inject"));
+    assert!(!table_row(&render_table_at(&report, 120), "strategy").contains("taken"));
     report.results[0].irq_delivery = Some(crate::results::IrqDelivery {
         rate_hz: 5000.0,
         raised_hz: Some(4990.0),
@@ -1202,7 +1202,7 @@ fn inject_rows_show_delivered_over_expected_interrupts_and_others_no_column() {
         delivered_fraction: Some(743.0 / 1976.4),
     });
     let table = render_table_at(&report, 120);
-    assert!(table_row(&table, "strategy").contains("inject"), "{table}");
+    assert!(table_row(&table, "strategy").contains("taken"), "{table}");
     let row = table_row(&table, report.results[0].strategy.name());
     assert!(row.contains("743/1976"), "{row}");
     let md = render_markdown(&report);

@@ -357,10 +357,14 @@ pub struct PhaseResult {
     /// for over the row's blocks.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timer_ticks: Option<TimerTicks>,
-    /// `inject` rows: the interrupts the guest took against those the load raises over the
-    /// row's blocks.
+    /// `inject` and `msi` rows: the interrupts the guest took against those the load raises
+    /// over the row's blocks.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub irq_delivery: Option<IrqDelivery>,
+    /// The row's VM's irqchip and whether APICv/AVIC accelerated it: the `host.apicv` entry
+    /// of that irqchip. Absent in files from before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub apicv: Option<ApicvState>,
     /// Measured on `run.replicates` > 1 fresh VMs: the median and ci95 of `cycles_per_op`,
     /// `ns_per_op`, `cycles_per_loop` and `ops_per_sec`, and `counts`, are then the replicates'
     /// combination ([`RunReport::replicate_ci_method`]);

@@ -1,6 +1,6 @@
-//! The interrupt load of a phase: a host thread that raises interrupts (`inject`) or virtual-IF
-//! events (`pv-event`) at a rate while the phase runs. `lapic-timer` needs no thread: the guest
-//! programs its own in-kernel LAPIC.
+//! The interrupt load of a phase: a host thread that raises interrupts (`inject`), virtual-IF
+//! events (`pv-event`) or MSIs through irqfd (`msi`) at a rate while the phase runs.
+//! `lapic-timer` needs no thread: the guest programs its own in-kernel LAPIC.
 //!
 //! The thread never sleeps longer than [`SLICE`] before looking at its [`Stop`], and `stop`
 //! wakes it, so stopping a phase (a signal, the end of a dispatch) never waits for a period,
@@ -36,7 +36,8 @@ pub enum IrqLoadError {
     Panicked(String),
 }
 
-/// A host thread that raises interrupts (`inject`) or virtual-IF events (`pv-event`) at a rate.
+/// A host thread that raises interrupts (`inject`, `msi`) or virtual-IF events (`pv-event`) at a
+/// rate.
 #[derive(Debug)]
 pub struct IrqLoad {
     irq: IrqSource,
@@ -155,6 +156,12 @@ fn raise_all(raise: HostRaise, controls: &[Arc<VcpuControl>], mailbox: &Mailbox)
                 let _ = mailbox.set_vif_pending(i as u32, 1);
                 c.irqs_raised.fetch_add(1, Ordering::Relaxed);
             }
+            // No kick: KVM sets the bit in the vCPU's IRR and kicks the vCPU itself.
+            HostRaise::Msi => {
+                if c.raise_msi() {
+                    c.irqs_raised.fetch_add(1, Ordering::Relaxed);
+                }
+            }
         }
     }
 }
@@ -211,6 +218,7 @@ mod tests {
             for irq in [
                 IrqSource::Inject { rate_hz },
                 IrqSource::PvEvent { rate_hz },
+                IrqSource::Msi { rate_hz },
             ] {
                 let load = IrqLoad::start(irq, &controls, &mailbox, None);
                 let stopped = stop_returns(load, Duration::from_secs(20))

@@ -7,11 +7,12 @@
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, Sender};
-use std::sync::{Arc, Mutex, Once};
+use std::sync::{Arc, Mutex, Once, OnceLock};
 use std::time::Instant;
 
 use irqbench_abi::{self as abi, PhaseDescriptor};
 use kvm_ioctls::{SyncReg, VcpuExit, VcpuFd};
+use vmm_sys_util::eventfd::EventFd;
 use vmm_sys_util::signal;
 
 use crate::kvm::stats::{StatsFd, StatsSnapshot};
@@ -89,10 +90,18 @@ pub struct VcpuControl {
     pub irqs_raised: AtomicU64,
     /// The thread is blocked at the guest's command port, waiting for its next command.
     pub awaiting_command: AtomicBool,
+    /// `msi`: the eventfd KVM_IRQFD binds to this vCPU's MSI (set on the first `msi` phase).
+    pub msi: OnceLock<EventFd>,
     thread: Mutex<Option<libc::pthread_t>>,
 }
 
 impl VcpuControl {
+    /// Raises this vCPU's MSI (KVM delivers it; nothing waits in the VMM). False when no
+    /// eventfd is bound or the write failed.
+    pub fn raise_msi(&self) -> bool {
+        self.msi.get().is_some_and(|fd| fd.write(1).is_ok())
+    }
+
     /// Interrupt the thread's KVM_RUN (it returns EINTR). Harmless when not in KVM_RUN: every
     /// loop iteration checks the flags before entering the guest again.
     pub fn kick(&self) {
