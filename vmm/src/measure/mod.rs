@@ -19,7 +19,7 @@ use crate::config::plan::{HypercallTransport, PhasePlan, Plan};
 use crate::host;
 use crate::host::cpu;
 use crate::machine::image::GuestImage;
-use crate::machine::{IrqchipMode, MachineConfig, MachineError};
+use crate::machine::{IrqchipMode, MachineConfig};
 use crate::measure::pinning::Pinning;
 use crate::measure::session::{PhaseError, ProgressFn, RunOptions, Session, Step};
 use crate::results::KvmFlavour;
@@ -83,8 +83,6 @@ pub enum RunError {
         period_us: f64,
         min_us: u64,
     },
-    #[error("booting the guest failed")]
-    Boot(#[source] MachineError),
     #[error("the plan does not fit this host: {0}")]
     Resources(String),
 }

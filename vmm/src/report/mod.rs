@@ -38,18 +38,18 @@ use std::path::PathBuf;
 use thiserror::Error;
 
 pub use answers::{fill_answers, gather as gather_answers, interaction};
+#[cfg(test)]
+pub use compare::{compare, compare_with};
 pub use compare::{
-    compare, compare_by, compare_with, host_differences, CompareRow, Comparison, NoiseBasis,
-    RunLabel, SpeedDifference, DEFAULT_MIN_CHANGE_PCT,
+    compare_by, host_differences, CompareRow, Comparison, NoiseBasis, RunLabel, SpeedDifference,
+    DEFAULT_MIN_CHANGE_PCT,
 };
 pub(crate) use compare::{METRIC_EXITS, METRIC_OPS_PER_LOOP};
 pub(crate) use compare_text::change_text;
 pub use compare_text::{render_compare, render_compare_at};
 pub use csv::render_csv;
 pub use export::{render_export, Export, ExportFormat};
-pub use folder::{
-    check_out_base, new_results_dir, write_csv, write_json, write_markdown, write_svg, OutputDir,
-};
+pub use folder::{check_out_base, new_results_dir, OutputDir};
 pub use forest::{forest_page_name, render_forest};
 pub use json::{convert_v3, read_json, report_from_str, to_json};
 pub use mail::{render_mail, MAIL_WIDTH};
@@ -106,21 +106,6 @@ pub enum ReportError {
         value: String,
         why: &'static str,
     },
-    #[error(
-        "cannot encode the results for {path}",
-        path = crate::text::escape_path(.path)
-    )]
-    Encode {
-        path: PathBuf,
-        #[source]
-        source: serde_json::Error,
-    },
-    /// plotters' error type is generic over the backend, so only its text is kept.
-    #[error(
-        "cannot draw the chart for {path}: {message}",
-        path = crate::text::escape_path(.path)
-    )]
-    Chart { path: PathBuf, message: String },
     #[error(
         "cannot create the results folder {path}",
         path = crate::text::escape_path(.path)
