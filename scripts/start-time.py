@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """How long from `exec` to the first measured result of `irqbench run`? Median of 10.
 
-    scripts/start-time.py [--binary PATH] [--runs N]
+    scripts/start-time.py [--binary PATH] [--runs N] [--against PATH]
 
 It builds the release binary once (unless given --binary), then times N runs (default 10) of
 the smallest honest run, each twice, interleaved:
@@ -29,6 +29,12 @@ the measured rounds (the CSV's `wall_ms`: from the first round to the last, no w
 calibration) is printed too, and per run what the process spends outside them (its exit minus
 `wall_ms`): on a shared host the rounds' time moves most, and this part shows the rest without
 that noise.
+
+With --against OTHER it times the runs of (b), for the two binaries in turn (ABBAAB..., N
+each, after one unmeasured run of each), and prints, for start to exit and for the part
+outside the rounds, each one's median, the median of the N paired differences (each run of
+the binary minus the run of OTHER beside it) and that as a share of OTHER's median: what the
+binary saves, measured so that a host that drifts moves both.
 
 Times are CLOCK_MONOTONIC around subprocess.Popen (so they include the fork and exec, ~1 ms);
 the 1-, 5- and 15-minute load averages are printed with the figures, since a busy host moves
@@ -109,6 +115,33 @@ def streamed(binary: Path) -> tuple[float, float, float]:
     return (t_row - t0) / 1e6, (t_exit - t0) / 1e6, float(rec["wall_ms"])
 
 
+def against(binary: Path, other: Path, runs: int) -> None:
+    """Start to exit (and its part outside the rounds) for `binary` and `other`, interleaved,
+    and what `binary` saves."""
+    whole(binary)  # unmeasured: both binaries' pages into the page cache
+    whole(other)
+    mine, theirs = [], []
+    for i in range(runs):
+        # ABBA...: neither binary always runs right after the other.
+        if i % 2 == 0:
+            mine.append(streamed(binary))
+            theirs.append(streamed(other))
+        else:
+            theirs.append(streamed(other))
+            mine.append(streamed(binary))
+    print(f"irqbench {' '.join(ARGS)} --csv -  ({runs} runs each, interleaved)")
+    parts = [("start to exit", lambda r: r[1]), ("outside the rounds", lambda r: r[1] - r[2])]
+    for name, pick in parts:
+        a, b = [pick(r) for r in mine], [pick(r) for r in theirs]
+        paired = [x - y for x, y in zip(a, b)]
+        print(line(f"{name}: {binary}", a))
+        print(line(f"{name}: {other}", b))
+        print(line(f"{name}: paired difference", paired))
+        saved = -statistics.median(paired)
+        share = 100 * saved / statistics.median(b)
+        print(f"{name}: the first saves {saved:.1f} ms, {share:.1f}% of the second's median")
+
+
 def line(name: str, xs: list[float]) -> str:
     return (
         f"{name:<40} median {statistics.median(xs):7.1f} ms   "
@@ -120,6 +153,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--binary", type=Path, help="an irqbench binary (default: build release)")
     ap.add_argument("--runs", type=int, default=10, help="runs of each kind (default 10)")
+    ap.add_argument(
+        "--against", type=Path, help="another irqbench binary: (a) of both, interleaved"
+    )
     a = ap.parse_args()
     if a.runs < 1:
         ap.error("--runs must be at least 1")
@@ -127,7 +163,14 @@ def main() -> int:
     binary = (a.binary or build()).absolute()
     if not os.access(binary, os.X_OK) or binary.is_dir():
         ap.error(f"--binary {binary}: not an executable file")
+    other = a.against.absolute() if a.against else None
+    if other and (not os.access(other, os.X_OK) or other.is_dir()):
+        ap.error(f"--against {other}: not an executable file")
     load_before = os.getloadavg()
+    if other:
+        against(binary, other, a.runs)
+        print_load(load_before)
+        return 0
     whole_ms, row_ms, exit_ms, rounds_ms = [], [], [], []
     whole(binary)  # one unmeasured run: the binary's pages into the page cache
     for _ in range(a.runs):
@@ -136,7 +179,6 @@ def main() -> int:
         row_ms.append(r)
         exit_ms.append(e)
         rounds_ms.append(g)
-    load_after = os.getloadavg()
     print(f"irqbench {' '.join(ARGS)}  ({a.runs} runs each)")
     print(line("(a) start to exit (whole process)", whole_ms))
     print(line("(b) start to first CSV row (--csv -)", row_ms))
@@ -144,11 +186,16 @@ def main() -> int:
     print(line("    the measured rounds (CSV wall_ms)", rounds_ms))
     outside = [e - g for e, g in zip(exit_ms, rounds_ms)]
     print(line("    outside the rounds (exit - wall_ms)", outside))
+    print_load(load_before)
+    return 0
+
+
+def print_load(before: tuple[float, float, float]) -> None:
+    after = os.getloadavg()
     print(
         "load average before %.2f %.2f %.2f, after %.2f %.2f %.2f (%d CPUs)"
-        % (*load_before, *load_after, os.cpu_count() or 0)
+        % (*before, *after, os.cpu_count() or 0)
     )
-    return 0
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Judges the flavour box's default suite from the files it brought back (scripts/flavour-box.sh).
+"""Judges the flavour box's default suite from the files it brought back (run.sh beside it).
 
 Prints one line per judged item (PASS / FAIL / KNOWN / INFO) and exits 1 when any item FAILs.
 KNOWN is a failure the emulator causes, not KVM or irqbench; each is listed below with its reason

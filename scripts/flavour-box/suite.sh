@@ -2,7 +2,7 @@
 # The flavour box's default suite (busybox sh, inside the box). Each step prints a header and a
 # closing "==== <step>: exit N (T s)" line; its exit status also goes to /box/out/steps, and its
 # JSON reports to /box/out, for scripts/flavour-box/report.py on the host to judge.
-# $BOX_SUITE: full (every step, every test) or ci (see flavour-box.sh --help).
+# $BOX_SUITE: full (every step, every test) or ci (see run.sh --help).
 out=/box/out
 B=/bin/irqbench
 export XDG_DATA_HOME=/tmp/xdg HOME=/tmp/home

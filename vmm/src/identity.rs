@@ -78,6 +78,7 @@ impl StrategyId {
         (StrategyId::NATIVE_POPF, StrategyId::NATIVE_CLI_STI),
     ];
 
+    #[cfg(test)]
     pub fn is_vif(self) -> bool {
         abi::strategy::is_vif(self.0)
     }

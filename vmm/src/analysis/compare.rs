@@ -234,6 +234,7 @@ fn exits_row(name: &str, ra: &PhaseResult, rb: &PhaseResult, min_change_pct: f64
 }
 
 /// Compares run `a` (old) with run `b` (new) with [`DEFAULT_MIN_CHANGE_PCT`].
+#[cfg(test)]
 pub fn compare(a: &RunReport, b: &RunReport) -> Comparison {
     compare_with(a, b, DEFAULT_MIN_CHANGE_PCT)
 }
@@ -344,12 +345,14 @@ fn replicates_warning(a: &RunReport, b: &RunReport) -> Option<String> {
     })
 }
 
-/// [`compare`] with the relative-change floor chosen by the caller (`--min-change`).
+/// [`compare`] with the relative-change floor chosen by the caller.
+#[cfg(test)]
 pub fn compare_with(a: &RunReport, b: &RunReport, min_change_pct: f64) -> Comparison {
     compare_by(a, b, min_change_pct, false)
 }
 
-/// As [`compare_with`]; with `normalised`, costs are compared in units of each group's own
+/// Compares run `a` (old) with run `b` (new), no change below `min_change_pct` (`--min-change`)
+/// beyond noise; with `normalised`, costs are compared in units of each group's own
 /// empty loop (`cycles_per_loop`), which a host that got uniformly faster or slower leaves
 /// unchanged, and ops/s (which it does not) is left out (`compare`/`check --normalised`).
 pub fn compare_by(

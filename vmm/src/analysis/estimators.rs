@@ -50,6 +50,7 @@ impl Cell {
     }
 
     /// Stat `index` over the block (0 when it did not move); `None` without stats.
+    #[cfg(test)]
     fn stat(&self, index: u16) -> Option<f64> {
         self.stat_count(index).map(|n| n as f64)
     }
@@ -143,6 +144,7 @@ impl RoundTable {
 
     /// Per round: (stat(v) − stat(empty)) / (ops(v) × vCPUs), for the KVM stat `name`; empty
     /// where the host has no such stat.
+    #[cfg(test)]
     pub fn net_stat(&self, v: usize, name: &str) -> Vec<f64> {
         let Some(index) = self.stat_names.iter().position(|n| n == name) else {
             return Vec::new();
@@ -182,6 +184,7 @@ impl RoundTable {
 
     /// Per round: userspace exits(v) / (ops(v) × vCPUs), nothing subtracted (the baseline's
     /// blocks take none unless an interrupt load lands in them, and those are the load's).
+    #[cfg(test)]
     pub fn userspace_exits(&self, v: usize) -> Vec<f64> {
         self.pairs(0, v)
             .map(|(_, x)| {
@@ -251,9 +254,6 @@ impl RoundTable {
             .collect()
     }
 }
-
-/// The comparison estimator [`super::ratio`]'s evaluation chose (its name in that table).
-pub const RATIO_ESTIMATOR: &str = "paired ratio (median)";
 
 /// What a paired ratio compares.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -32,19 +32,19 @@ mod values;
 mod tests;
 
 use std::fmt;
-use std::path::Path;
 
 use irqbench_abi as abi;
 use toml::de::DeTable;
 
 use crate::config::plan::Plan;
-use crate::files::read::{self, BoundedReadError};
+use crate::files::read::BoundedReadError;
 use crate::text::{escape_message as escape_line, outside};
 
 pub use overrides::Setting;
 pub use select::{matches as glob_matches, only, round_fits, RoundTooLong, SelectError};
 
 /// The name of the built-in config ([`DEFAULT_CONFIG_TOML`]).
+#[cfg(test)]
 pub const DEFAULT_CONFIG_NAME: &str = "quick";
 /// The configs shipped in configs/, compiled in once: runnable by name (`irqbench run
 /// strategies`), the first of them when no config is given.
@@ -164,6 +164,7 @@ pub enum ConfigError {
 
 impl ConfigError {
     /// Where in the file, if the error points into one.
+    #[cfg(test)]
     pub fn location(&self) -> Option<&Location> {
         match self {
             ConfigError::Read(_) => None,
@@ -189,7 +190,9 @@ fn did_you_mean(suggestion: &Option<&str>) -> String {
 
 /// Reads and validates the config at `path`; [`Plan::source`] is `path` as given. The read is
 /// bounded: `/dev/zero`, a FIFO or a huge file is refused before anything waits or fills memory.
-pub fn load_file(path: &Path, limits: &Limits) -> Result<Plan, ConfigError> {
+#[cfg(test)]
+pub fn load_file(path: &std::path::Path, limits: &Limits) -> Result<Plan, ConfigError> {
+    use crate::files::read;
     let text = read::read_text_bounded(path, read::MAX_CONFIG_BYTES, "config")?;
     load_str(&text, &path.display().to_string(), limits)
 }

@@ -65,6 +65,7 @@ impl IrqSource {
     ];
 
     /// The source of id `id` with its parameter (if it takes one) set to `x`.
+    #[cfg(test)]
     pub fn with_param(id: usize, x: f64) -> Option<IrqSource> {
         IrqSource::BUILDERS.get(id).map(|build| build(x))
     }
@@ -246,22 +247,6 @@ impl Workload {
             | Workload::GarbageRecord
             | Workload::Idle { .. }
             | Workload::HaltForever => ResultKind::Diagnostic,
-        }
-    }
-
-    /// The workload whose phase is subtracted as "loop + marker overhead".
-    pub fn baseline(&self) -> Option<Workload> {
-        match self {
-            Workload::Strategy { .. } | Workload::Mixed { .. } => Some(Workload::Strategy {
-                strategy: StrategyId::EMPTY,
-            }),
-            Workload::Insn { .. } => Some(Workload::Insn {
-                insn: InsnId::EMPTY,
-            }),
-            Workload::Lock { .. } => Some(Workload::Lock {
-                strategy: StrategyId::EMPTY,
-            }),
-            _ => None,
         }
     }
 }

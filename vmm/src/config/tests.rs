@@ -6,6 +6,7 @@ use super::spans::{key_norm, Source};
 use super::values::closest;
 use super::*;
 use crate::config::plan::{defaults, HypercallTransport, InsnId, IrqSource, StrategyId, Workload};
+use crate::files::read;
 use crate::results::redact::Redaction;
 use irqbench_abi as abi;
 

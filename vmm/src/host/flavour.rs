@@ -168,6 +168,7 @@ pub fn declare(d: &Declaration) -> (KvmFlavour, String) {
 }
 
 /// The declared flavour from the host's files under `root`, without a KVM fd to ask.
+#[cfg(test)]
 pub fn declare_in(root: &Path) -> (KvmFlavour, String) {
     declare(&Declaration {
         modules: vendor_modules_in(root),

@@ -408,17 +408,20 @@ pub struct StatsSnapshot {
 
 impl StatsSnapshot {
     /// The first value of stat `name` (bucket 0 for a histogram).
+    #[cfg(test)]
     pub fn get(&self, name: &str) -> Option<u64> {
         self.values(name).map(|v| v[0])
     }
 
     /// All values of stat `name` (the buckets of a histogram).
+    #[cfg(test)]
     pub fn values(&self, name: &str) -> Option<&[u64]> {
         let &index = self.schema.by_name.get(name)?;
         Some(self.schema.values_of(index, &self.values))
     }
 
     /// The scalar (`size == 1`) stats, by kernel name, in descriptor order.
+    #[cfg(test)]
     pub fn iter(&self) -> impl Iterator<Item = (&str, u64)> + '_ {
         self.schema
             .descriptors

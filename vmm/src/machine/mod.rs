@@ -122,11 +122,9 @@ pub struct MachineConfig {
 /// A booted-but-not-running VM: memory written, vCPUs configured.
 #[derive(Debug)]
 pub struct Machine {
-    pub config: MachineConfig,
     pub vm: VmFd,
     pub memory: GuestMemoryMmap,
     pub vcpus: Vec<VcpuFd>,
-    pub entry: u64,
 }
 
 impl Machine {
@@ -172,13 +170,7 @@ impl Machine {
             }
             vcpus.push(vcpu);
         }
-        Ok(Machine {
-            config,
-            vm,
-            memory,
-            vcpus,
-            entry,
-        })
+        Ok(Machine { vm, memory, vcpus })
     }
 }
 

@@ -20,7 +20,7 @@ use crate::config::plan::{HypercallTransport, PhasePlan, Plan};
 use crate::host;
 use crate::host::cpu;
 use crate::machine::image::GuestImage;
-use crate::machine::{IrqchipMode, MachineConfig, MachineError};
+use crate::machine::{IrqchipMode, MachineConfig};
 use crate::results::{ApicvState, KvmFlavour, Readable};
 use crate::results::{DisturbanceInfo, HostManifest, PhaseFailure, RunReport, CI_METHOD, SCHEMA};
 use crate::session::pinning::Pinning;
@@ -75,8 +75,6 @@ pub enum RunError {
         period_us: f64,
         min_us: u64,
     },
-    #[error("booting the guest failed")]
-    Boot(#[source] MachineError),
     #[error("the plan does not fit this host: {0}")]
     Resources(String),
 }

@@ -252,6 +252,7 @@ impl Probe {
     }
 
     /// The vCPU, for diagnostics (its stats fd).
+    #[cfg(test)]
     pub fn vcpu_fd(&self) -> &VcpuFd {
         &self.vcpu
     }

@@ -1,6 +1,6 @@
 //! Results files and folders: the only part of the report that touches the filesystem.
 //!
-//! `write_*` are thin wrappers around the pure renderers; every file is written through
+//! The CLI writes every file of [`OutputDir::files`] through
 //! [`crate::files::write::OutputTarget`] (a temporary sibling renamed into place, never over a
 //! symlink, FIFO or device), so an interrupted run never leaves a truncated JSON that a later
 //! `compare` would choke on.
@@ -10,44 +10,10 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use crate::files::write::OutputTarget;
 use crate::results::RunReport;
 
 use super::format::compact_timestamp;
 use super::ReportError;
-
-fn write_file(what: &str, path: &Path, bytes: &[u8]) -> Result<(), ReportError> {
-    OutputTarget::new(what, path)?.write(bytes)?;
-    Ok(())
-}
-
-pub fn write_json(report: &RunReport, path: &Path) -> Result<(), ReportError> {
-    let text = super::json::to_json(report).map_err(|source| ReportError::Encode {
-        path: path.to_owned(),
-        source,
-    })?;
-    write_file("results JSON", path, text.as_bytes())
-}
-
-pub fn write_csv(report: &RunReport, path: &Path) -> Result<(), ReportError> {
-    write_file("CSV", path, super::csv::render_csv(report).as_bytes())
-}
-
-pub fn write_markdown(report: &RunReport, path: &Path) -> Result<(), ReportError> {
-    write_file(
-        "Markdown",
-        path,
-        super::markdown::render_markdown(report).as_bytes(),
-    )
-}
-
-pub fn write_svg(report: &RunReport, path: &Path) -> Result<(), ReportError> {
-    let svg = super::svg::render_svg(report).map_err(|message| ReportError::Chart {
-        path: path.to_owned(),
-        message,
-    })?;
-    write_file("chart", path, svg.as_bytes())
-}
 
 /// A fresh folder for one run's files, with the conventional file names inside it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -59,10 +25,6 @@ impl OutputDir {
     /// Creates `base/<config>-<YYYYmmdd-HHMMSS>[-N]`; see [`new_results_dir`].
     pub fn create(base: &Path, config_name: &str) -> Result<OutputDir, ReportError> {
         new_results_dir(base, config_name).map(|path| OutputDir { path })
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.path
     }
 
     pub fn json(&self) -> PathBuf {
@@ -115,18 +77,6 @@ impl OutputDir {
             None => {}
         }
         files
-    }
-
-    /// Writes every format of [`OutputDir::files`].
-    pub fn write_all(&self, report: &RunReport) -> Result<(), ReportError> {
-        for (path, text) in self.files(report) {
-            let text = text.map_err(|message| ReportError::Chart {
-                path: path.clone(),
-                message,
-            })?;
-            write_file("a file in --out", &path, text.as_bytes())?;
-        }
-        Ok(())
     }
 }
 

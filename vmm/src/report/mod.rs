@@ -39,9 +39,7 @@ pub(crate) use comparison::change_text;
 pub use comparison::{render_compare, render_compare_at};
 pub use csv::render_csv;
 pub use export::{render_export, Export, ExportFormat};
-pub use folder::{
-    check_out_base, new_results_dir, write_csv, write_json, write_markdown, write_svg, OutputDir,
-};
+pub use folder::{check_out_base, new_results_dir, OutputDir};
 pub use forest::{forest_page_name, render_forest};
 pub use json::{convert_v3, read_json, report_from_str, to_json};
 pub use mail::{render_mail, MAIL_WIDTH};
@@ -98,21 +96,6 @@ pub enum ReportError {
         value: String,
         why: &'static str,
     },
-    #[error(
-        "cannot encode the results for {path}",
-        path = crate::text::escape_path(.path)
-    )]
-    Encode {
-        path: PathBuf,
-        #[source]
-        source: serde_json::Error,
-    },
-    /// plotters' error type is generic over the backend, so only its text is kept.
-    #[error(
-        "cannot draw the chart for {path}: {message}",
-        path = crate::text::escape_path(.path)
-    )]
-    Chart { path: PathBuf, message: String },
     #[error(
         "cannot create the results folder {path}",
         path = crate::text::escape_path(.path)

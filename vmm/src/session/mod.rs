@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use irqbench_abi::{self as abi, PhaseDescriptor};
 use kvm_ioctls::Kvm;
 
-use crate::config::plan::{HypercallTransport, IrqSource, PhasePlan};
+use crate::config::plan::{HypercallTransport, IrqSource};
 use crate::host::cpu::{self, HypercallInsn};
 use crate::kvm::stats::{StatsDelta, StatsFd};
 use crate::machine::image::GuestImage;
@@ -681,12 +681,13 @@ fn error_chain(e: &dyn std::error::Error) -> String {
     crate::error_chain(e, ": ")
 }
 
-/// Runs a single plan phase on a fresh machine and returns the raw dispatches: for tests and
-/// benchmarks that need exact counts rather than statistics.
+/// Runs a single plan phase on a fresh machine and returns the raw dispatches: for tests that
+/// need exact counts rather than statistics.
+#[cfg(test)]
 pub fn run_raw(
     kvm: &Kvm,
     image: &Arc<GuestImage>,
-    phase: &PhasePlan,
+    phase: &crate::config::plan::PhasePlan,
     irqchip: IrqchipMode,
     timeout: Duration,
 ) -> Result<(Session, Dispatch), PhaseError> {
@@ -732,7 +733,7 @@ fn console_lines(console: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::plan::{InsnId, Plan, StrategyId, Workload};
+    use crate::config::plan::{InsnId, PhasePlan, Plan, StrategyId, Workload};
     use crate::host;
     use crate::vcpu::ExitReason;
 

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# scripts/flavour-box.sh: irqbench on a real kvm_amd (SVM, under QEMU TCG) or kvm_intel (VMX, under
-# Bochs), on a machine that has neither. See --help.
+# scripts/flavour-box/run.sh: irqbench on a real kvm_amd (SVM, under QEMU TCG) or kvm_intel (VMX,
+# under Bochs), on a machine that has neither. See --help.
 set -euo pipefail
 
 usage() {
     cat <<'EOF'
-Usage: scripts/flavour-box.sh [OPTIONS] svm|vmx [COMMAND...]
+Usage: scripts/flavour-box/run.sh [OPTIONS] svm|vmx [COMMAND...]
 
 Boots a stock Debian kernel in an emulator whose CPU has SVM (QEMU TCG, -cpu EPYC,+svm,+npt) or
 VMX (Bochs 2.7, corei7_skylake_x), loads kvm_amd or kvm_intel there, and runs irqbench against
@@ -58,11 +58,11 @@ it gained nothing, as the kernel then unpacks it in emulation). On a host in a s
 took up to twice as long (2026-12-02, AMD EPYC: svm 625 s, vmx 843 s, one after the other).
 
 Examples:
-  scripts/flavour-box.sh svm                          # the default suite on kvm_amd
-  scripts/flavour-box.sh svm irqbench validate        # one command
-  scripts/flavour-box.sh --console svm sh -c 'dmesg | tail'
-  scripts/flavour-box.sh vmx irqbench disasm native-popf
-  scripts/flavour-box.sh --suite ci vmx               # what CI runs
+  scripts/flavour-box/run.sh svm                          # the default suite on kvm_amd
+  scripts/flavour-box/run.sh svm irqbench validate        # one command
+  scripts/flavour-box/run.sh --console svm sh -c 'dmesg | tail'
+  scripts/flavour-box/run.sh vmx irqbench disasm native-popf
+  scripts/flavour-box/run.sh --suite ci vmx               # what CI runs
 Exit status: the command's (default suite: 0 when every step passed), 124 on timeout, 125 when
 the box could not be built or booted.
 EOF
@@ -97,7 +97,7 @@ if [ "$flavour" = svm ]; then mem=${mem:-3072}; else mem=${mem:-2048}; fi
 [ "$flavour" = vmx ] && [ "$mem" -gt 2048 ] && { echo "flavour-box: Bochs takes at most 2048 MB" >&2; exit 2; }
 
 here=$(cd "$(dirname "$0")" && pwd)
-repo=$(cd "$here/.." && pwd)
+repo=$(cd "$here/../.." && pwd)
 cd "$repo"
 cache=$repo/target/flavour-box
 mkdir -p "$cache"
@@ -106,7 +106,7 @@ mkdir -p "$cache/$flavour"
 # and logs under it. An svm and a vmx box may run side by side (.ci/run does: each emulator keeps
 # one CPU busy), but their set-up below (apt, the kernel package, cargo) is one at a time.
 exec 9>"$cache/lock-$flavour"
-flock -n 9 || die "another flavour-box.sh $flavour is running on $cache (its lock: $cache/lock-$flavour)"
+flock -n 9 || die "another flavour-box/run.sh $flavour is running on $cache (its lock: $cache/lock-$flavour)"
 exec 8>"$cache/setup.lock"
 if ! flock -n 8; then
     say "waiting (at most 30 min) for the other box's set-up (apt, kernel package, cargo)"
@@ -181,8 +181,8 @@ rm -rf "$root"
 mkdir -p "$root"/{bin,proc,sys,dev,tmp,box/out,root}
 cp /bin/busybox "$root/bin/busybox"
 ln -s busybox "$root/bin/sh"
-cp "$here/flavour-box/init" "$root/init"
-cp "$here/flavour-box/suite.sh" "$root/box/suite.sh"
+cp "$here/init" "$root/init"
+cp "$here/suite.sh" "$root/box/suite.sh"
 
 # A binary at its own absolute path (tests find files by compile-time paths), stripped, with the
 # shared libraries ldd names.
@@ -199,8 +199,8 @@ add_elf target/release/irqbench /bin/irqbench
 # Bochs reads the whole initramfs through its BIOS, at ~5 s a megabyte.
 filters=
 if [ "$suite" = ci ] && [ "$flavour" = vmx ]; then
-    cp "$here/flavour-box/vmx-tests" "$root/box/test-filter"
-    filters=$(grep -v '^#' "$here/flavour-box/vmx-tests")
+    cp "$here/vmx-tests" "$root/box/test-filter"
+    filters=$(grep -v '^#' "$here/vmx-tests")
 fi
 set -f # the filters are words, never globs
 : >"$root/box/tests"
@@ -382,7 +382,7 @@ say "$flavour box: command exit $status, ${elapsed}s in the emulator"
 if [ $# -eq 0 ]; then
     # The suite's own status counts every failure, the emulators' included: the report judges.
     status=0
-    python3 "$here/flavour-box/report.py" --flavour "$flavour" --suite "$suite" \
+    python3 "$here/report.py" --flavour "$flavour" --suite "$suite" \
         --irqbench target/release/irqbench "$work/out" || status=1
 fi
 exit "$status"
