@@ -467,55 +467,58 @@ fn measure_plan(p: &mut Prepared, stop: &Stop, req: &Request) -> Result<RunRepor
         bar.step(i, n, group, step);
     };
     let not_beside = validate::beside::why_not_beside(plan, req.trace_exits);
-    let result = measure::start_report(&p.kvm, plan)
-        .map_err(|e| run_error(plan, e))
-        .and_then(|mut report| {
-            // Scoped: the validation's thread borrows KVM and the image, and is joined by the
-            // gate (or, when the run ends before asking it, at the scope's end).
-            std::thread::scope(|scope| {
-                // A signal that cut the checks short stops the run (partial, its validation
-                // recorded), rather than refusing it as a host that failed.
-                let stopped = || stop.is_set();
-                let mut validation = match RunValidation::start(
-                    scope,
-                    p,
-                    &mut report.host,
-                    on_fail,
-                    stop,
-                    probe,
-                    not_beside,
-                ) {
-                    Ok(v) => v,
-                    Err(_) if stopped() => RunValidation::Pending(None, String::new()),
-                    Err(r) => return Err(r.into()),
-                };
-                let mut refused = None;
-                let mut gate = |host: &mut HostManifest| {
-                    let open = std::mem::replace(
-                        &mut validation,
-                        RunValidation::Pending(None, String::new()),
-                    );
-                    match open.finish(host, on_fail) {
-                        Ok(()) => true,
-                        Err(r) => {
-                            refused = (!stopped()).then_some(r);
-                            false
-                        }
+    let started = measure::start_report(&p.kvm, plan).map_err(|e| run_error(plan, e));
+    // A signal that cut the host manifest short (its probe VM's ioctl returns EINTR) came
+    // before anything ran or was created: the same stop as one before the handlers.
+    if let (Err(_), Some((signal, status))) = (&started, arrived(stop)) {
+        bar.finish();
+        return Err(CliError::StoppedBefore { signal, status });
+    }
+    let result = started.and_then(|mut report| {
+        // Scoped: the validation's thread borrows KVM and the image, and is joined by the
+        // gate (or, when the run ends before asking it, at the scope's end).
+        std::thread::scope(|scope| {
+            // A signal that cut the checks short stops the run (partial, its validation
+            // recorded), rather than refusing it as a host that failed.
+            let stopped = || stop.is_set();
+            let mut validation = match RunValidation::start(
+                scope,
+                p,
+                &mut report.host,
+                on_fail,
+                stop,
+                probe,
+                not_beside,
+            ) {
+                Ok(v) => v,
+                Err(_) if stopped() => RunValidation::Pending(None, String::new()),
+                Err(r) => return Err(r.into()),
+            };
+            let mut refused = None;
+            let mut gate = |host: &mut HostManifest| {
+                let open =
+                    std::mem::replace(&mut validation, RunValidation::Pending(None, String::new()));
+                match open.finish(host, on_fail) {
+                    Ok(()) => true,
+                    Err(r) => {
+                        refused = (!stopped()).then_some(r);
+                        false
                     }
-                };
-                let report = measure::run_prepared(
-                    &p.kvm,
-                    plan,
-                    &p.image,
-                    report,
-                    &options,
-                    &mut progress,
-                    &mut gate,
-                )
-                .map_err(|e| run_error(plan, e))?;
-                refused.map_or(Ok(report), |r| Err(r.into()))
-            })
-        });
+                }
+            };
+            let report = measure::run_prepared(
+                &p.kvm,
+                plan,
+                &p.image,
+                report,
+                &options,
+                &mut progress,
+                &mut gate,
+            )
+            .map_err(|e| run_error(plan, e))?;
+            refused.map_or(Ok(report), |r| Err(r.into()))
+        })
+    });
     bar.finish();
     result.map_err(|e| match arrived(stop) {
         Some((signal, status)) => CliError::Stopped {
