@@ -16,7 +16,7 @@
 #![no_std]
 
 /// Bumped whenever a layout below changes; the guest refuses a mailbox of another version.
-pub const ABI_VERSION: u32 = 6;
+pub const ABI_VERSION: u32 = 7;
 /// "IRQB" in little endian: the first word of the shared page and of every slot.
 pub const MAILBOX_MAGIC: u32 = 0x4251_5249;
 
@@ -131,6 +131,11 @@ pub mod workload {
     pub const IDLE: u32 = 9;
     /// Execute `cli; hlt` with IF clear: KVM reports a halted vCPU that nothing can wake.
     pub const HALT_FOREVER: u32 = 10;
+    /// The pending-interrupt latency's known answer (needs the in-kernel LAPIC, as `msi`
+    /// sets up): `iterations` times, with IF clear, time a raise and send the LAPIC a self-IPI of
+    /// `MSI_VECTOR`, run `body_ops` iterations of `dec; jnz`, then `sti; hlt`. Each latency
+    /// logged is at least those instructions' time.
+    pub const LATENCY_PROBE: u32 = 11;
 }
 
 /// `[table[0].name, table[1].name, …]` as a const array (the `NAMES` of an identity table).
@@ -690,6 +695,38 @@ pub struct VcpuSlot {
     pub lock_spins: u64,
     /// The last finished block (see [`BlockRecord`]).
     pub block: BlockRecord,
+    /// Guest TSC of the oldest raise the guest has not taken yet, 0 = none (see [`latency`]).
+    pub raise_tsc: u64,
+    /// Variant index + 1 of the block whose timed window runs; 0 outside blocks.
+    pub block_tag: u64,
+    /// Latencies logged since boot; the i-th is in `latency_log[i % latency::LOG_LEN]`.
+    pub latency_count: u64,
+    pub latency_log: [u64; latency::LOG_LEN],
+}
+
+/// How long a raised interrupt waited for its handler.
+///
+/// The raiser (the VMM's load thread, or the guest itself in the known-answer workload) writes
+/// the raise's guest TSC into `VcpuSlot::raise_tsc` only when it holds 0, then raises; the
+/// handler swaps 0 in, and if it took a raise, logs `now − raise` with the running block's
+/// tag. Raises that merge into one pending interrupt are timed from the first of them.
+pub mod latency {
+    /// Entries the log holds; the VMM reads it at every block boundary.
+    pub const LOG_LEN: usize = 32;
+    /// An entry: cycles in the low 48 bits (saturated), the block tag above.
+    pub const TAG_SHIFT: u32 = 48;
+    pub const CYCLES_MAX: u64 = (1 << TAG_SHIFT) - 1;
+    const _: () = assert!(
+        LOG_LEN.is_power_of_two(),
+        "the guest indexes the log by a mask"
+    );
+
+    pub const fn cycles(entry: u64) -> u64 {
+        entry & CYCLES_MAX
+    }
+    pub const fn tag(entry: u64) -> u64 {
+        entry >> TAG_SHIFT
+    }
 }
 
 /// The page shared by every vCPU.
@@ -725,6 +762,10 @@ pub mod offset {
     pub const SLOT_LOCK_ACQUISITIONS: usize = offset_of!(VcpuSlot, lock_acquisitions);
     pub const SLOT_LOCK_SPINS: usize = offset_of!(VcpuSlot, lock_spins);
     pub const SLOT_BLOCK: usize = offset_of!(VcpuSlot, block);
+    pub const SLOT_RAISE_TSC: usize = offset_of!(VcpuSlot, raise_tsc);
+    pub const SLOT_BLOCK_TAG: usize = offset_of!(VcpuSlot, block_tag);
+    pub const SLOT_LATENCY_COUNT: usize = offset_of!(VcpuSlot, latency_count);
+    pub const SLOT_LATENCY_LOG: usize = offset_of!(VcpuSlot, latency_log);
     pub const SHARED_LOCK: usize = offset_of!(SharedPage, lock);
     pub const SHARED_LOCK_COUNTER: usize = offset_of!(SharedPage, lock_counter);
     pub const SHARED_READY_LIST: usize = offset_of!(SharedPage, ready_list);
@@ -737,54 +778,5 @@ const _: () = {
     assert!(slot_gpa(MAX_VCPUS) <= GUEST_LOAD_GPA);
 };
 
-/// SplitMix64 (Steele, Lea & Flood 2014): the one seeded generator of both sides. The guest
-/// shuffles each round's blocks with it, the VMM replays that order and draws its bootstrap
-/// resamples and synthetic test data from it: reproducibility from a seed, not secrecy.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SplitMix64(pub u64);
-
-impl SplitMix64 {
-    /// The next value; the state advances by the golden-ratio increment.
-    #[inline]
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// One step as a pure function of `z`: a well-mixed value from a counter.
-    #[inline]
-    pub fn mix(z: u64) -> u64 {
-        SplitMix64(z).next_u64()
-    }
-
-    /// Uniform in [0, 1) (VMM side only: the guest has no floating point at CPL0).
-    #[inline]
-    pub fn unit(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-    }
-
-    /// Uniform in `0..n` by multiply-high (no division).
-    #[inline]
-    pub fn below(&mut self, n: u64) -> u64 {
-        ((u128::from(self.next_u64()) * u128::from(n)) >> 64) as u64
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::SplitMix64;
-
-    #[test]
-    fn splitmix64_matches_the_reference_sequence() {
-        // The first outputs of Vigna's splitmix64.c from state 0.
-        let mut g = SplitMix64(0);
-        assert_eq!(g.next_u64(), 0xe220_a839_7b1d_cdaf);
-        assert_eq!(g.next_u64(), 0x6e78_9e6a_a1b9_65f4);
-        assert_eq!(SplitMix64::mix(0), 0xe220_a839_7b1d_cdaf);
-        let mut g = SplitMix64(7);
-        assert!((0..1000).all(|_| g.below(3) < 3 && (0.0..1.0).contains(&g.unit())));
-    }
-}
+mod splitmix;
+pub use splitmix::SplitMix64;

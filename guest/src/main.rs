@@ -32,6 +32,13 @@ global_asm!(
     PORT_HYPERCALL = const port::HYPERCALL,
     PORT_EXIT_PROBE = const port::EXIT_PROBE,
     LAPIC_EOI = const abi::LAPIC_GPA + 0xB0,
+    RAISE_TSC = const offset::SLOT_RAISE_TSC,
+    BLOCK_TAG = const offset::SLOT_BLOCK_TAG,
+    LATENCY_COUNT = const offset::SLOT_LATENCY_COUNT,
+    LATENCY_LOG = const offset::SLOT_LATENCY_LOG,
+    LATENCY_CYCLES_MAX = const abi::latency::CYCLES_MAX,
+    LATENCY_TAG_SHIFT = const abi::latency::TAG_SHIFT,
+    LATENCY_LOG_MASK = const abi::latency::LOG_LEN - 1,
     MMIO_PROBE = const abi::MMIO_PROBE_GPA,
     HC_PORT = const abi::hypercall::PORT,
     HC_VAPIC_POLL = const abi::hypercall::VAPIC_POLL,
@@ -365,7 +372,9 @@ fn run_rounds(slot: *mut VcpuSlot, r: &Rounds) -> (u64, u64) {
             };
             ring(doorbell::BLOCK, index);
             let before = counters(slot);
+            wr!(slot, u64::from(index) + 1, block_tag);
             let (t0, t1, ops, violations) = run_block(slot, r, id);
+            wr!(slot, 0, block_tag);
             let after = counters(slot);
             let (head, counts) = measured(r.seq, (t0, t1, ops), &before, &after, violations);
             write_measured!(slot, block, head, counts);
@@ -546,6 +555,7 @@ fn run_diagnostic(slot: *mut VcpuSlot, kind: u32) -> u64 {
             }
         }
         workload::GARBAGE_RECORD => {}
+        workload::LATENCY_PROBE => latency_probe(slot, iterations, rd!(slot, phase.body_ops)),
         _ => {
             wr!(slot, record_status::BAD_DESCRIPTOR, record.status);
         }
@@ -564,6 +574,37 @@ fn tsc() -> u64 {
         asm!("lfence", "rdtsc", "lfence", out("eax") lo, out("edx") hi, options(nomem, nostack))
     };
     (u64::from(hi) << 32) | u64::from(lo)
+}
+
+/// The latency's known answer (`workload::LATENCY_PROBE`): each self-IPI is raised with IF
+/// clear and waits for `section` iterations of `dec; jnz` before `sti; hlt` lets it in.
+fn latency_probe(slot: *mut VcpuSlot, iterations: u64, section: u32) {
+    // Fixed delivery, edge, destination shorthand "self" (Intel SDM, ICR bits 18-19 = 01).
+    let self_ipi = (1 << 18) | u32::from(abi::irq::MSI_VECTOR);
+    wr!(slot, 1, block_tag);
+    for _ in 0..iterations {
+        // SAFETY: clears IF; the `sti` below sets it again.
+        unsafe { asm!("cli", options(nomem, nostack)) };
+        wr!(slot, tsc().max(1), raise_tsc);
+        lapic_write(0x300, self_ipi);
+        // SAFETY: a register-only countdown, then `sti; hlt`: the pending IPI ends the `hlt`
+        // (it is taken after `sti`'s one-instruction shadow).
+        unsafe {
+            asm!(
+                "test {n:e}, {n:e}",
+                "jz 3f",
+                "2:",
+                "dec {n:e}",
+                "jnz 2b",
+                "3:",
+                "sti",
+                "hlt",
+                n = inout(reg) section => _,
+                options(nomem, nostack),
+            )
+        };
+    }
+    wr!(slot, 0, block_tag);
 }
 
 fn lapic_write(reg: u64, value: u32) {

@@ -111,7 +111,41 @@ irqbench_fault:
 
 /* ---------------------------------------------------------------------------------------------
  * Interrupts: count them in the slot; those of the in-kernel LAPIC also need an EOI.
+ *
+ * LOG_LATENCY: if a raise was timed (the slot's raise_tsc), log how long it waited, tagged
+ * with the running block (abi::latency). Only the handler swaps raise_tsc back to 0.
  */
+    .macro LOG_LATENCY
+    pushq %rax
+    pushq %rcx
+    pushq %rdx
+    xorl %ecx, %ecx
+    xchgq %rcx, %gs:{RAISE_TSC}
+    testq %rcx, %rcx
+    jz 1f
+    rdtsc
+    shlq $32, %rdx
+    orq %rdx, %rax
+    subq %rcx, %rax             /* cycles from the raise to this handler */
+    jae 2f
+    xorl %eax, %eax             /* before the raise: the raiser's clock ran ahead */
+2:  movabsq ${LATENCY_CYCLES_MAX}, %rdx
+    cmpq %rdx, %rax
+    cmovaq %rdx, %rax           /* saturate to the entry's 48 bits */
+    movq %gs:{BLOCK_TAG}, %rdx
+    shlq ${LATENCY_TAG_SHIFT}, %rdx
+    orq %rdx, %rax
+    movq %gs:{LATENCY_COUNT}, %rcx
+    movq %rcx, %rdx
+    andl ${LATENCY_LOG_MASK}, %edx
+    movq %rax, %gs:{LATENCY_LOG}(,%rdx,8)
+    incq %rcx
+    movq %rcx, %gs:{LATENCY_COUNT}
+1:  popq %rdx
+    popq %rcx
+    popq %rax
+    .endm
+
     .global irqbench_irq_timer
 irqbench_irq_timer:
     incq %gs:{INTERRUPTS}
@@ -124,6 +158,7 @@ irqbench_irq_timer:
     .global irqbench_irq_msi
 irqbench_irq_msi:
     incq %gs:{INTERRUPTS}
+    LOG_LATENCY
     pushq %rax
     movabsq ${LAPIC_EOI}, %rax
     movl $0, (%rax)             /* EOI: clears the in-service bit that blocks the next MSI */
@@ -133,6 +168,7 @@ irqbench_irq_msi:
     .global irqbench_irq_inject
 irqbench_irq_inject:
     incq %gs:{INTERRUPTS}       /* userspace irqchip: no EOI to send */
+    LOG_LATENCY
     iretq
 
     .global irqbench_irq_spurious

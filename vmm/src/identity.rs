@@ -156,16 +156,18 @@ pub enum Diagnostic {
     GarbageRecord,
     Idle,
     HaltForever,
+    LatencyProbe,
 }
 
 impl Diagnostic {
-    pub const ALL: [Diagnostic; 6] = [
+    pub const ALL: [Diagnostic; 7] = [
         Diagnostic::Doorbells,
         Diagnostic::FaultUd2,
         Diagnostic::SpinForever,
         Diagnostic::GarbageRecord,
         Diagnostic::Idle,
         Diagnostic::HaltForever,
+        Diagnostic::LatencyProbe,
     ];
 
     pub fn name(self) -> &'static str {
@@ -176,6 +178,7 @@ impl Diagnostic {
             Diagnostic::GarbageRecord => "garbage-record",
             Diagnostic::Idle => "idle",
             Diagnostic::HaltForever => "halt-forever",
+            Diagnostic::LatencyProbe => "latency-probe",
         }
     }
 }

@@ -118,6 +118,54 @@ pub fn median_ci95(sorted: &[f64]) -> Option<Ci> {
     })
 }
 
+/// The 0-based ranks (lo, hi) of the sorted samples that bound a distribution-free interval
+/// of the `q`-quantile with coverage ≥ `confidence`: [x(j), x(k)] (1-based) covers it with
+/// P(j ≤ B ≤ k−1), B ~ Binomial(n, q); j is the largest with P(B ≤ j−1) ≤ α/2 and k the
+/// smallest with P(B ≥ k) ≤ α/2. `None` when n is too small for either end.
+pub fn quantile_ci_ranks(n: usize, q: f64, confidence: f64) -> Option<(usize, usize)> {
+    use statrs::function::factorial::ln_factorial;
+    if n == 0 || !(0.0 < q && q < 1.0) {
+        return None;
+    }
+    let tail = (1.0 - confidence) / 2.0;
+    let n64 = n as u64;
+    let pmf = |i: u64| {
+        (ln_factorial(n64) - ln_factorial(i) - ln_factorial(n64 - i)
+            + i as f64 * q.ln()
+            + (n64 - i) as f64 * (1.0 - q).ln())
+        .exp()
+    };
+    let (mut j, mut k) = (None, None);
+    let mut cdf = 0.0f64; // P(B ≤ i − 1) before adding pmf(i − 1)
+    for i in 1..=n64 {
+        cdf += pmf(i - 1);
+        if cdf <= tail {
+            j = Some(i); // P(B ≤ i − 1) ≤ α/2
+        }
+        if k.is_none() && 1.0 - cdf <= tail {
+            k = Some(i); // P(B ≥ i) = 1 − P(B ≤ i − 1) ≤ α/2
+        }
+    }
+    Some(((j? - 1) as usize, (k? - 1) as usize))
+}
+
+/// The `q`-quantile of an ascending slice by nearest rank (x(⌈nq⌉), 1-based); `None` when
+/// empty.
+pub fn quantile(sorted: &[f64], q: f64) -> Option<f64> {
+    let rank = ((sorted.len() as f64 * q).ceil() as usize).clamp(1, sorted.len().max(1));
+    sorted.get(rank - 1).copied()
+}
+
+/// The 95% confidence interval of the `q`-quantile of an ascending slice by order statistics
+/// ([`quantile_ci_ranks`]).
+pub fn quantile_ci95(sorted: &[f64], q: f64) -> Option<Ci> {
+    let (lo, hi) = quantile_ci_ranks(sorted.len(), q, 0.95)?;
+    Some(Ci {
+        lo: sorted[lo],
+        hi: sorted[hi],
+    })
+}
+
 /// A 95% confidence interval, JSON `[lo, hi]`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(from = "[f64; 2]", into = "[f64; 2]")]
@@ -220,6 +268,27 @@ mod tests {
         assert!((percentile(&s, 95.0) - 4.8).abs() < 1e-9);
         assert_eq!(median(&[5.0, f64::NAN, 1.0, 3.0]), Some(3.0));
         assert_eq!(median(&[]), None);
+    }
+
+    #[test]
+    fn quantile_ranks_agree_with_the_medians_and_widen_to_the_tails() {
+        for n in [6, 7, 20, 101, 1000] {
+            assert_eq!(
+                quantile_ci_ranks(n, 0.5, 0.95),
+                median_ci_ranks(n, 0.95),
+                "n {n}"
+            );
+        }
+        assert_eq!(quantile_ci_ranks(5, 0.5, 0.95), None);
+        // p90 of 20: x(15)..x(20) is the narrowest two-sided 95% interval there is? B ≥ 20
+        // has 0.9^20 = 12% > 2.5%, so no upper end exists: none.
+        assert_eq!(quantile_ci_ranks(20, 0.9, 0.95), None);
+        let (lo, hi) = quantile_ci_ranks(1000, 0.9, 0.95).expect("n 1000");
+        assert!(lo < 900 && (900..1000).contains(&hi), "{lo} {hi}");
+        let sorted: Vec<f64> = (1..=1000).map(f64::from).collect();
+        assert_eq!(quantile(&sorted, 0.9), Some(900.0));
+        assert_eq!(quantile(&sorted, 0.5), Some(500.0));
+        assert_eq!(quantile(&[], 0.5), None);
     }
 
     #[test]

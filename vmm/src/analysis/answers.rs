@@ -8,7 +8,7 @@ use irqbench_abi::SplitMix64;
 use crate::results::answers::{INTERACTION_METHOD, INTERACTION_REPLICATES, INTERACTION_SEED};
 use crate::results::{
     Answer, AnswerCondition, Ci, Condition, Estimate, Factor, Interaction, PairedComparison,
-    PhaseResult, ResultKind, RunReport,
+    PhaseResult, ResultKind, RunReport, WaitPair,
 };
 
 use crate::statistics::{self, MIN_CI_SAMPLES};
@@ -83,6 +83,11 @@ fn condition(ra: &PhaseResult, rb: &PhaseResult, c: &PairedComparison) -> Answer
         rounds: c.rounds,
         precision_reached: ra.precision_reached && rb.precision_reached,
         no_ratio: c.no_ratio.clone(),
+        wait: ra
+            .pending_latency
+            .clone()
+            .zip(rb.pending_latency.clone())
+            .map(|(a, b)| WaitPair { a, b }),
     }
 }
 

@@ -9,6 +9,7 @@ pub mod counts;
 pub mod disturbance;
 pub mod estimate;
 pub mod estimators;
+pub mod latency;
 pub mod replicates;
 pub mod rerun;
 pub mod speed;

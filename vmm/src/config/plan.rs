@@ -52,6 +52,16 @@ pub enum HostRaise {
     Msi,
 }
 
+impl HostRaise {
+    /// A real interrupt, whose handler logs how long it waited (the virtual-IF event has none).
+    pub fn is_interrupt(self) -> bool {
+        match self {
+            HostRaise::Interrupt | HostRaise::Msi => true,
+            HostRaise::VifEvent => false,
+        }
+    }
+}
+
 impl IrqSource {
     /// A constructor per entry of `abi::irq::SOURCES`, in id order (a test checks `abi_id` and
     /// the parameter's key). The array is as long as the table by its type, so a config's
@@ -210,6 +220,9 @@ pub enum Workload {
         tsc_cycles: u64,
     },
     HaltForever,
+    /// The latency's known answer: self-IPIs raised with IF clear for `body_ops` iterations of
+    /// `dec; jnz` (`abi::workload::LATENCY_PROBE`).
+    LatencyProbe,
 }
 
 impl Workload {
@@ -232,6 +245,7 @@ impl Workload {
             Workload::GarbageRecord => Subject::Diagnostic(Diagnostic::GarbageRecord),
             Workload::Idle { .. } => Subject::Diagnostic(Diagnostic::Idle),
             Workload::HaltForever => Subject::Diagnostic(Diagnostic::HaltForever),
+            Workload::LatencyProbe => Subject::Diagnostic(Diagnostic::LatencyProbe),
         }
     }
 
@@ -246,7 +260,8 @@ impl Workload {
             | Workload::SpinForever
             | Workload::GarbageRecord
             | Workload::Idle { .. }
-            | Workload::HaltForever => ResultKind::Diagnostic,
+            | Workload::HaltForever
+            | Workload::LatencyProbe => ResultKind::Diagnostic,
         }
     }
 }

@@ -34,6 +34,40 @@ pub fn interrupt(vcpu: &VcpuFd, vector: u8) -> std::io::Result<()> {
     }
 }
 
+// kvm-ioctls wraps KVM_GET_DEVICE_ATTR for device fds only, not for a vCPU's attributes.
+ioctl_iow_nr!(
+    KVM_GET_DEVICE_ATTR,
+    KVMIO,
+    0xe2,
+    kvm_bindings::kvm_device_attr
+);
+
+/// The vCPU's TSC offset (KVM_VCPU_TSC_OFFSET, Linux 5.16+): its guest TSC is the host TSC
+/// plus this, wrapping, while KVM applies no TSC scaling (irqbench never sets KVM_SET_TSC_KHZ).
+pub fn tsc_offset(vcpu: &VcpuFd) -> std::io::Result<u64> {
+    let mut offset = 0u64;
+    let attr = kvm_bindings::kvm_device_attr {
+        flags: 0,
+        group: kvm_bindings::KVM_VCPU_TSC_CTRL,
+        attr: u64::from(kvm_bindings::KVM_VCPU_TSC_OFFSET),
+        addr: &mut offset as *mut u64 as u64,
+    };
+    // SAFETY: KVM_GET_DEVICE_ATTR reads `attr` and writes 8 bytes at `addr`, which points to
+    // `offset`; both live across the call and `vcpu` is an open vCPU fd.
+    let ret = unsafe { ioctl_with_ref(vcpu, KVM_GET_DEVICE_ATTR(), &attr) };
+    if ret < 0 {
+        Err(std::io::Error::last_os_error())
+    } else {
+        Ok(offset)
+    }
+}
+
+/// The host's TSC now.
+pub fn host_tsc() -> u64 {
+    // SAFETY: rdtsc has no preconditions on x86_64.
+    unsafe { core::arch::x86_64::_rdtsc() }
+}
+
 /// KVM_GET_SUPPORTED_CPUID of `kvm`'s device, asked once per device (by its device number) for
 /// the process: the answer is the module's and does not change while it is loaded (but for the
 /// APIC ID of the CPU the ioctl ran on, in leaf 1 EBX[31:24] and leaves 0xB/0x1F EDX, which
@@ -86,6 +120,35 @@ mod tests {
             }
         }
         entries
+    }
+
+    /// The TSC offset KVM reports maps the host TSC to the guest's: a KVM_GET_MSRS of the guest
+    /// TSC lands between the host TSC read before it and after it, plus the offset.
+    #[test]
+    fn the_tsc_offset_maps_the_host_tsc_to_the_guests() {
+        let Some(kvm) = crate::host::test_kvm() else {
+            return;
+        };
+        let vm = kvm.create_vm().expect("vm");
+        let vcpu = vm.create_vcpu(0).expect("vcpu");
+        let offset = tsc_offset(&vcpu).expect("KVM_VCPU_TSC_OFFSET");
+        let entry = kvm_bindings::kvm_msr_entry {
+            index: MSR_IA32_TSC,
+            ..Default::default()
+        };
+        let mut msrs = kvm_bindings::Msrs::from_entries(&[entry]).expect("msrs");
+        let before = host_tsc().wrapping_add(offset);
+        assert_eq!(vcpu.get_msrs(&mut msrs).expect("KVM_GET_MSRS"), 1);
+        let after = host_tsc().wrapping_add(offset);
+        let guest = msrs.as_slice()[0].data;
+        println!(
+            "offset {offset:#x}: guest TSC {guest} in [{before}, {after}] ({} cycles)",
+            after.wrapping_sub(before)
+        );
+        assert!(
+            guest.wrapping_sub(before) <= after.wrapping_sub(before),
+            "guest TSC {guest} outside [{before}, {after}]"
+        );
     }
 
     /// The cached answer is the device's: equal to a fresh KVM_GET_SUPPORTED_CPUID, entry by

@@ -444,6 +444,54 @@ impl Mailbox {
             })
     }
 
+    /// Times a raise for the guest's latency log: writes `guest_tsc` as the slot's
+    /// `raise_tsc` unless a raise is already waiting (the guest only ever swaps it to 0, and one
+    /// thread raises, so load-then-store does not race).
+    pub fn mark_raise(&self, index: u32, guest_tsc: u64) -> Result<(), MachineError> {
+        let gpa = GuestAddress(abi::slot_gpa(index) + abi::offset::SLOT_RAISE_TSC as u64);
+        let err = |source| MachineError::WriteMemory {
+            what: "raise time",
+            source,
+        };
+        if self
+            .memory
+            .load::<u64>(gpa, Ordering::SeqCst)
+            .map_err(err)?
+            == 0
+        {
+            self.memory
+                .store(guest_tsc.max(1), gpa, Ordering::SeqCst)
+                .map_err(err)?;
+        }
+        Ok(())
+    }
+
+    /// The guest's latency-log count since boot.
+    pub fn latency_count(&self, index: u32) -> Result<u64, MachineError> {
+        self.read_slot::<u64>(index, abi::offset::SLOT_LATENCY_COUNT, "latency count")
+    }
+
+    /// The latency entries logged since `*cursor` (advanced to the count read), and how many of
+    /// them the ring had already overwritten. Raw guest data: entries are only ever bounded
+    /// numbers, and a count that went backwards reads as nothing new.
+    pub fn read_latencies(
+        &self,
+        index: u32,
+        cursor: &mut u64,
+    ) -> Result<(Vec<u64>, u64), MachineError> {
+        let count = self.latency_count(index)?;
+        let new = count.saturating_sub(*cursor);
+        let len = abi::latency::LOG_LEN as u64;
+        let kept = new.min(len);
+        let mut entries = Vec::with_capacity(kept as usize);
+        for i in count - kept..count {
+            let offset = abi::offset::SLOT_LATENCY_LOG + 8 * (i % len) as usize;
+            entries.push(self.read_slot::<u64>(index, offset, "latency log")?);
+        }
+        *cursor = count;
+        Ok((entries, new - kept))
+    }
+
     pub fn read_u64(&self, gpa: u64, what: &'static str) -> Result<u64, MachineError> {
         self.memory
             .read_obj::<u64>(GuestAddress(gpa))

@@ -54,7 +54,14 @@ pub struct VariantSums {
     pub reasons: ReasonTallies,
     pub per_vcpu_ops: Vec<u64>,
     pub per_vcpu_cycles: Vec<u64>,
+    /// Guest TSC cycles each interrupt taken in the variant's blocks waited since its raise (at
+    /// most [`MAX_WAITS`]).
+    pub waits: Vec<u64>,
 }
+
+/// Waits kept per variant: a bound on memory however long a group runs (an hour at 10 kHz
+/// would be 36 M).
+pub const MAX_WAITS: usize = 1 << 20;
 
 /// A group's measurements so far.
 #[derive(Debug, Default)]
@@ -157,6 +164,8 @@ impl Collected {
                 sum.cycles += v.tsc_cycles;
                 sum.counts += v.counts;
                 sum.hypercalls_seen += b.hypercalls_seen;
+                let room = MAX_WAITS.saturating_sub(sum.waits.len());
+                sum.waits.extend(b.latencies.iter().take(room));
                 if let Some(slot) = sum.per_vcpu_ops.get_mut(s.index as usize) {
                     *slot += v.ops;
                 }

@@ -1096,7 +1096,26 @@ mod tests {
             "{d:?}"
         );
         assert_eq!(r.timer_ticks, None);
+        // Every interrupt it took was raised by the load, which timed the raise: at most one
+        // per raise, and one raise merged into a waiting one is timed from the first.
+        let l = r
+            .pending_latency
+            .as_ref()
+            .expect("an inject row that took interrupts timed their waits");
+        println!("{}: waits {l:?}", r.name);
+        assert!(l.timed > 0 && l.timed <= d.delivered, "{l:?} of {d:?}");
+        assert!(
+            l.median_cycles <= l.p90_cycles && l.p90_cycles <= l.max_cycles,
+            "{l:?}"
+        );
+        if let Some(ci) = l.median_ci95 {
+            assert!(
+                ci.lo <= l.median_cycles && l.median_cycles <= ci.hi,
+                "{l:?}"
+            );
+        }
         let quiet = &report.results[1];
+        assert_eq!(quiet.pending_latency, None);
         assert_eq!(quiet.irq_source, IrqSource::None.label());
         assert_eq!(quiet.irq_delivery, None);
         assert!(!report
@@ -1158,6 +1177,15 @@ mod tests {
             );
         } else {
             assert!(d.delivered > 0, "no MSI taken in a block: {d:?}");
+            let l = r
+                .pending_latency
+                .as_ref()
+                .expect("the MSIs' waits were timed");
+            assert!(l.timed > 0 && l.timed <= d.delivered, "{l:?} of {d:?}");
+        }
+        println!("{}: waits {:?}", r.name, r.pending_latency);
+        if let Some(l) = &r.pending_latency {
+            assert!(l.timed <= d.delivered, "{l:?} of {d:?}");
         }
         assert!(
             r.totals.irqs_raised >= r.totals.interrupts,

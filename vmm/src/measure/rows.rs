@@ -283,6 +283,9 @@ fn load_delivery(
 ) -> Vec<Warning> {
     r.timer_ticks = timer_ticks(irq, sums.cycles, sums.counts.interrupts, tsc_hz);
     r.irq_delivery = irq_delivery(irq, sums.cycles, sums.counts.interrupts, tsc_hz, raised_hz);
+    if r.irq_delivery.is_some() {
+        r.pending_latency = crate::analysis::latency::pending_latency(&sums.waits);
+    }
     let ticks = r
         .timer_ticks
         .as_ref()

@@ -4,9 +4,12 @@
 
 use std::fmt::Write as _;
 
-use crate::results::{Answer, AnswerCondition, ComparedMetric, Interaction, ResultKind, RunReport};
+use crate::results::{
+    Answer, AnswerCondition, ComparedMetric, Interaction, ResultKind, RunReport, WaitPair,
+};
+use crate::statistics::Ci;
 
-use super::format::{fmt_ratio_change, MIN_CI_SAMPLES};
+use super::format::{fmt_ratio_change, fmt_si, MIN_CI_SAMPLES};
 
 /// `pvop-skip vs pvop-popf (cycles/op)`.
 pub(crate) fn heading(a: &Answer) -> String {
@@ -45,6 +48,22 @@ pub(crate) fn condition_value(c: &AnswerCondition) -> String {
         "{} ({} rounds){noise}{rough}",
         fmt_ratio_change(ratio),
         c.rounds
+    )
+}
+
+/// `wait p50 98.2k ±0.9k → 98.8k ±1.1k, p90 103k → 102k cycles`: how long a's and b's
+/// interrupts waited, each with its CI's farther reach (`±?` without one).
+pub(crate) fn wait_value(w: &WaitPair) -> String {
+    let level = |point: f64, ci: Option<Ci>| match ci {
+        Some(ci) => format!("{} ±{}", fmt_si(point), fmt_si(ci.half_width(point))),
+        None => format!("{} ±?", fmt_si(point)),
+    };
+    format!(
+        "wait p50 {} → {}, p90 {} → {} cycles",
+        level(w.a.median_cycles, w.a.median_ci95),
+        level(w.b.median_cycles, w.b.median_ci95),
+        level(w.a.p90_cycles, w.a.p90_ci95),
+        level(w.b.p90_cycles, w.b.p90_ci95)
     )
 }
 
@@ -136,6 +155,9 @@ pub(crate) fn render_text(out: &mut String, report: &RunReport) {
                 " ".repeat(pad),
                 condition_value(c)
             );
+            if let Some(w) = &c.wait {
+                let _ = writeln!(out, "    {}  {}", " ".repeat(width), wait_value(w));
+            }
         }
         if a.interactions.is_empty() {
             let _ = writeln!(out, "    (no two conditions differ in one factor only)");

@@ -267,6 +267,19 @@ pub(crate) const COLUMNS: &[Column] = {
                 opt_raw(r.irq_delivery.as_ref().map(|d| d.expected))
             }),
         ]),
+        col("wait p50/p90", Right, NotInsn, IfAbsent, wait_cell).csv(&[
+            ("pending_latency_timed", |r| {
+                r.pending_latency
+                    .as_ref()
+                    .map_or_else(String::new, |l| l.timed.to_string())
+            }),
+            ("pending_latency_median_cycles", |r| {
+                opt_raw(r.pending_latency.as_ref().map(|l| l.median_cycles))
+            }),
+            ("pending_latency_p90_cycles", |r| {
+                opt_raw(r.pending_latency.as_ref().map(|l| l.p90_cycles))
+            }),
+        ]),
         col("hcalls", Right, NotInsn, IfAllZero, |r| {
             fmt_count(r.totals.hypercalls)
         })
@@ -348,6 +361,18 @@ fn delivery_cell(r: &PhaseResult) -> String {
             fmt_count(d.delivered),
             fmt_count(d.expected.round() as u64)
         ),
+        None => "-".into(),
+    }
+}
+
+/// `inject` and `msi` rows: the median and p90 of the cycles their interrupts waited.
+fn wait_cell(r: &PhaseResult) -> String {
+    match &r.pending_latency {
+        Some(l) if l.median_ci95.is_some() => {
+            format!("{}/{}", fmt_si(l.median_cycles), fmt_si(l.p90_cycles))
+        }
+        // Too few for a CI: the one or few waits as they are, with their number.
+        Some(l) => format!("{} (n {})", fmt_si(l.median_cycles), l.timed),
         None => "-".into(),
     }
 }

@@ -27,6 +27,7 @@ const COMPACT_COLUMNS: &[&str] = &[
     "uexits/op",
     "ops/s",
     "IF viol",
+    "wait p50/p90",
 ];
 
 /// What the line under `verbose_hint` points to.

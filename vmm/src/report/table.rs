@@ -507,6 +507,14 @@ pub(crate) fn legend(report: &RunReport) -> Vec<String> {
                 .into(),
         );
     }
+    if report.results.iter().any(|r| r.pending_latency.is_some()) {
+        lines.push(format!(
+            "taken: interrupts the guest took in the row's blocks / those the load raised in \
+             that time. wait p50/p90: TSC cycles from an interrupt's raise to the guest's \
+             handler, median and 90th percentile; {}.",
+            crate::analysis::latency::LATENCY_CI_METHOD
+        ));
+    }
     if report.results.iter().any(|r| !r.precision_reached) {
         lines.push(
             "~ precision not reached: the time budget ran out before the CI was as narrow as \

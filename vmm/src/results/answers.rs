@@ -52,6 +52,17 @@ pub struct AnswerCondition {
     pub precision_reached: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub no_ratio: Option<String>,
+    /// How long the two rows' interrupts waited (their `pending_latency`), where both timed
+    /// some.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait: Option<WaitPair>,
+}
+
+/// The `pending_latency` of a condition's two rows: a's, then b's.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct WaitPair {
+    pub a: super::PendingLatency,
+    pub b: super::PendingLatency,
 }
 
 /// The one factor two conditions of an interaction differ in.

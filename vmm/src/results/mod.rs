@@ -16,7 +16,7 @@ pub mod redact;
 pub mod validation;
 pub mod warning;
 
-pub use answers::{Answer, AnswerCondition, Condition, Factor, Interaction};
+pub use answers::{Answer, AnswerCondition, Condition, Factor, Interaction, WaitPair};
 pub use exits::{ExitReasonFigure, ExitTrace, HandledBy, HandlingTime, TracedExit};
 pub use host::{
     ApicvState, Behaviour, CpuFreq, CyclesSource, FlavourRecord, KvmFlavour, Pinning, Readable,
@@ -361,6 +361,10 @@ pub struct PhaseResult {
     /// over the row's blocks.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub irq_delivery: Option<IrqDelivery>,
+    /// `inject` and `msi` rows: how long their interrupts waited. Absent where none was timed
+    /// (and in files from before it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_latency: Option<PendingLatency>,
     /// The row's VM's irqchip and whether APICv/AVIC accelerated it: the `host.apicv` entry
     /// of that irqchip. Absent in files from before it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -450,6 +454,22 @@ pub struct IrqDelivery {
     pub delivered: u64,
     /// delivered / expected; `null` when nothing was expected (no figure without data).
     pub delivered_fraction: Option<f64>,
+}
+
+/// How long the row's raised interrupts waited for the guest's handler (`inject` and `msi`
+/// rows): guest TSC cycles from the raise (the load thread's host TSC plus the vCPU's TSC
+/// offset) to the handler's first instructions, over the interrupts taken inside the row's
+/// timed blocks, all rounds and vCPUs ([`crate::analysis::latency::LATENCY_CI_METHOD`]).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct PendingLatency {
+    /// Interrupts whose wait was timed.
+    pub timed: u64,
+    pub median_cycles: f64,
+    pub median_ci95: Option<Ci>,
+    /// The 90th percentile (nearest rank).
+    pub p90_cycles: f64,
+    pub p90_ci95: Option<Ci>,
+    pub max_cycles: f64,
 }
 
 /// What a row measures: it decides the table a row goes in and its unit.

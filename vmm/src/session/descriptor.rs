@@ -17,6 +17,7 @@ pub fn workload_ids(workload: &Workload) -> (u32, u32) {
         Workload::GarbageRecord => (abi::workload::GARBAGE_RECORD, 0),
         Workload::Idle { .. } => (abi::workload::IDLE, 0),
         Workload::HaltForever => (abi::workload::HALT_FOREVER, 0),
+        Workload::LatencyProbe => (abi::workload::LATENCY_PROBE, 0),
     }
 }
 

@@ -140,6 +140,9 @@ impl IrqLoad {
 /// One event on every vCPU.
 fn raise_all(raise: HostRaise, controls: &[Arc<VcpuControl>], mailbox: &Mailbox) {
     for (i, c) in controls.iter().enumerate() {
+        if let (true, Some(now)) = (raise.is_interrupt(), c.guest_tsc_now()) {
+            let _ = mailbox.mark_raise(i as u32, now);
+        }
         match raise {
             HostRaise::Interrupt => {
                 c.irqs_raised.fetch_add(1, Ordering::Relaxed);

@@ -1086,6 +1086,66 @@ mod tests {
         }
     }
 
+    /// The pending-interrupt latency's known answer: a self-IPI raised with IF clear waits at
+    /// least for the section of `dec; jnz` before `sti`, so the median latency of a section of
+    /// L iterations exceeds an empty section's by at least 2L instructions' TSC time: at least
+    /// 2L ticks where an instruction takes a tick or more (PVM emulates CPL0 code; Bochs's TSC
+    /// counts instructions, so there the rise is 2L and a few). No timing bound: the rise has
+    /// no ceiling here. 31 samples a phase, so the 32-entry log never overwrites one.
+    #[test]
+    fn a_self_ipi_waits_at_least_for_its_if_clear_section() {
+        let Some(kvm) = host::test_kvm() else {
+            return;
+        };
+        const SAMPLES: u64 = abi::latency::LOG_LEN as u64 - 1;
+        const SECTION: u32 = 1000;
+        let mut p = phase(Workload::LatencyProbe, 1, SAMPLES);
+        // In-kernel LAPIC, raising (almost) never: the guest raises every interrupt itself.
+        p.irq = IrqSource::Msi { rate_hz: 1e-3 };
+        let (mut session, _) = run_raw(&kvm, &image(), &p, IrqchipMode::InKernel, TIMEOUT)
+            .expect("latency-probe warm-up");
+        let mut medians = Vec::new();
+        for section in [0, SECTION] {
+            p.body_ops = section;
+            let mut cycles = Vec::new();
+            for _ in 0..3 {
+                let desc = descriptor::diagnostic(&p, SAMPLES);
+                let d = session
+                    .dispatch(desc, p.irq, TIMEOUT)
+                    .unwrap_or_else(|e| panic!("latency-probe, section {section}: {e}"));
+                let s = &d.samples[0];
+                assert_eq!(s.latencies_lost, 0, "section {section}");
+                assert_eq!(d.records[0].counts.interrupts, SAMPLES, "section {section}");
+                assert!(s
+                    .latencies_outside
+                    .iter()
+                    .all(|e| abi::latency::tag(*e) == 1));
+                cycles.extend(s.latencies_outside.iter().map(|e| abi::latency::cycles(*e)));
+            }
+            assert_eq!(cycles.len() as u64, 3 * SAMPLES, "section {section}");
+            cycles.sort_unstable();
+            let median = cycles[cycles.len() / 2];
+            println!(
+                "section of {section} dec;jnz: latency median {median} cycles (min {}, max {})",
+                cycles[0],
+                cycles[cycles.len() - 1]
+            );
+            medians.push(median);
+        }
+        let rise = medians[1].saturating_sub(medians[0]);
+        println!(
+            "rise {rise} cycles for {} instructions: {:.2} a instruction",
+            2 * SECTION,
+            rise as f64 / f64::from(2 * SECTION)
+        );
+        assert!(
+            rise >= 2 * u64::from(SECTION),
+            "the median rose by {rise} cycles, less than the section's {} instructions: {medians:?}",
+            2 * SECTION
+        );
+        session.shutdown();
+    }
+
     /// Every vCPU's interrupt count since boot (the guest's own, in its slot).
     fn interrupts_since_boot(session: &Session) -> u64 {
         (0..session.vcpus)

@@ -92,12 +92,21 @@ pub struct VcpuControl {
     pub awaiting_command: AtomicBool,
     /// `msi`: the eventfd KVM_IRQFD binds to this vCPU's MSI (set on the first `msi` phase).
     pub msi: OnceLock<EventFd>,
+    /// Guest TSC − host TSC (wrapping), for timing raises in guest TSC; unset where KVM does
+    /// not report it, and then no raise is timed.
+    pub tsc_offset: OnceLock<u64>,
     thread: Mutex<Option<libc::pthread_t>>,
 }
 
 impl VcpuControl {
     /// Raises this vCPU's MSI (KVM delivers it; nothing waits in the VMM). False when no
     /// eventfd is bound or the write failed.
+    /// The guest TSC now, through [`VcpuControl::tsc_offset`].
+    pub fn guest_tsc_now(&self) -> Option<u64> {
+        let offset = self.tsc_offset.get()?;
+        Some(crate::kvm::host_tsc().wrapping_add(*offset))
+    }
+
     pub fn raise_msi(&self) -> bool {
         self.msi.get().is_some_and(|fd| fd.write(1).is_ok())
     }
@@ -181,6 +190,9 @@ pub fn run_vcpu(mut ctx: VcpuContext) -> VcpuOutcome {
         let mut guard = ctx.control.thread.lock().unwrap_or_else(|e| e.into_inner());
         // SAFETY: pthread_self has no preconditions.
         *guard = Some(unsafe { libc::pthread_self() });
+    }
+    if let Ok(offset) = crate::kvm::tsc_offset(&ctx.vcpu) {
+        let _ = ctx.control.tsc_offset.set(offset);
     }
     let flag: *mut u8 = &mut ctx.vcpu.get_kvm_run().immediate_exit;
     IMMEDIATE_EXIT.with(|c| c.set(flag));
@@ -466,6 +478,17 @@ fn ended_block(
         .map_err(|e| fault(ctx, format!("reading the block record: {e}"), None))
 }
 
+/// The guest's latency log since the last read, into the window.
+fn read_latencies(ctx: &mut VcpuContext, window: &mut PhaseWindow) -> Result<(), VcpuOutcome> {
+    let read = ctx
+        .mailbox
+        .read_latencies(ctx.index, &mut window.latency_cursor);
+    let (entries, lost) =
+        read.map_err(|e| fault(ctx, format!("reading the latency log: {e}"), None))?;
+    window.add_latencies(&entries, lost);
+    Ok(())
+}
+
 /// A doorbell that passed `protocol::parse_doorbell`: open or close the phase window, or cut
 /// it into blocks.
 fn doorbell_rung(
@@ -477,13 +500,21 @@ fn doorbell_rung(
         Doorbell::Booted => {
             let _ = ctx.events.send(VcpuEvent::Booted { index: ctx.index });
         }
-        Doorbell::Begin(seq) => *window = PhaseWindow::begin(ctx.index, seq, snapshot(ctx)),
+        Doorbell::Begin(seq) => {
+            *window = PhaseWindow::begin(ctx.index, seq, snapshot(ctx));
+            window.latency_cursor = ctx
+                .mailbox
+                .latency_count(ctx.index)
+                .map_err(|e| fault(ctx, format!("reading the latency log: {e}"), None))?;
+        }
         Doorbell::Block(variant) => {
+            read_latencies(ctx, window)?;
             let record = ended_block(ctx, window)?;
             window.block_boundary(record, snapshot(ctx), Some(variant));
         }
         Doorbell::End(_) => {
             let stats = snapshot(ctx);
+            read_latencies(ctx, window)?;
             if let Some(record) = ended_block(ctx, window)? {
                 window.block_boundary(Some(record), stats.clone(), None);
             }

@@ -129,6 +129,8 @@ pub struct BlockSample {
     pub off_cpu_ns: u64,
     pub involuntary_switches: u64,
     pub wall_ns: u64,
+    /// Cycles each interrupt taken in this block's timed window waited since its raise.
+    pub latencies: Vec<u64>,
 }
 
 /// Sums per variant index over a phase: userspace exits and their RIPs (the KVM stats are
@@ -166,6 +168,10 @@ pub struct PhaseSample {
     /// Interrupts injected with KVM_INTERRUPT.
     pub injected: u64,
     pub wall: Duration,
+    /// Latency-log entries (`abi::latency`) of interrupts taken outside every block's window.
+    pub latencies_outside: Vec<u64>,
+    /// Latency-log entries the guest's ring overwrote before the VMM read them.
+    pub latencies_lost: u64,
 }
 
 /// A block in flight: what was read at its BLOCK doorbell.
@@ -177,6 +183,7 @@ struct OpenBlock {
     userspace_exits: u64,
     hypercalls_seen: u64,
     reasons: ReasonTallies,
+    latencies: Vec<u64>,
 }
 
 /// The open phase of one vCPU.
@@ -188,6 +195,8 @@ pub struct PhaseWindow {
     started: Option<Instant>,
     block: Option<OpenBlock>,
     pub sample: PhaseSample,
+    /// The guest's latency-log count up to which entries were read.
+    pub latency_cursor: u64,
 }
 
 impl PhaseWindow {
@@ -202,6 +211,7 @@ impl PhaseWindow {
                 index,
                 ..Default::default()
             },
+            latency_cursor: 0,
         }
     }
 
@@ -232,6 +242,20 @@ impl PhaseWindow {
         if let Some(block) = &mut self.block {
             let ns = u64::try_from(handling.as_nanos()).unwrap_or(u64::MAX);
             block.reasons[reason.index()].time(ns);
+        }
+    }
+
+    /// Latency-log entries read at a boundary: those tagged with the running block's variant
+    /// are its own, the rest were taken outside every block's window.
+    pub fn add_latencies(&mut self, entries: &[u64], lost: u64) {
+        self.sample.latencies_lost = self.sample.latencies_lost.saturating_add(lost);
+        for &e in entries {
+            match &mut self.block {
+                Some(b) if irqbench_abi::latency::tag(e) == u64::from(b.announced) + 1 => {
+                    b.latencies.push(irqbench_abi::latency::cycles(e));
+                }
+                _ => self.sample.latencies_outside.push(e),
+            }
         }
     }
 
@@ -274,6 +298,7 @@ impl PhaseWindow {
                 off_cpu_ns,
                 involuntary_switches,
                 wall_ns,
+                latencies: block.latencies,
             });
         }
         self.block = next.map(|announced| OpenBlock {
@@ -283,6 +308,7 @@ impl PhaseWindow {
             userspace_exits: 0,
             hypercalls_seen: 0,
             reasons: ReasonTallies::default(),
+            latencies: Vec::new(),
         });
     }
 
