@@ -702,11 +702,13 @@ pub struct VcpuSlot {
     /// Latencies logged since boot; the i-th is in `latency_log[i % latency::LOG_LEN]`.
     pub latency_count: u64,
     pub latency_log: [u64; latency::LOG_LEN],
+    /// Where each logged interrupt was taken: the interrupted RIP, at the same index.
+    pub latency_rip: [u64; latency::LOG_LEN],
 }
 
-/// How long a raised interrupt waited for its handler.
+/// How long a raised interrupt waited for its handler, and where it was taken.
 ///
-/// The raiser (the VMM's load thread, or the guest itself in the known-answer workload) writes
+/// Every handler of a real interrupt logs an entry and the interrupted RIP. The raiser (the VMM's load thread, or the guest itself in the known-answer workload) writes
 /// the raise's guest TSC into `VcpuSlot::raise_tsc` only when it holds 0, then raises; the
 /// handler swaps 0 in, and if it took a raise, logs `now − raise` with the running block's
 /// tag. Raises that merge into one pending interrupt are timed from the first of them.
@@ -716,6 +718,9 @@ pub mod latency {
     /// An entry: cycles in the low 48 bits (saturated), the block tag above.
     pub const TAG_SHIFT: u32 = 48;
     pub const CYCLES_MAX: u64 = (1 << TAG_SHIFT) - 1;
+    /// The cycles of an interrupt whose raise was not timed (a LAPIC timer tick, or a raise
+    /// that found the last one's time not yet taken).
+    pub const UNTIMED: u64 = CYCLES_MAX;
     const _: () = assert!(
         LOG_LEN.is_power_of_two(),
         "the guest indexes the log by a mask"
@@ -766,6 +771,7 @@ pub mod offset {
     pub const SLOT_BLOCK_TAG: usize = offset_of!(VcpuSlot, block_tag);
     pub const SLOT_LATENCY_COUNT: usize = offset_of!(VcpuSlot, latency_count);
     pub const SLOT_LATENCY_LOG: usize = offset_of!(VcpuSlot, latency_log);
+    pub const SLOT_LATENCY_RIP: usize = offset_of!(VcpuSlot, latency_rip);
     pub const SHARED_LOCK: usize = offset_of!(SharedPage, lock);
     pub const SHARED_LOCK_COUNTER: usize = offset_of!(SharedPage, lock_counter);
     pub const SHARED_READY_LIST: usize = offset_of!(SharedPage, ready_list);

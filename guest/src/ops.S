@@ -112,8 +112,9 @@ irqbench_fault:
 /* ---------------------------------------------------------------------------------------------
  * Interrupts: count them in the slot; those of the in-kernel LAPIC also need an EOI.
  *
- * LOG_LATENCY: if a raise was timed (the slot's raise_tsc), log how long it waited, tagged
- * with the running block (abi::latency). Only the handler swaps raise_tsc back to 0.
+ * LOG_LATENCY: log the interrupted RIP and, if its raise was timed (the slot's raise_tsc), how
+ * long it waited, tagged with the running block (abi::latency). Only the handler swaps
+ * raise_tsc back to 0.
  */
     .macro LOG_LATENCY
     pushq %rax
@@ -121,27 +122,30 @@ irqbench_fault:
     pushq %rdx
     xorl %ecx, %ecx
     xchgq %rcx, %gs:{RAISE_TSC}
+    movabsq ${LATENCY_UNTIMED}, %rax      /* untimed */
     testq %rcx, %rcx
-    jz 1f
+    jz 3f
     rdtsc
     shlq $32, %rdx
     orq %rdx, %rax
     subq %rcx, %rax             /* cycles from the raise to this handler */
     jae 2f
     xorl %eax, %eax             /* before the raise: the raiser's clock ran ahead */
-2:  movabsq ${LATENCY_CYCLES_MAX}, %rdx
+2:  movabsq ${LATENCY_CYCLES_MAX} - 1, %rdx
     cmpq %rdx, %rax
-    cmovaq %rdx, %rax           /* saturate to the entry's 48 bits */
-    movq %gs:{BLOCK_TAG}, %rdx
+    cmovaq %rdx, %rax           /* saturate below the untimed mark */
+3:  movq %gs:{BLOCK_TAG}, %rdx
     shlq ${LATENCY_TAG_SHIFT}, %rdx
     orq %rdx, %rax
     movq %gs:{LATENCY_COUNT}, %rcx
     movq %rcx, %rdx
     andl ${LATENCY_LOG_MASK}, %edx
     movq %rax, %gs:{LATENCY_LOG}(,%rdx,8)
+    movq 24(%rsp), %rax         /* the interrupted RIP, above the three pushes */
+    movq %rax, %gs:{LATENCY_RIP}(,%rdx,8)
     incq %rcx
     movq %rcx, %gs:{LATENCY_COUNT}
-1:  popq %rdx
+    popq %rdx
     popq %rcx
     popq %rax
     .endm
@@ -149,6 +153,7 @@ irqbench_fault:
     .global irqbench_irq_timer
 irqbench_irq_timer:
     incq %gs:{INTERRUPTS}
+    LOG_LATENCY
     pushq %rax
     movabsq ${LAPIC_EOI}, %rax
     movl $0, (%rax)             /* EOI: the in-kernel LAPIC delivers the next tick */

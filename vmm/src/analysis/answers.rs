@@ -7,7 +7,7 @@ use irqbench_abi::SplitMix64;
 
 use crate::results::answers::{INTERACTION_METHOD, INTERACTION_REPLICATES, INTERACTION_SEED};
 use crate::results::{
-    Answer, AnswerCondition, Ci, Condition, Estimate, Factor, Interaction, PairedComparison,
+    Answer, AnswerCondition, Ci, Condition, Estimate, Factor, Interaction, LetIn, PairedComparison,
     PhaseResult, ResultKind, RunReport, WaitPair,
 };
 
@@ -88,6 +88,9 @@ fn condition(ra: &PhaseResult, rb: &PhaseResult, c: &PairedComparison) -> Answer
             .clone()
             .zip(rb.pending_latency.clone())
             .map(|(a, b)| WaitPair { a, b }),
+        let_in: LetIn::of(&ra.interrupt_sites)
+            .zip(LetIn::of(&rb.interrupt_sites))
+            .map(|(a, b)| [a, b]),
     }
 }
 

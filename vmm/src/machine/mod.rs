@@ -471,22 +471,27 @@ impl Mailbox {
         self.read_slot::<u64>(index, abi::offset::SLOT_LATENCY_COUNT, "latency count")
     }
 
-    /// The latency entries logged since `*cursor` (advanced to the count read), and how many of
-    /// them the ring had already overwritten. Raw guest data: entries are only ever bounded
-    /// numbers, and a count that went backwards reads as nothing new.
+    /// The latency entries logged since `*cursor` (advanced to the count read), each with the
+    /// RIP its interrupt was taken at, and how many of them the ring had already overwritten.
+    /// Raw guest data: entries are only ever bounded numbers, and a count that went backwards
+    /// reads as nothing new.
     pub fn read_latencies(
         &self,
         index: u32,
         cursor: &mut u64,
-    ) -> Result<(Vec<u64>, u64), MachineError> {
+    ) -> Result<(Vec<(u64, u64)>, u64), MachineError> {
         let count = self.latency_count(index)?;
         let new = count.saturating_sub(*cursor);
         let len = abi::latency::LOG_LEN as u64;
         let kept = new.min(len);
         let mut entries = Vec::with_capacity(kept as usize);
         for i in count - kept..count {
-            let offset = abi::offset::SLOT_LATENCY_LOG + 8 * (i % len) as usize;
-            entries.push(self.read_slot::<u64>(index, offset, "latency log")?);
+            let at = 8 * (i % len) as usize;
+            let entry =
+                self.read_slot::<u64>(index, abi::offset::SLOT_LATENCY_LOG + at, "latency log")?;
+            let rip =
+                self.read_slot::<u64>(index, abi::offset::SLOT_LATENCY_RIP + at, "latency log")?;
+            entries.push((entry, rip));
         }
         *cursor = count;
         Ok((entries, new - kept))

@@ -11,12 +11,41 @@ use crate::vcpu::window::ExitRips;
 use crate::vcpu::ExitReason;
 
 /// (symbol, reason, the `sti` whose shadow placed the exit) → (count, busiest RIP, its count).
-type Grouped = BTreeMap<(String, ExitReason, Option<u64>), (u64, u64, u64)>;
+type Grouped = BTreeMap<(String, &'static str, Option<u64>), (u64, u64, u64)>;
+
+/// The `reason` of an interrupt the guest's handler saw taken at a RIP (not an exit).
+pub const INTERRUPT_TAKEN: &str = "interrupt-taken";
 
 /// Maps exit RIPs to (strategy, site) through the symbol table. An interrupt-window exit that
 /// an `sti` shadow put after the `sti` (in the caller, after `sti; ret`) is credited to that
 /// `sti`'s site, marked "(after sti shadow)".
 pub fn attribute_sites(image: &GuestImage, sites: &ExitRips, phase: &PhasePlan) -> Vec<ExitSite> {
+    let keyed = sites.iter().map(|(&(rip, reason), &count)| {
+        let window = reason == ExitReason::IrqWindowOpen;
+        (rip, reason.name(), window, count)
+    });
+    attribute(image, keyed, phase)
+}
+
+/// Maps the RIPs the guest took interrupts at to (strategy, site), as window exits are: the
+/// interrupt a restore lets in is taken after it, or after the instruction an `sti` shadows.
+pub fn attribute_interrupts(
+    image: &GuestImage,
+    rips: &BTreeMap<u64, u64>,
+    phase: &PhasePlan,
+) -> Vec<ExitSite> {
+    let keyed = rips
+        .iter()
+        .map(|(&rip, &count)| (rip, INTERRUPT_TAKEN, true, count));
+    attribute(image, keyed, phase)
+}
+
+/// (rip, reason, whether an `sti` shadow may have moved it, count) → sites, busiest first.
+fn attribute(
+    image: &GuestImage,
+    keyed: impl Iterator<Item = (u64, &'static str, bool, u64)>,
+    phase: &PhasePlan,
+) -> Vec<ExitSite> {
     // One row per (symbol, reason): the count over all its RIPs, shown at its busiest RIP.
     // Where labels of two strategies share an address, the row's own strategy wins.
     let stem = phase.workload.label().replace('-', "_");
@@ -28,8 +57,8 @@ pub fn attribute_sites(image: &GuestImage, sites: &ExitRips, phase: &PhasePlan) 
     };
     let row_op = row_op(image, phase);
     let mut grouped = Grouped::new();
-    for (&(rip, reason), &count) in sites {
-        let sti = (reason == ExitReason::IrqWindowOpen)
+    for (rip, reason, shadowed, count) in keyed {
+        let sti = shadowed
             .then(|| shadow::sti_before(image, rip, row_op))
             .flatten()
             .map(|(sti, _)| sti);
@@ -72,7 +101,7 @@ fn site(
     image: &GuestImage,
     phase: &PhasePlan,
     symbol: String,
-    reason: ExitReason,
+    reason: &str,
     sti: Option<u64>,
     count: u64,
     rip: u64,
@@ -149,6 +178,23 @@ mod tests {
         Plan::single(Workload::Strategy { strategy }, 1, 1)
             .phases
             .remove(0)
+    }
+
+    /// An interrupt the guest took where a window exit would stop, after `sti; dec`, is the
+    /// restore's too, and after a `popf` the popf's: the guest's record reads like the exits.
+    #[test]
+    fn an_interrupt_taken_after_a_restore_is_the_restores() {
+        let image = GuestImage::embedded().expect("embedded guest");
+        let next_copy = image
+            .symbols
+            .address("irqbench_opf1_native_cli_sti")
+            .expect("the second copy");
+        let rips: BTreeMap<u64, u64> = [(next_copy, 3)].into_iter().collect();
+        let out = attribute_interrupts(&image, &rips, &row("native-cli-sti"));
+        assert_eq!(out.len(), 1, "{out:?}");
+        assert_eq!(out[0].reason, INTERRUPT_TAKEN);
+        assert_eq!(out[0].site, "restore (after sti shadow)");
+        assert_eq!(out[0].total, 3);
     }
 
     /// In a measured loop the operation is inlined and followed by the counter's `dec`: a

@@ -57,11 +57,16 @@ pub struct VariantSums {
     /// Guest TSC cycles each interrupt taken in the variant's blocks waited since its raise (at
     /// most [`MAX_WAITS`]).
     pub waits: Vec<u64>,
+    /// Interrupts taken in the variant's blocks, by the guest RIP they were taken at.
+    pub interrupt_rips: BTreeMap<u64, u64>,
 }
 
 /// Waits kept per variant: a bound on memory however long a group runs (an hour at 10 kHz
 /// would be 36 M).
 pub const MAX_WAITS: usize = 1 << 20;
+
+/// Distinct interrupt RIPs kept per variant (a strategy's loop has a few dozen instructions).
+pub const MAX_INTERRUPT_RIPS: usize = 4096;
 
 /// A group's measurements so far.
 #[derive(Debug, Default)]
@@ -166,6 +171,14 @@ impl Collected {
                 sum.hypercalls_seen += b.hypercalls_seen;
                 let room = MAX_WAITS.saturating_sub(sum.waits.len());
                 sum.waits.extend(b.latencies.iter().take(room));
+                for &rip in &b.interrupt_rips {
+                    // The RIPs are the guest's word: a bound on distinct ones bounds memory.
+                    let known = sum.interrupt_rips.len() < MAX_INTERRUPT_RIPS
+                        || sum.interrupt_rips.contains_key(&rip);
+                    if known {
+                        *sum.interrupt_rips.entry(rip).or_default() += 1;
+                    }
+                }
                 if let Some(slot) = sum.per_vcpu_ops.get_mut(s.index as usize) {
                     *slot += v.ops;
                 }

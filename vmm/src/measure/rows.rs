@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use super::attribution::attribute_sites;
+use super::attribution::{attribute_interrupts, attribute_sites};
 use super::breakdown;
 use super::collect::{Collected, VariantSums};
 use crate::analysis::counts::{self, InvariantViolation};
@@ -89,6 +89,7 @@ pub(super) fn build(
             0
         };
         r.exit_sites = attribute_sites(run.image, &sums.exit_rips, row);
+        r.interrupt_sites = attribute_interrupts(run.image, &sums.interrupt_rips, row);
         if matches!(row.workload, Workload::Lock { .. }) {
             r.lock = Some(LockStats {
                 acquisitions: sums.counts.lock_acquisitions,

@@ -54,8 +54,16 @@ pub(crate) fn condition_value(c: &AnswerCondition) -> String {
 /// `wait p50 98.2k ±0.9k → 98.8k ±1.1k, p90 103k → 102k cycles`: how long a's and b's
 /// interrupts waited, each with its CI's farther reach (`±?` without one).
 pub(crate) fn wait_value(w: &WaitPair) -> String {
+    // The reach in the point's unit: `108k ±0.9k`, not `108k ±911`.
     let level = |point: f64, ci: Option<Ci>| match ci {
-        Some(ci) => format!("{} ±{}", fmt_si(point), fmt_si(ci.half_width(point))),
+        Some(ci) if point >= 10_000.0 => {
+            format!("{} ±{:.1}k", fmt_si(point), ci.half_width(point) / 1000.0)
+        }
+        Some(ci) => format!(
+            "{} ±{}",
+            fmt_si(point),
+            fmt_si(ci.half_width(point).round())
+        ),
         None => format!("{} ±?", fmt_si(point)),
     };
     format!(
@@ -157,6 +165,17 @@ pub(crate) fn render_text(out: &mut String, report: &RunReport) {
             );
             if let Some(w) = &c.wait {
                 let _ = writeln!(out, "    {}  {}", " ".repeat(width), wait_value(w));
+            }
+            if let Some([a, b]) = &c.let_in {
+                let _ = writeln!(
+                    out,
+                    "    {}  let in by the restore: {} of {} interrupts → {} of {}",
+                    " ".repeat(width),
+                    a.by_restore,
+                    a.taken,
+                    b.by_restore,
+                    b.taken
+                );
             }
         }
         if a.interactions.is_empty() {

@@ -653,11 +653,14 @@ fn render_stats(out: &mut String, report: &RunReport, width: usize) {
 }
 
 fn render_exit_sites(out: &mut String, report: &RunReport, width: usize) {
-    if report.results.iter().all(|r| r.exit_sites.is_empty()) {
+    let none = |r: &PhaseResult| r.exit_sites.is_empty() && r.interrupt_sites.is_empty();
+    if report.results.iter().all(none) {
         return;
     }
     use Align::{Left, Right};
-    out.push_str("\nexit sites (userspace exits by guest code site)\n");
+    out.push_str(
+        "\nexit sites (userspace exits, and interrupts the guest took, by guest code site)\n",
+    );
     let mut t = TextTable::new(&[
         ("row", Left),
         ("strategy", Left),
@@ -670,7 +673,8 @@ fn render_exit_sites(out: &mut String, report: &RunReport, width: usize) {
     t.shrinkable = vec![("row", 16), ("instruction", 16), ("site", 12)];
     for r in &report.results {
         // The busiest sites; the JSON has all of them.
-        for s in r.exit_sites.iter().take(EXIT_SITES_SHOWN) {
+        let exits = r.exit_sites.iter().take(EXIT_SITES_SHOWN);
+        for s in exits.chain(r.interrupt_sites.iter().take(EXIT_SITES_SHOWN)) {
             let site = if s.symbol.is_empty() || s.symbol == s.site {
                 s.site.clone()
             } else {

@@ -56,6 +56,33 @@ pub struct AnswerCondition {
     /// some.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wait: Option<WaitPair>,
+    /// How many of each row's interrupts its restore let in (a's, then b's), where both rows
+    /// took some.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub let_in: Option<[LetIn; 2]>,
+}
+
+/// Of the interrupts a row took inside its blocks, those taken right after its restore (or
+/// the `sti` shadow after it): the guest's record (`interrupt_sites`), gross totals over all
+/// its blocks. Each is a pending interrupt the restore let in, which without APICv/AVIC is an
+/// interrupt-window exit there (in KVM or, for `inject`, in the VMM).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LetIn {
+    pub by_restore: u64,
+    pub taken: u64,
+}
+
+impl LetIn {
+    /// From a row's interrupt sites: `restore…` and the skip's `enable…` sites let in.
+    pub fn of(sites: &[super::ExitSite]) -> Option<LetIn> {
+        let taken: u64 = sites.iter().map(|s| s.total).sum();
+        let by_restore = sites
+            .iter()
+            .filter(|s| s.site.starts_with("restore") || s.site.starts_with("enable"))
+            .map(|s| s.total)
+            .sum();
+        (taken > 0).then_some(LetIn { by_restore, taken })
+    }
 }
 
 /// The `pending_latency` of a condition's two rows: a's, then b's.

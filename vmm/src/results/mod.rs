@@ -16,7 +16,7 @@ pub mod redact;
 pub mod validation;
 pub mod warning;
 
-pub use answers::{Answer, AnswerCondition, Condition, Factor, Interaction, WaitPair};
+pub use answers::{Answer, AnswerCondition, Condition, Factor, Interaction, LetIn, WaitPair};
 pub use exits::{ExitReasonFigure, ExitTrace, HandledBy, HandlingTime, TracedExit};
 pub use host::{
     ApicvState, Behaviour, CpuFreq, CyclesSource, FlavourRecord, KvmFlavour, Pinning, Readable,
@@ -348,6 +348,11 @@ pub struct PhaseResult {
     /// per-op figures are in `counts`, see [`ExitReasonFigure::count_key`]).
     pub exit_reasons: Vec<ExitReasonFigure>,
     pub exit_sites: Vec<ExitSite>,
+    /// Where the guest took the row's interrupts (its handler's record of the interrupted RIP,
+    /// `reason` "interrupt-taken"), by site like `exit_sites`: the instruction that let a
+    /// pending interrupt in, whichever path delivered it. Absent in files from before it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub interrupt_sites: Vec<ExitSite>,
     pub lock: Option<LockStats>,
     /// Operations per strategy (mixed rows).
     pub strategy_ops: BTreeMap<String, u64>,

@@ -129,8 +129,11 @@ pub struct BlockSample {
     pub off_cpu_ns: u64,
     pub involuntary_switches: u64,
     pub wall_ns: u64,
-    /// Cycles each interrupt taken in this block's timed window waited since its raise.
+    /// Cycles each interrupt taken in this block's timed window waited since its raise (those
+    /// whose raise was timed).
     pub latencies: Vec<u64>,
+    /// Where each interrupt taken in the block's timed window was taken: the guest's RIP.
+    pub interrupt_rips: Vec<u64>,
 }
 
 /// Sums per variant index over a phase: userspace exits and their RIPs (the KVM stats are
@@ -184,6 +187,7 @@ struct OpenBlock {
     hypercalls_seen: u64,
     reasons: ReasonTallies,
     latencies: Vec<u64>,
+    interrupt_rips: Vec<u64>,
 }
 
 /// The open phase of one vCPU.
@@ -247,12 +251,16 @@ impl PhaseWindow {
 
     /// Latency-log entries read at a boundary: those tagged with the running block's variant
     /// are its own, the rest were taken outside every block's window.
-    pub fn add_latencies(&mut self, entries: &[u64], lost: u64) {
+    pub fn add_latencies(&mut self, entries: &[(u64, u64)], lost: u64) {
+        use irqbench_abi::latency;
         self.sample.latencies_lost = self.sample.latencies_lost.saturating_add(lost);
-        for &e in entries {
+        for &(e, rip) in entries {
             match &mut self.block {
-                Some(b) if irqbench_abi::latency::tag(e) == u64::from(b.announced) + 1 => {
-                    b.latencies.push(irqbench_abi::latency::cycles(e));
+                Some(b) if latency::tag(e) == u64::from(b.announced) + 1 => {
+                    if latency::cycles(e) != latency::UNTIMED {
+                        b.latencies.push(latency::cycles(e));
+                    }
+                    b.interrupt_rips.push(rip);
                 }
                 _ => self.sample.latencies_outside.push(e),
             }
@@ -299,6 +307,7 @@ impl PhaseWindow {
                 involuntary_switches,
                 wall_ns,
                 latencies: block.latencies,
+                interrupt_rips: block.interrupt_rips,
             });
         }
         self.block = next.map(|announced| OpenBlock {
@@ -309,6 +318,7 @@ impl PhaseWindow {
             hypercalls_seen: 0,
             reasons: ReasonTallies::default(),
             latencies: Vec::new(),
+            interrupt_rips: Vec::new(),
         });
     }
 
