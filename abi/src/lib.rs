@@ -16,7 +16,7 @@
 #![no_std]
 
 /// Bumped whenever a layout below changes; the guest refuses a mailbox of another version.
-pub const ABI_VERSION: u32 = 6;
+pub const ABI_VERSION: u32 = 7;
 /// "IRQB" in little endian: the first word of the shared page and of every slot.
 pub const MAILBOX_MAGIC: u32 = 0x4251_5249;
 
@@ -131,6 +131,9 @@ pub mod workload {
     pub const IDLE: u32 = 9;
     /// Execute `cli; hlt` with IF clear: KVM reports a halted vCPU that nothing can wake.
     pub const HALT_FOREVER: u32 = 10;
+    /// `ipi`'s sender vCPU: an `IPI_VECTOR` IPI to each measured vCPU every
+    /// `ipi_period_tsc` TSC cycles until `SharedPage::ipi_stop`; `head.ops` = IPIs sent.
+    pub const IPI_SEND: u32 = 11;
 }
 
 /// `[table[0].name, table[1].name, …]` as a const array (the `NAMES` of an identity table).
@@ -467,6 +470,9 @@ pub mod irq {
         // The VMM writes each vCPU's eventfd, bound with KVM_IRQFD to an MSI of `MSI_VECTOR`.
         Info { name: "msi", param: Some(RATE_HZ), in_kernel_irqchip: true,
                describe: "in-kernel irqchip; the VMM signals an MSI irqfd rate_hz times/s" },
+        // An extra, unmeasured sender vCPU writes its ICR (`workload::IPI_SEND`).
+        Info { name: "ipi", param: Some(RATE_HZ), in_kernel_irqchip: true,
+               describe: "in-kernel irqchip; a sender vCPU IPIs each vCPU rate_hz times/s" },
     ];
 
     pub const COUNT: u32 = SOURCES.len() as u32;
@@ -478,10 +484,17 @@ pub mod irq {
     pub const INJECT: u32 = super::id(&NAMES, "inject");
     pub const PV_EVENT: u32 = super::id(&NAMES, "pv-event");
     pub const MSI: u32 = super::id(&NAMES, "msi");
+    pub const IPI: u32 = super::id(&NAMES, "ipi");
 
     pub const TIMER_VECTOR: u8 = 0x40;
     pub const INJECT_VECTOR: u8 = 0x41;
     pub const MSI_VECTOR: u8 = 0x42;
+    pub const IPI_VECTOR: u8 = 0x43;
+    /// `PhaseDescriptor::ipi_icr`: the sender's ICR, one WRMSR 0x830 or two xAPIC MMIO stores.
+    pub const ICR_XAPIC: u32 = 0;
+    pub const ICR_X2APIC: u32 = 1;
+    /// ICR writes whose guest TSC cycles the sender keeps (`VcpuSlot::icr_cycles`, a ring).
+    pub const ICR_SAMPLES: usize = 32;
     pub const SPURIOUS_VECTOR: u8 = 0xFF;
 }
 
@@ -557,7 +570,9 @@ pub struct PhaseDescriptor {
     pub idle_tsc_cycles: u64,
     /// [`hypercall_insn`] for the `EXIT` and `VAPIC_POLL` transports.
     pub hypercall_insn: u32,
-    pub _pad: u32,
+    /// `IPI_SEND`: [`irq::ICR_X2APIC`] or [`irq::ICR_XAPIC`], and the TSC cycles between ticks.
+    pub ipi_icr: u32,
+    pub ipi_period_tsc: u64,
 }
 
 /// Events the guest counts over a block or a phase (differences of its since-boot counters,
@@ -690,6 +705,8 @@ pub struct VcpuSlot {
     pub lock_spins: u64,
     /// The last finished block (see [`BlockRecord`]).
     pub block: BlockRecord,
+    /// `IPI_SEND`: TSC cycles of ICR write n at `n % ICR_SAMPLES` (n from 0 each phase).
+    pub icr_cycles: [u32; irq::ICR_SAMPLES],
 }
 
 /// The page shared by every vCPU.
@@ -710,6 +727,8 @@ pub struct SharedPage {
     /// Block barrier: each vCPU adds 1 before a block and waits for `vcpus × (block + 1)`.
     /// The VMM zeroes it before each dispatch.
     pub barrier: u64,
+    /// Set by the VMM once every measured vCPU has ended its phase: the `ipi` sender stops.
+    pub ipi_stop: u64,
 }
 
 /// Byte offsets the guest's assembly uses, from the struct layouts themselves.
@@ -729,6 +748,7 @@ pub mod offset {
     pub const SHARED_LOCK_COUNTER: usize = offset_of!(SharedPage, lock_counter);
     pub const SHARED_READY_LIST: usize = offset_of!(SharedPage, ready_list);
     pub const SHARED_BARRIER: usize = offset_of!(SharedPage, barrier);
+    pub const SHARED_IPI_STOP: usize = offset_of!(SharedPage, ipi_stop);
 }
 
 const _: () = {

@@ -304,21 +304,12 @@ pub fn run_prepared(
             break;
         }
         let irqchip = irqchip_recorded(first, &mut report.host);
-        let reuse = !sessions.is_empty()
-            && sessions
-                .iter()
-                .all(|s| !s.dead && s.vcpus == first.vcpus && s.irqchip == irqchip);
-        if !reuse {
+        if !reusable(&sessions, first, irqchip) {
             for s in sessions.drain(..) {
                 s.shutdown();
             }
             progress(i, total, &first.group.to_string(), &Step::Boot);
-            let config = MachineConfig {
-                vcpus: first.vcpus,
-                memory_bytes: u64::from(plan.memory_mib) << 20,
-                irqchip,
-                hypercall_exits: plan.hypercall == HypercallTransport::Vmcall,
-            };
+            let config = machine_config(plan, first, irqchip);
             match boot_replicates(kvm, image, config, plan, &options.stop) {
                 Ok(booted) => {
                     for s in &booted {
@@ -390,6 +381,29 @@ pub fn run_prepared(
     // Here, not in the CLI: a library caller of run_plan gets the report the CLI writes.
     answers::fill_answers(&mut report);
     Ok(report)
+}
+
+/// Whether the booted VMs can run group `first`: alive, as many vCPUs, the same irqchip, and
+/// an `ipi` sender vCPU exactly where the group's source needs one.
+fn reusable(sessions: &[Session], first: &PhasePlan, irqchip: IrqchipMode) -> bool {
+    !sessions.is_empty()
+        && sessions.iter().all(|s| {
+            !s.dead
+                && s.vcpus == first.vcpus
+                && s.irqchip == irqchip
+                && s.has_ipi_sender() == first.irq.needs_ipi_sender()
+        })
+}
+
+/// The VM group `first` runs on.
+fn machine_config(plan: &Plan, first: &PhasePlan, irqchip: IrqchipMode) -> MachineConfig {
+    MachineConfig {
+        vcpus: first.vcpus,
+        memory_bytes: u64::from(plan.memory_mib) << 20,
+        irqchip,
+        hypercall_exits: plan.hypercall == HypercallTransport::Vmcall,
+        ipi_sender: first.irq.needs_ipi_sender(),
+    }
 }
 
 /// One freshly booted VM per replicate (`run.replicates`), each with its own guest memory
