@@ -12,6 +12,7 @@ use crate::identity::Subject;
 
 pub mod exits;
 pub mod host;
+pub mod ipi_sender;
 pub mod redact;
 pub mod validation;
 pub mod warning;
@@ -22,6 +23,7 @@ pub use host::{
     ApicvState, Behaviour, CpuFreq, CyclesSource, FlavourRecord, KvmFlavour, Pinning, Readable,
     Smt, Vpmu,
 };
+pub use ipi_sender::IpiSenderCost;
 pub use validation::{Check, Scope, Validation, Verdict};
 
 /// Names the JSON layout; readers refuse files of another major version.
@@ -357,7 +359,7 @@ pub struct PhaseResult {
     /// for over the row's blocks.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timer_ticks: Option<TimerTicks>,
-    /// `inject` and `msi` rows: the interrupts the guest took against those the load raises
+    /// `inject`, `msi` and `ipi` rows: the interrupts the guest took against those raised
     /// over the row's blocks.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub irq_delivery: Option<IrqDelivery>,
@@ -365,6 +367,9 @@ pub struct PhaseResult {
     /// of that irqchip. Absent in files from before it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub apicv: Option<ApicvState>,
+    /// `ipi` rows: what the group's sender vCPU paid per IPI.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ipi_sender: Option<IpiSenderCost>,
     /// Measured on `run.replicates` > 1 fresh VMs: the median and ci95 of `cycles_per_op`,
     /// `ns_per_op`, `cycles_per_loop` and `ops_per_sec`, and `counts`, are then the replicates'
     /// combination ([`RunReport::replicate_ci_method`]);
