@@ -1157,7 +1157,7 @@ fn shipped_configs_are_sized_as_documented() {
     assert_eq!(load("pv-restore-skip.toml").phases.len(), 36);
     assert_eq!(load("epoll-irqsave-vs-irq.toml").phases.len(), 24);
     assert_eq!(load("answers-load.toml").phases.len(), 16);
-    assert_eq!(load("irq-paths.toml").phases.len(), 24);
+    assert_eq!(load("irq-paths.toml").phases.len(), 32);
     let soak = load("soak.toml");
     assert_eq!((soak.phases.len(), soak.max_vcpus()), (strategies + 1, 4));
 }
