@@ -320,6 +320,23 @@ fn ipi_takes_a_rate_like_msi() {
     .expect("ipi config");
     assert_eq!(plan.phases[0].irq, IrqSource::Ipi { rate_hz: 2000.0 });
     assert!(plan.phases[0].irq.needs_ipi_sender());
+    // Its sender is one more vCPU: the host's limit (8 here) leaves ipi at most 7.
+    bad(
+        &bench("vcpus = [1, 8]\nirq = [{ source = \"ipi\", rate_hz = 1000 }]"),
+        "5:8",
+        "`bench[0].irq[0]`",
+        &[
+            "extra sender vCPU beside the row's 8",
+            "9 is beyond the limit of 8",
+            "at most 7",
+        ],
+    );
+    load_str(
+        &bench("vcpus = [7]\nirq = [{ source = \"ipi\", rate_hz = 1000 }]"),
+        FILE,
+        &limits(),
+    )
+    .expect("7 vCPUs and the sender fit 8");
     assert!(
         plan.phases[0].name.ends_with("/ipi@2000Hz/1v"),
         "{}",
