@@ -490,8 +490,8 @@ pub(crate) fn ipi_sender_line(group: &Group) -> Option<String> {
         fmt_cost(c.as_ref().map(crate::results::CountEstimate::estimate))
     };
     Some(format!(
-        "ipi sender ({} ICR): {} IPIs; per IPI {} exits, {} to the VMM; {} cycles per ICR \
-         write (median of {}, rdtsc included)",
+        "ipi sender ({} ICR): {} IPIs; per IPI {} exits (its wait between ticks included), \
+         {} to the VMM; {} cycles per ICR write (median of {}, rdtsc included)",
         outside(&s.icr),
         fmt_count(s.ipis),
         per_ipi(&s.exits_per_ipi),
