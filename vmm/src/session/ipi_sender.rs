@@ -124,3 +124,70 @@ pub fn validate(
         icr_cycles: ring[..kept].to_vec(),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use vm_memory::{GuestAddress, GuestMemoryMmap};
+
+    use super::*;
+
+    fn sample(seq: u32, status: u32, ops: u64, cycles: u64) -> PhaseSample {
+        let mut s = PhaseSample::default();
+        s.record.status = status;
+        s.record.head.seq = seq;
+        s.record.head.tsc_start = 1000;
+        s.record.head.tsc_end = 1000 + cycles;
+        s.record.head.ops = ops;
+        s
+    }
+
+    #[test]
+    fn the_senders_period_is_its_rate_in_tsc_cycles() {
+        let desc = PhaseDescriptor {
+            seq: 9,
+            irq_source: abi::irq::IPI,
+            ..Default::default()
+        };
+        let d = descriptor(&desc, 1000.0, 2_500_000, abi::irq::ICR_X2APIC);
+        assert_eq!(
+            (d.seq, d.workload, d.ipi_icr, d.ipi_period_tsc),
+            (9, abi::workload::IPI_SEND, abi::irq::ICR_X2APIC, 2_500_000)
+        );
+        assert_eq!(
+            (icr_name(d.ipi_icr), icr_name(abi::irq::ICR_XAPIC)),
+            ("x2apic", "xapic")
+        );
+    }
+
+    #[test]
+    fn a_senders_record_is_checked_before_its_ipis_count() {
+        let memory = GuestMemoryMmap::from_ranges(&[(GuestAddress(0), 1 << 20)]).expect("RAM");
+        let mailbox = Mailbox::new(memory);
+        let desc = PhaseDescriptor {
+            seq: 9,
+            ipi_icr: abi::irq::ICR_X2APIC,
+            ..Default::default()
+        };
+        let ok = validate(
+            1,
+            &desc,
+            &sample(9, record_status::DONE, 40, 1_000_000),
+            &mailbox,
+        )
+        .expect("a consistent record");
+        assert_eq!(
+            (ok.ipis, ok.icr, ok.icr_cycles.len()),
+            (40, "x2apic", abi::irq::ICR_SAMPLES)
+        );
+        let few = validate(1, &desc, &sample(9, record_status::DONE, 3, 100), &mailbox);
+        assert_eq!(few.map(|s| s.icr_cycles.len()).ok(), Some(3));
+        for (bad, field) in [
+            (sample(8, record_status::DONE, 1, 100), "record.head.seq"),
+            (sample(9, record_status::EMPTY, 1, 100), "record.status"),
+            (sample(9, record_status::DONE, 101, 100), "record.head.ops"),
+        ] {
+            let e = validate(1, &desc, &bad, &mailbox).expect_err(field);
+            assert_eq!((e.vcpu, e.field), (1, field), "{e}");
+        }
+    }
+}
