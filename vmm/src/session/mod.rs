@@ -1265,6 +1265,61 @@ mod tests {
         }
     }
 
+    /// A stop during an `ipi` phase ends the sender's spin with the measured vCPUs' waits: the
+    /// dispatch returns within a second of it, and the session (sender thread included) shuts
+    /// down.
+    #[test]
+    fn a_stop_ends_an_ipi_phase_and_its_sender() {
+        let Some(kvm) = host::test_kvm() else {
+            return;
+        };
+        let tsc_khz = host::manifest(&kvm).expect("manifest").tsc_khz;
+        let mut p = phase(
+            Workload::Idle {
+                tsc_cycles: 60_000 * tsc_khz,
+            },
+            1,
+            1,
+        );
+        p.irq = IrqSource::Ipi { rate_hz: 100.0 };
+        let config = MachineConfig {
+            vcpus: 1,
+            memory_bytes: 16 << 20,
+            irqchip: IrqchipMode::InKernel,
+            hypercall_exits: false,
+            ipi_sender: true,
+        };
+        let stop = Stop::new();
+        let mut session = Session::boot(
+            &kvm,
+            &image(),
+            config,
+            HypercallTransport::Port,
+            false,
+            &stop,
+        )
+        .expect("boot");
+        let asker = {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(300));
+                stop.request();
+            })
+        };
+        let started = Instant::now();
+        let d = session.dispatch(descriptor::diagnostic(&p, 1), p.irq, TIMEOUT);
+        let took = started.elapsed();
+        asker.join().expect("the stopping thread");
+        assert!(matches!(d, Err(PhaseError::Interrupted)), "{d:?}");
+        assert!(
+            took < Duration::from_secs(3),
+            "the dispatch took {took:?} after the stop"
+        );
+        let closing = Instant::now();
+        session.shutdown();
+        assert!(closing.elapsed() < STOP_TIMEOUT, "{:?}", closing.elapsed());
+    }
+
     /// Every vCPU's interrupt count since boot (the guest's own, in its slot).
     fn interrupts_since_boot(session: &Session) -> u64 {
         (0..session.vcpus)
