@@ -61,6 +61,7 @@ fn machine_config(vcpus: u32) -> MachineConfig {
         memory_bytes: 16 << 20,
         irqchip: IrqchipMode::Userspace,
         hypercall_exits: false,
+        ipi_sender: false,
     }
 }
 

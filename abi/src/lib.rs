@@ -131,11 +131,14 @@ pub mod workload {
     pub const IDLE: u32 = 9;
     /// Execute `cli; hlt` with IF clear: KVM reports a halted vCPU that nothing can wake.
     pub const HALT_FOREVER: u32 = 10;
+    /// `ipi`'s sender vCPU: an `IPI_VECTOR` IPI to each measured vCPU every
+    /// `ipi_period_tsc` TSC cycles until `SharedPage::ipi_stop`; `head.ops` = IPIs sent.
+    pub const IPI_SEND: u32 = 11;
     /// The pending-interrupt latency's known answer (needs the in-kernel LAPIC, as `msi`
     /// sets up): `iterations` times, with IF clear, time a raise and send the LAPIC a self-IPI of
     /// `MSI_VECTOR`, run `body_ops` iterations of `dec; jnz`, then `sti; hlt`. Each latency
     /// logged is at least those instructions' time.
-    pub const LATENCY_PROBE: u32 = 11;
+    pub const LATENCY_PROBE: u32 = 12;
 }
 
 /// `[table[0].name, table[1].name, …]` as a const array (the `NAMES` of an identity table).
@@ -472,6 +475,9 @@ pub mod irq {
         // The VMM writes each vCPU's eventfd, bound with KVM_IRQFD to an MSI of `MSI_VECTOR`.
         Info { name: "msi", param: Some(RATE_HZ), in_kernel_irqchip: true,
                describe: "in-kernel irqchip; the VMM signals an MSI irqfd rate_hz times/s" },
+        // An extra, unmeasured sender vCPU writes its ICR (`workload::IPI_SEND`).
+        Info { name: "ipi", param: Some(RATE_HZ), in_kernel_irqchip: true,
+               describe: "in-kernel irqchip; a sender vCPU IPIs each vCPU rate_hz times/s" },
     ];
 
     pub const COUNT: u32 = SOURCES.len() as u32;
@@ -483,10 +489,17 @@ pub mod irq {
     pub const INJECT: u32 = super::id(&NAMES, "inject");
     pub const PV_EVENT: u32 = super::id(&NAMES, "pv-event");
     pub const MSI: u32 = super::id(&NAMES, "msi");
+    pub const IPI: u32 = super::id(&NAMES, "ipi");
 
     pub const TIMER_VECTOR: u8 = 0x40;
     pub const INJECT_VECTOR: u8 = 0x41;
     pub const MSI_VECTOR: u8 = 0x42;
+    pub const IPI_VECTOR: u8 = 0x43;
+    /// `PhaseDescriptor::ipi_icr`: the sender's ICR, one WRMSR 0x830 or two xAPIC MMIO stores.
+    pub const ICR_XAPIC: u32 = 0;
+    pub const ICR_X2APIC: u32 = 1;
+    /// ICR writes whose guest TSC cycles the sender keeps (`VcpuSlot::icr_cycles`, a ring).
+    pub const ICR_SAMPLES: usize = 32;
     pub const SPURIOUS_VECTOR: u8 = 0xFF;
 }
 
@@ -562,7 +575,9 @@ pub struct PhaseDescriptor {
     pub idle_tsc_cycles: u64,
     /// [`hypercall_insn`] for the `EXIT` and `VAPIC_POLL` transports.
     pub hypercall_insn: u32,
-    pub _pad: u32,
+    /// `IPI_SEND`: [`irq::ICR_X2APIC`] or [`irq::ICR_XAPIC`], and the TSC cycles between ticks.
+    pub ipi_icr: u32,
+    pub ipi_period_tsc: u64,
 }
 
 /// Events the guest counts over a block or a phase (differences of its since-boot counters,
@@ -704,35 +719,11 @@ pub struct VcpuSlot {
     pub latency_log: [u64; latency::LOG_LEN],
     /// Where each logged interrupt was taken: the interrupted RIP, at the same index.
     pub latency_rip: [u64; latency::LOG_LEN],
+    /// `IPI_SEND`: TSC cycles of ICR write n at `n % ICR_SAMPLES` (n from 0 each phase).
+    pub icr_cycles: [u32; irq::ICR_SAMPLES],
 }
 
-/// How long a raised interrupt waited for its handler, and where it was taken.
-///
-/// Every handler of a real interrupt logs an entry and the interrupted RIP. The raiser (the VMM's load thread, or the guest itself in the known-answer workload) writes
-/// the raise's guest TSC into `VcpuSlot::raise_tsc` only when it holds 0, then raises; the
-/// handler swaps 0 in, and if it took a raise, logs `now − raise` with the running block's
-/// tag. Raises that merge into one pending interrupt are timed from the first of them.
-pub mod latency {
-    /// Entries the log holds; the VMM reads it at every block boundary.
-    pub const LOG_LEN: usize = 32;
-    /// An entry: cycles in the low 48 bits (saturated), the block tag above.
-    pub const TAG_SHIFT: u32 = 48;
-    pub const CYCLES_MAX: u64 = (1 << TAG_SHIFT) - 1;
-    /// The cycles of an interrupt whose raise was not timed (a LAPIC timer tick, or a raise
-    /// that found the last one's time not yet taken).
-    pub const UNTIMED: u64 = CYCLES_MAX;
-    const _: () = assert!(
-        LOG_LEN.is_power_of_two(),
-        "the guest indexes the log by a mask"
-    );
-
-    pub const fn cycles(entry: u64) -> u64 {
-        entry & CYCLES_MAX
-    }
-    pub const fn tag(entry: u64) -> u64 {
-        entry >> TAG_SHIFT
-    }
-}
+pub mod latency;
 
 /// The page shared by every vCPU.
 #[repr(C)]
@@ -752,6 +743,8 @@ pub struct SharedPage {
     /// Block barrier: each vCPU adds 1 before a block and waits for `vcpus × (block + 1)`.
     /// The VMM zeroes it before each dispatch.
     pub barrier: u64,
+    /// Set by the VMM once every measured vCPU has ended its phase: the `ipi` sender stops.
+    pub ipi_stop: u64,
 }
 
 /// Byte offsets the guest's assembly uses, from the struct layouts themselves.
@@ -776,6 +769,7 @@ pub mod offset {
     pub const SHARED_LOCK_COUNTER: usize = offset_of!(SharedPage, lock_counter);
     pub const SHARED_READY_LIST: usize = offset_of!(SharedPage, ready_list);
     pub const SHARED_BARRIER: usize = offset_of!(SharedPage, barrier);
+    pub const SHARED_IPI_STOP: usize = offset_of!(SharedPage, ipi_stop);
 }
 
 const _: () = {

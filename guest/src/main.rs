@@ -72,6 +72,7 @@ extern "C" {
     fn irqbench_irq_timer();
     fn irqbench_irq_inject();
     fn irqbench_irq_msi();
+    fn irqbench_irq_ipi();
     fn irqbench_irq_spurious();
     /// The 32 exception stubs (their sizes differ: some push an error code).
     static irqbench_exc_table: [u64; 32];
@@ -129,6 +130,10 @@ fn install_idt() {
         irqbench_irq_msi as *const () as u64,
     );
     set_gate(
+        abi::irq::IPI_VECTOR as usize,
+        irqbench_irq_ipi as *const () as u64,
+    );
+    set_gate(
         abi::irq::SPURIOUS_VECTOR as usize,
         irqbench_irq_spurious as *const () as u64,
     );
@@ -175,6 +180,8 @@ macro_rules! wr {
         }
     };
 }
+
+mod ipi;
 
 /// Everything a block of a measured workload needs, read once per dispatch.
 #[derive(Clone, Copy)]
@@ -264,7 +271,7 @@ fn run_phase(slot: *mut VcpuSlot) {
     if irq == abi::irq::LAPIC_TIMER {
         lapic_timer_start(rd!(slot, phase.timer_initial_count));
     }
-    if irq == abi::irq::MSI {
+    if irq == abi::irq::MSI || (irq == abi::irq::IPI && kind != workload::IPI_SEND) {
         // A software-disabled LAPIC drops fixed interrupts (KVM's __apic_accept_irq).
         lapic_enable();
     }
@@ -558,6 +565,7 @@ fn run_diagnostic(slot: *mut VcpuSlot, kind: u32) -> u64 {
         }
         workload::GARBAGE_RECORD => {}
         workload::LATENCY_PROBE => latency_probe(slot, iterations, rd!(slot, phase.body_ops)),
+        workload::IPI_SEND => return ipi::send(slot),
         _ => {
             wr!(slot, record_status::BAD_DESCRIPTOR, record.status);
         }

@@ -170,6 +170,16 @@ irqbench_irq_msi:
     popq %rax
     iretq
 
+    .global irqbench_irq_ipi
+irqbench_irq_ipi:
+    incq %gs:{INTERRUPTS}
+    LOG_LATENCY
+    pushq %rax
+    movabsq ${LAPIC_EOI}, %rax
+    movl $0, (%rax)             /* EOI, as for an MSI */
+    popq %rax
+    iretq
+
     .global irqbench_irq_inject
 irqbench_irq_inject:
     incq %gs:{INTERRUPTS}       /* userspace irqchip: no EOI to send */

@@ -118,6 +118,7 @@ impl Ctx<'_> {
             })?,
         };
         self.measures_what_it_says(key, b, &workloads, &irqs)?;
+        self.room_for_an_ipi_sender(key, b, &vcpus, &irqs)?;
         let compare = self.comparisons(key, b, &workloads)?;
         let body_ops = self.opt_int(&b.body_ops, &format!("{key}.body_ops"), defaults::BODY_OPS)?;
         let seed = self.opt_int(&b.seed, &format!("{key}.seed"), defaults::SEED)?;

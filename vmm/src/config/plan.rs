@@ -35,6 +35,11 @@ pub enum IrqSource {
     Msi {
         rate_hz: f64,
     },
+    /// In-kernel irqchip; an extra, unmeasured vCPU sends each measured vCPU an IPI (an ICR
+    /// write) `rate_hz` times a second.
+    Ipi {
+        rate_hz: f64,
+    },
 }
 
 /// An [`IrqSource`] from its parameter (ignored by a source without one).
@@ -72,6 +77,7 @@ impl IrqSource {
         |x| IrqSource::Inject { rate_hz: x },
         |x| IrqSource::PvEvent { rate_hz: x },
         |x| IrqSource::Msi { rate_hz: x },
+        |x| IrqSource::Ipi { rate_hz: x },
     ];
 
     /// The source of id `id` with its parameter (if it takes one) set to `x`.
@@ -87,6 +93,7 @@ impl IrqSource {
             IrqSource::Inject { .. } => abi::irq::INJECT,
             IrqSource::PvEvent { .. } => abi::irq::PV_EVENT,
             IrqSource::Msi { .. } => abi::irq::MSI,
+            IrqSource::Ipi { .. } => abi::irq::IPI,
         }
     }
 
@@ -97,7 +104,8 @@ impl IrqSource {
             IrqSource::LapicTimer { period_us } => Some(period_us),
             IrqSource::Inject { rate_hz }
             | IrqSource::PvEvent { rate_hz }
-            | IrqSource::Msi { rate_hz } => Some(rate_hz),
+            | IrqSource::Msi { rate_hz }
+            | IrqSource::Ipi { rate_hz } => Some(rate_hz),
         }
     }
 
@@ -107,8 +115,13 @@ impl IrqSource {
             IrqSource::Inject { rate_hz } => Some((HostRaise::Interrupt, rate_hz)),
             IrqSource::PvEvent { rate_hz } => Some((HostRaise::VifEvent, rate_hz)),
             IrqSource::Msi { rate_hz } => Some((HostRaise::Msi, rate_hz)),
-            IrqSource::None | IrqSource::LapicTimer { .. } => None,
+            IrqSource::None | IrqSource::LapicTimer { .. } | IrqSource::Ipi { .. } => None,
         }
+    }
+
+    /// `ipi`: the VM gets one more vCPU, which sends the IPIs.
+    pub fn needs_ipi_sender(&self) -> bool {
+        matches!(self, IrqSource::Ipi { .. })
     }
 
     /// The guest's LAPIC timer initial count (`PhaseDescriptor::timer_initial_count`).
@@ -121,7 +134,8 @@ impl IrqSource {
             IrqSource::None
             | IrqSource::Inject { .. }
             | IrqSource::PvEvent { .. }
-            | IrqSource::Msi { .. } => 0,
+            | IrqSource::Msi { .. }
+            | IrqSource::Ipi { .. } => 0,
         }
     }
 
@@ -142,7 +156,7 @@ impl IrqSource {
         }
     }
 
-    /// The in-kernel irqchip is needed for the LAPIC timer and for MSIs (KVM_IRQFD); `inject`
+    /// The in-kernel irqchip is needed for the LAPIC timer, MSIs (KVM_IRQFD) and IPIs; `inject`
     /// needs it absent (KVM_INTERRUPT works only with a userspace irqchip).
     pub fn needs_in_kernel_irqchip(&self) -> bool {
         self.info().in_kernel_irqchip

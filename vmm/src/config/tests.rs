@@ -226,7 +226,7 @@ fn unknown_irq_source_lists_valid_ones() {
         "`bench[0].irq[1].source`",
         &[
             "unknown irq source \"injekt\"",
-            "valid: none, lapic-timer, inject, pv-event, msi",
+            "valid: none, lapic-timer, inject, pv-event, msi, ipi",
             "did you mean inject?",
         ],
     );
@@ -277,6 +277,68 @@ fn msi_takes_a_rate_like_inject() {
     assert_eq!(plan.phases[0].irq, IrqSource::Msi { rate_hz: 2000.0 });
     assert!(
         plan.phases[0].name.ends_with("/msi@2000Hz/1v"),
+        "{}",
+        plan.phases[0].name
+    );
+}
+
+#[test]
+fn ipi_takes_a_rate_like_msi() {
+    bad(
+        &bench(r#"irq = [{ source = "ipi", rate_hz = 0 }]"#),
+        "4:36",
+        "`bench[0].irq[0].rate_hz`",
+        &["0 is outside >0..=1_000_000", "events per second"],
+    );
+    bad(
+        &bench(r#"irq = [{ source = "ipi" }]"#),
+        "4:8",
+        "`bench[0].irq[0].rate_hz`",
+        &["missing", "source \"ipi\" needs `rate_hz`"],
+    );
+    bad(
+        &bench(r#"irq = [{ source = "ipi", period_us = 100 }]"#),
+        "4:38",
+        "`bench[0].irq[0].period_us`",
+        &["does not apply to source \"ipi\"", "takes `rate_hz`"],
+    );
+    // ipi needs the in-kernel irqchip, where KVM handles HLT itself.
+    bad(
+        &bench("kind = \"insn\"\nirq = [{ source = \"ipi\", rate_hz = 1000 }]"),
+        "5:8",
+        "`bench[0].irq[0]`",
+        &[
+            "source = \"ipi\" with the default insns",
+            "ipi needs the in-kernel irqchip",
+        ],
+    );
+    let plan = load_str(
+        &bench(r#"irq = [{ source = "ipi", rate_hz = 2000 }]"#),
+        FILE,
+        &limits(),
+    )
+    .expect("ipi config");
+    assert_eq!(plan.phases[0].irq, IrqSource::Ipi { rate_hz: 2000.0 });
+    assert!(plan.phases[0].irq.needs_ipi_sender());
+    // Its sender is one more vCPU: the host's limit (8 here) leaves ipi at most 7.
+    bad(
+        &bench("vcpus = [1, 8]\nirq = [{ source = \"ipi\", rate_hz = 1000 }]"),
+        "5:8",
+        "`bench[0].irq[0]`",
+        &[
+            "extra sender vCPU beside the row's 8",
+            "9 is beyond the limit of 8",
+            "at most 7",
+        ],
+    );
+    load_str(
+        &bench("vcpus = [7]\nirq = [{ source = \"ipi\", rate_hz = 1000 }]"),
+        FILE,
+        &limits(),
+    )
+    .expect("7 vCPUs and the sender fit 8");
+    assert!(
+        plan.phases[0].name.ends_with("/ipi@2000Hz/1v"),
         "{}",
         plan.phases[0].name
     );
@@ -1112,7 +1174,7 @@ fn shipped_configs_are_sized_as_documented() {
     assert_eq!(load("pv-restore-skip.toml").phases.len(), 36);
     assert_eq!(load("epoll-irqsave-vs-irq.toml").phases.len(), 24);
     assert_eq!(load("answers-load.toml").phases.len(), 16);
-    assert_eq!(load("irq-paths.toml").phases.len(), 24);
+    assert_eq!(load("irq-paths.toml").phases.len(), 32);
     let soak = load("soak.toml");
     assert_eq!((soak.phases.len(), soak.max_vcpus()), (strategies + 1, 4));
 }

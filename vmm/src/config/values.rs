@@ -328,6 +328,34 @@ impl Ctx<'_> {
         ))
     }
 
+    /// `ipi` runs one more vCPU than the row's (its sender): the largest vCPU count must leave
+    /// room for it within the ABI's and the host's limits.
+    pub(super) fn room_for_an_ipi_sender(
+        &self,
+        key: &str,
+        b: &RawBench,
+        vcpus: &[u32],
+        irqs: &[IrqSource],
+    ) -> Checked<()> {
+        let Some(k) = irqs.iter().position(IrqSource::needs_ipi_sender) else {
+            return Ok(());
+        };
+        let max = irqbench_abi::MAX_VCPUS.min(self.limits.max_vcpus.max(1));
+        let Some(&most) = vcpus.iter().max().filter(|&&n| n + 1 > max) else {
+            return Ok(());
+        };
+        let span = b
+            .irq
+            .as_ref()
+            .and_then(|list| list.get_ref().get(k))
+            .map_or(0..0, Spanned::span);
+        Err(self.invalid(
+            span,
+            &format!("{key}.irq[{k}]"),
+            format!("source = \"ipi\" runs an extra sender vCPU beside the row's {most}, and {} is beyond the limit of {max} vCPUs (irqbench's and this host's KVM's); use at most {} vCPUs with ipi", most + 1, max - 1),
+        ))
+    }
+
     /// A vCPU count within the ABI's and the host's limits.
     pub(super) fn vcpus(&self, v: &Spanned<i64>, key: &str) -> Checked<u32> {
         let x = *v.get_ref();

@@ -117,6 +117,15 @@ pub struct MachineConfig {
     pub irqchip: IrqchipMode,
     /// Forward `vmcall` (KVM_HC_MAP_GPA_RANGE) to userspace.
     pub hypercall_exits: bool,
+    /// `ipi`: one more vCPU (index `vcpus`), unmeasured, that sends the IPIs.
+    pub ipi_sender: bool,
+}
+
+impl MachineConfig {
+    /// vCPUs the VM has: the measured ones and the `ipi` sender.
+    pub fn machine_vcpus(&self) -> u32 {
+        self.vcpus + u32::from(self.ipi_sender)
+    }
 }
 
 /// A booted-but-not-running VM: memory written, vCPUs configured.
@@ -133,9 +142,9 @@ impl Machine {
         image: &GuestImage,
         config: MachineConfig,
     ) -> Result<Machine, MachineError> {
-        if config.vcpus == 0 || config.vcpus > abi::MAX_VCPUS {
+        if config.vcpus == 0 || config.machine_vcpus() > abi::MAX_VCPUS {
             return Err(MachineError::TooManyVcpus {
-                vcpus: config.vcpus,
+                vcpus: config.machine_vcpus(),
                 max: abi::MAX_VCPUS,
             });
         }
@@ -151,7 +160,7 @@ impl Machine {
         let memory = create_memory(&vm, config.memory_bytes)?;
         write_page_tables(&memory)?;
         write_gdt(&memory)?;
-        write_mailbox(&memory, config.vcpus)?;
+        write_mailbox(&memory, config.vcpus, config.machine_vcpus())?;
         let entry = image.load(&memory)?;
         let cpuid =
             crate::kvm::supported_cpuid(kvm).map_err(|source| MachineError::ConfigureVcpu {
@@ -160,7 +169,7 @@ impl Machine {
                 source,
             })?;
         let mut vcpus = Vec::new();
-        for index in 0..config.vcpus {
+        for index in 0..config.machine_vcpus() {
             let vcpu = vm
                 .create_vcpu(u64::from(index))
                 .map_err(|source| MachineError::CreateVcpu { index, source })?;
@@ -351,8 +360,8 @@ const HEAD_AND_COUNTS: usize = 2 * 4 + 3 * 8 + 5 * 8;
 const _: () = assert!(size_of::<abi::BlockRecord>() == HEAD_AND_COUNTS + 4 * 4);
 
 const _: () = {
-    // Eight u32s, two u64s, the u16 weights, four u32s, the u32 variant ids, then a u64 and
-    // two u32s: no padding.
+    // Eight u32s, two u64s, the u16 weights, four u32s, the u32 variant ids, then a u64, two
+    // u32s and a u64: no padding.
     assert!(
         size_of::<PhaseDescriptor>()
             == 8 * 4
@@ -362,6 +371,7 @@ const _: () = {
                 + 4 * abi::MAX_VARIANTS
                 + 8
                 + 2 * 4
+                + 8
     );
     assert!(
         size_of::<PhaseRecord>() == HEAD_AND_COUNTS + 2 * 4 + 8 * abi::strategy::COUNT as usize
@@ -369,13 +379,14 @@ const _: () = {
     assert!(size_of::<FaultRecord>() == 7 * 8);
 };
 
-/// Initial mailbox: the shared page and each vCPU's slot header (the guest checks magic/version).
-fn write_mailbox(memory: &GuestMemoryMmap, vcpus: u32) -> Result<(), MachineError> {
+/// Initial mailbox: the shared page and each vCPU's slot header (the guest checks magic/version);
+/// `vcpu_count` is the measured vCPUs (the barrier's and the `ipi` sender's count).
+fn write_mailbox(memory: &GuestMemoryMmap, vcpus: u32, all: u32) -> Result<(), MachineError> {
     let shared = abi::MAILBOX_GPA;
     write(memory, "mailbox", abi::MAILBOX_MAGIC, shared)?;
     write(memory, "mailbox", abi::ABI_VERSION, shared + 4)?;
     write(memory, "mailbox", vcpus, shared + 8)?;
-    for index in 0..vcpus {
+    for index in 0..all {
         let slot = abi::slot_gpa(index);
         write(memory, "mailbox slot", abi::MAILBOX_MAGIC, slot)?;
         write(memory, "mailbox slot", abi::ABI_VERSION, slot + 4)?;
@@ -426,6 +437,15 @@ impl Mailbox {
     pub fn read_block(&self, index: u32) -> Result<abi::BlockRecord, MachineError> {
         self.read_slot::<BlockBytes>(index, abi::offset::SLOT_BLOCK, "block record")
             .map(|r| r.0)
+    }
+
+    /// `ipi`'s sender: its ring of ICR-write cycles.
+    pub fn read_icr_cycles(
+        &self,
+        index: u32,
+    ) -> Result<[u32; abi::irq::ICR_SAMPLES], MachineError> {
+        let offset = std::mem::offset_of!(abi::VcpuSlot, icr_cycles);
+        self.read_slot::<[u32; abi::irq::ICR_SAMPLES]>(index, offset, "ICR cycles")
     }
 
     pub fn read_fault(&self, index: u32) -> Result<FaultRecord, MachineError> {
@@ -654,6 +674,7 @@ mod tests {
                 memory_bytes: 16 << 20,
                 irqchip: IrqchipMode::Userspace,
                 hypercall_exits: false,
+                ipi_sender: false,
             },
         )
         .expect("machine");
@@ -723,6 +744,7 @@ mod tests {
                 memory_bytes: 1 << 20,
                 irqchip: IrqchipMode::Userspace,
                 hypercall_exits: false,
+                ipi_sender: false,
             },
         )
         .expect_err("too small");

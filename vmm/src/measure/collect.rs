@@ -93,6 +93,8 @@ pub struct Collected {
     /// Per (round, variant): its blocks' userspace exits by [`ExitReason::index`], summed
     /// over vCPUs.
     pub cell_reasons: BTreeMap<(u32, usize), [u64; ExitReason::COUNT]>,
+    /// `ipi`: what the sender vCPU did in each dispatch.
+    pub ipi_sender: super::ipi_cost::SenderTotals,
 }
 
 impl Collected {
@@ -205,6 +207,9 @@ impl Collected {
             self.vm_stats.add(vm);
         }
         self.irqs_raised += d.irqs_raised;
+        if let Some(s) = &d.ipi_sender {
+            self.ipi_sender.add(s);
+        }
         self.raise_span_ns = self
             .raise_span_ns
             .saturating_add(u64::try_from(d.wall().as_nanos()).unwrap_or(u64::MAX));

@@ -31,6 +31,7 @@ mod breakdown;
 pub mod collect;
 pub mod dump;
 pub mod group;
+mod ipi_cost;
 pub mod pacing;
 mod preflight;
 mod replicate_rows;
@@ -304,21 +305,12 @@ pub fn run_prepared(
             break;
         }
         let irqchip = irqchip_recorded(first, &mut report.host);
-        let reuse = !sessions.is_empty()
-            && sessions
-                .iter()
-                .all(|s| !s.dead && s.vcpus == first.vcpus && s.irqchip == irqchip);
-        if !reuse {
+        if !reusable(&sessions, first, irqchip) {
             for s in sessions.drain(..) {
                 s.shutdown();
             }
             progress(i, total, &first.group.to_string(), &Step::Boot);
-            let config = MachineConfig {
-                vcpus: first.vcpus,
-                memory_bytes: u64::from(plan.memory_mib) << 20,
-                irqchip,
-                hypercall_exits: plan.hypercall == HypercallTransport::Vmcall,
-            };
+            let config = machine_config(plan, first, irqchip);
             match boot_replicates(kvm, image, config, plan, &options.stop) {
                 Ok(booted) => {
                     for s in &booted {
@@ -390,6 +382,29 @@ pub fn run_prepared(
     // Here, not in the CLI: a library caller of run_plan gets the report the CLI writes.
     answers::fill_answers(&mut report);
     Ok(report)
+}
+
+/// Whether the booted VMs can run group `first`: alive, as many vCPUs, the same irqchip, and
+/// an `ipi` sender vCPU exactly where the group's source needs one.
+fn reusable(sessions: &[Session], first: &PhasePlan, irqchip: IrqchipMode) -> bool {
+    !sessions.is_empty()
+        && sessions.iter().all(|s| {
+            !s.dead
+                && s.vcpus == first.vcpus
+                && s.irqchip == irqchip
+                && s.has_ipi_sender() == first.irq.needs_ipi_sender()
+        })
+}
+
+/// The VM group `first` runs on.
+fn machine_config(plan: &Plan, first: &PhasePlan, irqchip: IrqchipMode) -> MachineConfig {
+    MachineConfig {
+        vcpus: first.vcpus,
+        memory_bytes: u64::from(plan.memory_mib) << 20,
+        irqchip,
+        hypercall_exits: plan.hypercall == HypercallTransport::Vmcall,
+        ipi_sender: first.irq.needs_ipi_sender(),
+    }
 }
 
 /// One freshly booted VM per replicate (`run.replicates`), each with its own guest memory
@@ -1134,6 +1149,78 @@ mod tests {
             "{:?}",
             report.warnings
         );
+    }
+
+    /// An `ipi` row: the sender vCPU's IPIs reach the measured vCPU without a userspace window
+    /// exit; the row reports what it took against what the sender sent (never more), and the
+    /// sender's cost per IPI beside it: IPIs sent, ICR writes with no userspace exit, their
+    /// cycles as a median.
+    #[test]
+    fn ipi_rows_report_the_senders_cost_and_take_no_more_than_it_sent() {
+        let ipi = IrqSource::Ipi { rate_hz: 5000.0 };
+        let plan = small_plan(vec![adaptive(
+            Workload::Strategy {
+                strategy: strategy("native-popf"),
+            },
+            ipi,
+            0.5,
+        )]);
+        let Some(report) = run(&plan) else { return };
+        assert!(report.failures.is_empty(), "{:?}", report.failures);
+        let r = &report.results[0];
+        let d = r
+            .irq_delivery
+            .as_ref()
+            .expect("an ipi row has irq_delivery");
+        let sender = r
+            .ipi_sender
+            .as_ref()
+            .expect("an ipi row has its sender's cost");
+        println!(
+            "{}: {} of {:.0} interrupts taken in its blocks, {} raised in the group's share; \
+             sender {:?}",
+            r.name, d.delivered, d.expected, r.totals.irqs_raised, sender
+        );
+        assert!(
+            ["x2apic", "xapic"].contains(&sender.icr.as_str()),
+            "{sender:?}"
+        );
+        assert!(sender.ipis > 0, "{sender:?}");
+        assert!(sender.icr_write_samples > 0, "{sender:?}");
+        assert!(
+            sender.icr_write_cycles.is_some_and(|c| c.point > 0.0),
+            "{sender:?}"
+        );
+        if let Some(vmm) = &sender.vmm_exits_per_ipi {
+            assert_eq!(vmm.events, 0, "an ICR write reached the VMM: {sender:?}");
+        }
+        assert!(
+            r.totals.irqs_raised >= r.totals.interrupts,
+            "{:?}",
+            r.totals
+        );
+        assert!(
+            !r.exit_reasons
+                .iter()
+                .any(|e| e.reason == "irq-window-open" && e.total > 0),
+            "{:?}",
+            r.exit_reasons
+        );
+        assert_eq!(
+            r.apicv.as_ref().map(|a| a.irqchip.as_str()),
+            Some("in-kernel")
+        );
+        // The sender timed each IPI it sent: the waits are the interrupts taken, or fewer.
+        println!("{}: waits {:?}", r.name, r.pending_latency);
+        if let Some(l) = &r.pending_latency {
+            assert!(l.timed <= d.delivered, "{l:?} of {d:?}");
+        }
+        let text = crate::report::render_table_at(&report, 200);
+        assert!(text.contains("ipi sender ("), "{text}");
+        // The JSON carries it beside the row (to_json checks docs/schema-4.json in tests).
+        let json = crate::report::to_json(&report).expect("JSON");
+        let back = crate::report::report_from_str(&json).expect("reads back");
+        assert_eq!(back.results[0].ipi_sender.as_ref(), Some(sender));
     }
 
     /// An `msi` row: KVM delivers its interrupts, so none of its exits is a userspace window

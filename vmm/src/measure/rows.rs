@@ -107,6 +107,7 @@ pub(super) fn build(
         }
         r.wall_ms = wall.as_secs_f64() * 1000.0;
         warnings.extend(load_delivery(&mut r, &row.irq, sums, tsc_hz, raised_hz));
+        r.ipi_sender = collected.ipi_sender.cost();
         if !r.cycles_per_op.has_data() {
             let (seen, disturbed) = table.blocks_disturbed(v);
             r.no_data = Some(format!("no data ({disturbed} of {seen} blocks disturbed)"));
@@ -350,11 +351,13 @@ fn irq_delivery(
     })
 }
 
-/// The rate of a load a host thread raises as real interrupts, one per vCPU at each tick
-/// (`inject`, `msi`); `None` for the others.
+/// The rate of a load raised as real interrupts, one per vCPU at each tick (`inject`, `msi` by
+/// a host thread, `ipi` by the sender vCPU); `None` for the others.
 fn interrupt_rate(irq: &IrqSource) -> Option<f64> {
     match *irq {
-        IrqSource::Inject { rate_hz } | IrqSource::Msi { rate_hz } => Some(rate_hz),
+        IrqSource::Inject { rate_hz } | IrqSource::Msi { rate_hz } | IrqSource::Ipi { rate_hz } => {
+            Some(rate_hz)
+        }
         _ => None,
     }
 }

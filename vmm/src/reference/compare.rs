@@ -308,6 +308,7 @@ fn round_trip(
         memory_bytes: 16 << 20,
         irqchip: IrqchipMode::Userspace,
         hypercall_exits: false,
+        ipi_sender: false,
     };
     let mut session = Session::boot(
         kvm,

@@ -146,6 +146,7 @@ fn a_ping_dispatch_accounts_host_time_to_its_pings_only() {
         memory_bytes: 16 << 20,
         irqchip: IrqchipMode::Userspace,
         hypercall_exits: false,
+        ipi_sender: false,
     };
     let mut session = Session::boot(
         &kvm,

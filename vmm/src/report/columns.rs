@@ -348,7 +348,7 @@ fn ticks_cell(r: &PhaseResult) -> String {
     }
 }
 
-/// `inject` and `msi` rows: interrupts the guest took / those the load raised over the row's
+/// `inject`, `msi` and `ipi` rows: interrupts the guest took / those the load raised over the row's
 /// blocks.
 fn delivery_cell(r: &PhaseResult) -> String {
     match &r.irq_delivery {
@@ -365,7 +365,7 @@ fn delivery_cell(r: &PhaseResult) -> String {
     }
 }
 
-/// `inject` and `msi` rows: the median and p90 of the cycles their interrupts waited.
+/// `inject`, `msi` and `ipi` rows: the median and p90 of the cycles their interrupts waited.
 fn wait_cell(r: &PhaseResult) -> String {
     match &r.pending_latency {
         Some(l) if l.median_ci95.is_some() => {

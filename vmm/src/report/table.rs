@@ -438,6 +438,9 @@ fn render_group(out: &mut String, report: &RunReport, group: &Group, width: usiz
     if let Some(line) = interrupt_path_line(group) {
         let _ = writeln!(out, "  {line}");
     }
+    if let Some(line) = ipi_sender_line(group) {
+        let _ = writeln!(out, "  {line}");
+    }
     let mut t = TextTable {
         headers: g.headers,
         rows: g.rows,
@@ -476,6 +479,25 @@ pub(crate) fn interrupt_path_line(group: &Group) -> Option<String> {
         "interrupt path: {} irqchip, APICv/AVIC {}",
         outside(&a.irqchip),
         outside(&state)
+    ))
+}
+
+/// An `ipi` group's sender vCPU: what each IPI cost it (the rows' `ipi_sender`, the same for
+/// every row of the group). None for other groups.
+pub(crate) fn ipi_sender_line(group: &Group) -> Option<String> {
+    let s = group.rows.first()?.ipi_sender.as_ref()?;
+    let per_ipi = |c: &Option<crate::results::CountEstimate>| {
+        fmt_cost(c.as_ref().map(crate::results::CountEstimate::estimate))
+    };
+    Some(format!(
+        "ipi sender ({} ICR): {} IPIs; per IPI {} exits (its wait between ticks included), \
+         {} to the VMM; {} cycles per ICR write (median of {}, rdtsc included)",
+        outside(&s.icr),
+        fmt_count(s.ipis),
+        per_ipi(&s.exits_per_ipi),
+        per_ipi(&s.vmm_exits_per_ipi),
+        fmt_cost(s.icr_write_cycles),
+        s.icr_write_samples
     ))
 }
 

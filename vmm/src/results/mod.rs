@@ -12,6 +12,8 @@ use crate::identity::Subject;
 
 pub mod exits;
 pub mod host;
+pub mod interrupts;
+pub mod ipi_sender;
 pub mod redact;
 pub mod validation;
 pub mod warning;
@@ -22,6 +24,8 @@ pub use host::{
     ApicvState, Behaviour, CpuFreq, CyclesSource, FlavourRecord, KvmFlavour, Pinning, Readable,
     Smt, Vpmu,
 };
+pub use interrupts::{IrqDelivery, PendingLatency, TimerTicks};
+pub use ipi_sender::IpiSenderCost;
 pub use validation::{Check, Scope, Validation, Verdict};
 
 /// Names the JSON layout; readers refuse files of another major version.
@@ -362,11 +366,11 @@ pub struct PhaseResult {
     /// for over the row's blocks.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timer_ticks: Option<TimerTicks>,
-    /// `inject` and `msi` rows: the interrupts the guest took against those the load raises
+    /// `inject`, `msi` and `ipi` rows: the interrupts the guest took against those raised
     /// over the row's blocks.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub irq_delivery: Option<IrqDelivery>,
-    /// `inject` and `msi` rows: how long their interrupts waited. Absent where none was timed
+    /// `inject`, `msi` and `ipi` rows: how long their interrupts waited. Absent where none was timed
     /// (and in files from before it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending_latency: Option<PendingLatency>,
@@ -374,6 +378,9 @@ pub struct PhaseResult {
     /// of that irqchip. Absent in files from before it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub apicv: Option<ApicvState>,
+    /// `ipi` rows: what the group's sender vCPU paid per IPI.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ipi_sender: Option<IpiSenderCost>,
     /// Measured on `run.replicates` > 1 fresh VMs: the median and ci95 of `cycles_per_op`,
     /// `ns_per_op`, `cycles_per_loop` and `ops_per_sec`, and `counts`, are then the replicates'
     /// combination ([`RunReport::replicate_ci_method`]);
@@ -431,50 +438,6 @@ impl PhaseResult {
         "ops_per_sec",
         "cycles_per_loop",
     ];
-}
-
-/// Timer interrupts of a `lapic-timer` row: delivered (counted by the guest's handler, all
-/// vCPUs) against expected (the row's block time / period, summed over vCPUs).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct TimerTicks {
-    pub period_us: f64,
-    pub expected: f64,
-    pub delivered: u64,
-    /// delivered / expected.
-    pub delivered_fraction: f64,
-}
-
-/// Injected interrupts of an `inject` row: delivered (counted by the guest's handler inside
-/// the row's blocks, all vCPUs: `interrupts`) against expected (the row's block time summed
-/// over vCPUs × the rate the load kept: `rate_hz`, or `raised_hz` where that is lower).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct IrqDelivery {
-    pub rate_hz: f64,
-    /// The rate the load thread really raised at, per vCPU, over the group's dispatches: below
-    /// `rate_hz` when the host could not keep the rate (ticks far behind are skipped). Absent in
-    /// files from before it and where no dispatch time was recorded.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub raised_hz: Option<f64>,
-    pub expected: f64,
-    pub delivered: u64,
-    /// delivered / expected; `null` when nothing was expected (no figure without data).
-    pub delivered_fraction: Option<f64>,
-}
-
-/// How long the row's raised interrupts waited for the guest's handler (`inject` and `msi`
-/// rows): guest TSC cycles from the raise (the load thread's host TSC plus the vCPU's TSC
-/// offset) to the handler's first instructions, over the interrupts taken inside the row's
-/// timed blocks, all rounds and vCPUs ([`crate::analysis::latency::LATENCY_CI_METHOD`]).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct PendingLatency {
-    /// Interrupts whose wait was timed.
-    pub timed: u64,
-    pub median_cycles: f64,
-    pub median_ci95: Option<Ci>,
-    /// The 90th percentile (nearest rank).
-    pub p90_cycles: f64,
-    pub p90_ci95: Option<Ci>,
-    pub max_cycles: f64,
 }
 
 /// What a row measures: it decides the table a row goes in and its unit.

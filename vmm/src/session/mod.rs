@@ -2,6 +2,7 @@
 //! validated records, stop (watchdog, Ctrl-C) and shut down without leaking a thread or an fd.
 
 pub mod descriptor;
+pub mod ipi_sender;
 pub mod irq_load;
 pub mod pinning;
 
@@ -25,6 +26,7 @@ use crate::vcpu::stop::WakerGuard;
 use crate::vcpu::{
     self, PhaseSample, Stop, VcpuCommand, VcpuContext, VcpuControl, VcpuEvent, VcpuOutcome,
 };
+use ipi_sender::SenderSample;
 use irq_load::{IrqLoad, Resume};
 use pinning::Pinning;
 
@@ -132,8 +134,11 @@ pub struct Dispatch {
     pub vm_stats: Option<StatsDelta>,
     /// The lock workload's shared counter after the dispatch.
     pub lock_counter: u64,
-    /// Interrupts or events the host's load thread raised during the dispatch.
+    /// Interrupts or events the host's load thread (or the `ipi` sender) raised during the
+    /// dispatch.
     pub irqs_raised: u64,
+    /// `ipi`: what the sender vCPU did.
+    pub ipi_sender: Option<SenderSample>,
 }
 
 impl Dispatch {
@@ -154,8 +159,19 @@ impl Dispatch {
     }
 }
 
+/// The `ipi` sender of a session: the vCPU after the measured ones.
+#[derive(Clone, Copy, Debug)]
+struct IpiSender {
+    /// [`abi::irq::ICR_X2APIC`] or [`abi::irq::ICR_XAPIC`].
+    icr: u32,
+    /// The guest's TSC rate (KVM_GET_TSC_KHZ), which paces it.
+    tsc_khz: u64,
+}
+
 /// A booted VM with one thread per vCPU waiting for commands.
 pub struct Session {
+    /// The measured vCPUs (an `ipi` sender comes after them, in `controls`, `commands` and
+    /// `threads` too).
     pub vcpus: u32,
     pub irqchip: IrqchipMode,
     pub mailbox: Mailbox,
@@ -186,6 +202,7 @@ pub struct Session {
     _waker: WakerGuard,
     /// The VM: it lives as long as the session (and binds the `msi` load's irqfds).
     vm: kvm_ioctls::VmFd,
+    sender: Option<IpiSender>,
 }
 
 impl std::fmt::Debug for Session {
@@ -215,6 +232,15 @@ impl Session {
         let Machine {
             vm, memory, vcpus, ..
         } = machine;
+        let sender = match (config.ipi_sender, vcpus.first()) {
+            (true, Some(fd)) => Some(IpiSender {
+                icr: ipi_sender::icr_mode(kvm),
+                tsc_khz: u64::from(fd.get_tsc_khz().map_err(|e| {
+                    PhaseError::Boot(format!("KVM_GET_TSC_KHZ for the ipi sender: {e}"))
+                })?),
+            }),
+            _ => None,
+        };
         let vm_stats = StatsFd::for_vm(&vm).ok();
         let sync_regs = vm.check_extension_int(kvm_ioctls::Cap::SyncRegs)
             & kvm_bindings::KVM_SYNC_X86_REGS as i32
@@ -250,6 +276,7 @@ impl Session {
                 })
             },
             vm,
+            sender,
         };
         for (index, fd) in vcpus.into_iter().enumerate() {
             let index = index as u32;
@@ -276,7 +303,7 @@ impl Session {
         if pin {
             session.pinning = Some(pinning::pin_all(&session.threads));
         }
-        session.wait_for_boot(config.vcpus)?;
+        session.wait_for_boot(config.machine_vcpus())?;
         Ok(session)
     }
 
@@ -317,12 +344,26 @@ impl Session {
     }
 
     /// Waits for every vCPU's PhaseDone, up to `timeout`; the first failure (a stop request, the
-    /// timeout, a vCPU that exited) ends the wait.
-    fn await_samples(&mut self, timeout: Duration) -> Result<Vec<PhaseSample>, PhaseError> {
+    /// timeout, a vCPU that exited) ends the wait. Once every measured vCPU's is in, the `ipi`
+    /// sender is told to stop, and its own PhaseDone (the last sample) is awaited too.
+    fn await_samples(
+        &mut self,
+        timeout: Duration,
+        sender_runs: bool,
+    ) -> Result<Vec<PhaseSample>, PhaseError> {
         let started = Instant::now();
-        let mut samples: Vec<Option<PhaseSample>> = vec![None; self.vcpus as usize];
+        let expected = self.vcpus as usize + usize::from(sender_runs);
+        let mut samples: Vec<Option<PhaseSample>> = vec![None; expected];
         let mut failure = None;
+        let mut sender_told = !sender_runs;
         while samples.iter().any(Option::is_none) {
+            if !sender_told && samples[..self.vcpus as usize].iter().all(Option::is_some) {
+                sender_told = true;
+                if let Err(e) = self.set_ipi_stop(1) {
+                    failure = Some(e);
+                    break;
+                }
+            }
             if self.stop.is_set() {
                 failure = Some(PhaseError::Interrupted);
                 break;
@@ -407,20 +448,22 @@ impl Session {
         if matches!(irq, IrqSource::Msi { .. }) {
             self.bind_msis()?;
         }
+        let sender_desc = self.sender_descriptor(&desc, irq)?;
         let vm_before = self.vm_stats.as_ref().and_then(|s| s.snapshot().ok());
         let raised_before = self.irqs_raised();
         let load = IrqLoad::start(irq, &self.controls, &self.mailbox, self.load_resume);
-        for tx in &self.commands {
-            if tx.send(VcpuCommand::Run(desc)).is_err() {
+        let descs = std::iter::repeat_n(desc, self.vcpus as usize).chain(sender_desc);
+        for (tx, d) in self.commands.iter().zip(descs) {
+            if tx.send(VcpuCommand::Run(d)).is_err() {
                 self.dead = true;
                 return Err(PhaseError::Guest("a vCPU thread has exited".into()));
             }
         }
-        let collected = self.await_samples(timeout);
+        let collected = self.await_samples(timeout, sender_desc.is_some());
         let load_stopped = load.stop();
         self.load_resume = load_stopped.as_ref().ok().copied().flatten();
-        let irqs_raised = self.irqs_raised() - raised_before;
-        let samples = match collected {
+        let mut irqs_raised = self.irqs_raised() - raised_before;
+        let mut samples = match collected {
             Ok(samples) => samples,
             Err(f) => {
                 if matches!(f, PhaseError::Interrupted) {
@@ -435,6 +478,17 @@ impl Session {
             self.vm_stats.as_ref().and_then(|s| s.snapshot().ok()),
         ) {
             (Some(b), Some(a)) => Some(a.delta(&b)),
+            _ => None,
+        };
+        let ipi_sender = match (sender_desc, samples.len() > self.vcpus as usize) {
+            (Some(sd), true) => match samples.pop() {
+                Some(s) => {
+                    let sent = ipi_sender::validate(self.vcpus, &sd, &s, &self.mailbox)?;
+                    irqs_raised += sent.ipis;
+                    Some(sent)
+                }
+                None => None,
+            },
             _ => None,
         };
         let mut records = Vec::new();
@@ -452,7 +506,32 @@ impl Session {
             vm_stats,
             lock_counter,
             irqs_raised,
+            ipi_sender,
         })
+    }
+
+    /// The `ipi` sender's descriptor for `desc` (its stop flag cleared), or `None` for other
+    /// sources. A source that needs the sender on a VM without one is an irqbench bug, named.
+    fn sender_descriptor(
+        &self,
+        desc: &PhaseDescriptor,
+        irq: IrqSource,
+    ) -> Result<Option<PhaseDescriptor>, PhaseError> {
+        let IrqSource::Ipi { rate_hz } = irq else {
+            return Ok(None);
+        };
+        let Some(sender) = self.sender else {
+            return Err(PhaseError::Guest(
+                "irqbench bug: an ipi phase on a VM booted without its sender vCPU".into(),
+            ));
+        };
+        self.set_ipi_stop(0)?;
+        Ok(Some(ipi_sender::descriptor(
+            desc,
+            rate_hz,
+            sender.tsc_khz,
+            sender.icr,
+        )))
     }
 
     /// Every vCPU's guest TSC read through KVM by its own thread while the guest waits for
@@ -470,7 +549,7 @@ impl Session {
                 self.dead_why.as_deref().unwrap_or("stopped earlier")
             )));
         }
-        for tx in &self.commands {
+        for tx in &self.commands[..self.vcpus as usize] {
             if tx.send(VcpuCommand::ReadTsc).is_err() {
                 return Err(self.died(PhaseError::Guest("a vCPU thread has exited".into())));
             }
@@ -539,6 +618,25 @@ impl Session {
         Ok(())
     }
 
+    /// The VM's vCPUs: the measured ones and the `ipi` sender.
+    fn all_vcpus(&self) -> u32 {
+        self.vcpus + u32::from(self.sender.is_some())
+    }
+
+    /// Whether this VM has the `ipi` sender vCPU (an `ipi` group needs it, others must not
+    /// have it run).
+    pub fn has_ipi_sender(&self) -> bool {
+        self.sender.is_some()
+    }
+
+    /// Tells the `ipi` sender to stop (1) or lets it run (0).
+    fn set_ipi_stop(&self, value: u64) -> Result<(), PhaseError> {
+        let gpa = abi::MAILBOX_GPA + abi::offset::SHARED_IPI_STOP as u64;
+        self.mailbox
+            .write_u64(gpa, value, "ipi stop flag")
+            .map_err(|e| PhaseError::Guest(error_chain(&e)))
+    }
+
     fn irqs_raised(&self) -> u64 {
         self.controls
             .iter()
@@ -560,7 +658,7 @@ impl Session {
         let deadline = Instant::now() + STOP_TIMEOUT;
         let mut wheres = BTreeMap::new();
         let mut exited = 0;
-        while exited < self.vcpus && Instant::now() < deadline {
+        while exited < self.all_vcpus() && Instant::now() < deadline {
             for c in &self.controls {
                 c.kick();
             }
@@ -601,14 +699,14 @@ impl Session {
             }
             let deadline = Instant::now() + STOP_TIMEOUT;
             let mut exited = 0;
-            while exited < self.vcpus && Instant::now() < deadline {
+            while exited < self.all_vcpus() && Instant::now() < deadline {
                 match self.events.recv_timeout(Duration::from_millis(50)) {
                     Ok(VcpuEvent::Exited { .. }) => exited += 1,
                     Ok(_) | Err(RecvTimeoutError::Timeout) => {}
                     Err(RecvTimeoutError::Disconnected) => break,
                 }
             }
-            if exited < self.vcpus {
+            if exited < self.all_vcpus() {
                 self.stop_all();
             }
         } else {
@@ -696,6 +794,7 @@ pub fn run_raw(
         memory_bytes: 16 << 20,
         irqchip,
         hypercall_exits: false,
+        ipi_sender: phase.irq.needs_ipi_sender(),
     };
     let stop = Stop::new();
     let mut session = Session::boot(kvm, image, config, HypercallTransport::Port, false, &stop)?;
@@ -876,6 +975,7 @@ mod tests {
             memory_bytes: 16 << 20,
             irqchip: IrqchipMode::Userspace,
             hypercall_exits: false,
+            ipi_sender: false,
         };
         let mut s = Session::boot(
             &kvm,
@@ -1146,6 +1246,140 @@ mod tests {
         session.shutdown();
     }
 
+    /// `ipi`: the IPIs the sender vCPU writes to its ICR reach the measured vCPUs' handler (an
+    /// idle guest, IF set, one per vCPU every 50 ms), KVM delivers them without an
+    /// interrupt-window exit to the VMM, and the sender's ICR writes leave no userspace exit.
+    /// A first phase warms the VM (and puts the sender in x2APIC mode where it is used).
+    #[test]
+    fn ipi_from_the_sender_vcpu_reaches_the_guest_without_userspace_window_exits() {
+        let Some(kvm) = host::test_kvm() else {
+            return;
+        };
+        let tsc_khz = host::manifest(&kvm).expect("manifest").tsc_khz;
+        for vcpus in [1, 2] {
+            let idle = |ms: u64| Workload::Idle {
+                tsc_cycles: ms * tsc_khz,
+            };
+            let mut p = phase(idle(20), vcpus, 1);
+            p.irq = IrqSource::Ipi { rate_hz: 20.0 };
+            let (mut session, _) = run_raw(&kvm, &image(), &p, IrqchipMode::InKernel, TIMEOUT)
+                .unwrap_or_else(|e| panic!("ipi phase on {vcpus} vCPUs: {e}"));
+            assert!(session.has_ipi_sender());
+            let before = interrupts_since_boot(&session);
+            p.workload = idle(1000);
+            let desc = descriptor::diagnostic(&p, 1);
+            let d = session
+                .dispatch(desc, p.irq, TIMEOUT)
+                .unwrap_or_else(|e| panic!("ipi phase on {vcpus} vCPUs: {e}"));
+            let sender = d
+                .ipi_sender
+                .clone()
+                .expect("an ipi dispatch has its sender's sample");
+            let taken: u64 = d.records.iter().map(|r| r.counts.interrupts).sum();
+            let since = interrupts_since_boot(&session) - before;
+            let windows: u64 = d
+                .samples
+                .iter()
+                .map(|s| {
+                    s.exits
+                        .get(&ExitReason::IrqWindowOpen)
+                        .copied()
+                        .unwrap_or(0)
+                })
+                .sum();
+            let sender_exits = sender.stats.as_ref().and_then(|s| s.get("exits"));
+            let each: Vec<u64> = d.records.iter().map(|r| r.counts.interrupts).collect();
+            println!(
+                "{vcpus} vCPUs: {} IPIs sent ({} ICR), {taken} taken in the phase ({each:?}; \
+                 {since} since the last); window exits to the VMM: {windows}; the sender's \
+                 exits: {sender_exits:?} in KVM, {} to the VMM; ICR write cycles {:?}",
+                sender.ipis, sender.icr, sender.vmm_exits, sender.icr_cycles
+            );
+            assert_eq!(
+                d.samples.len(),
+                vcpus as usize,
+                "the sender is not a measured row"
+            );
+            assert_eq!(d.irqs_raised, sender.ipis);
+            assert_eq!(windows, 0, "a window exit reached the VMM");
+            assert_eq!(sender.vmm_exits, 0, "an ICR write reached the VMM");
+            assert!(sender.ipis >= 15 * u64::from(vcpus), "{} sent", sender.ipis);
+            assert_eq!(
+                sender.icr_cycles.len(),
+                (sender.ipis as usize).min(abi::irq::ICR_SAMPLES)
+            );
+            assert!(
+                taken <= sender.ipis,
+                "{taken} taken of {} sent",
+                sender.ipis
+            );
+            assert!(
+                taken * 10 >= sender.ipis * 9,
+                "{taken} taken of {} sent",
+                sender.ipis
+            );
+            for (i, r) in d.records.iter().enumerate() {
+                assert!(r.counts.interrupts > 0, "vCPU {i} took no IPI");
+            }
+            session.shutdown();
+        }
+    }
+
+    /// A stop during an `ipi` phase ends the sender's spin with the measured vCPUs' waits: the
+    /// dispatch returns within a second of it, and the session (sender thread included) shuts
+    /// down.
+    #[test]
+    fn a_stop_ends_an_ipi_phase_and_its_sender() {
+        let Some(kvm) = host::test_kvm() else {
+            return;
+        };
+        let tsc_khz = host::manifest(&kvm).expect("manifest").tsc_khz;
+        let mut p = phase(
+            Workload::Idle {
+                tsc_cycles: 60_000 * tsc_khz,
+            },
+            1,
+            1,
+        );
+        p.irq = IrqSource::Ipi { rate_hz: 100.0 };
+        let config = MachineConfig {
+            vcpus: 1,
+            memory_bytes: 16 << 20,
+            irqchip: IrqchipMode::InKernel,
+            hypercall_exits: false,
+            ipi_sender: true,
+        };
+        let stop = Stop::new();
+        let mut session = Session::boot(
+            &kvm,
+            &image(),
+            config,
+            HypercallTransport::Port,
+            false,
+            &stop,
+        )
+        .expect("boot");
+        let asker = {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(300));
+                stop.request();
+            })
+        };
+        let started = Instant::now();
+        let d = session.dispatch(descriptor::diagnostic(&p, 1), p.irq, TIMEOUT);
+        let took = started.elapsed();
+        asker.join().expect("the stopping thread");
+        assert!(matches!(d, Err(PhaseError::Interrupted)), "{d:?}");
+        assert!(
+            took < Duration::from_secs(3),
+            "the dispatch took {took:?} after the stop"
+        );
+        let closing = Instant::now();
+        session.shutdown();
+        assert!(closing.elapsed() < STOP_TIMEOUT, "{:?}", closing.elapsed());
+    }
+
     /// Every vCPU's interrupt count since boot (the guest's own, in its slot).
     fn interrupts_since_boot(session: &Session) -> u64 {
         (0..session.vcpus)
@@ -1231,6 +1465,7 @@ mod tests {
             memory_bytes: 16 << 20,
             irqchip: IrqchipMode::Userspace,
             hypercall_exits: false,
+            ipi_sender: false,
         };
         let mut session = Session::boot(
             kvm,

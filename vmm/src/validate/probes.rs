@@ -41,6 +41,7 @@ pub fn boot(
         memory_bytes: 16 << 20,
         irqchip,
         hypercall_exits: false,
+        ipi_sender: false,
     };
     Session::boot(kvm, image, config, HypercallTransport::Port, false, stop)
         .map_err(|e| format!("booting a {vcpus}-vCPU {} guest: {e}", irqchip.name()))

@@ -1,0 +1,50 @@
+//! What a row's interrupt load did: the interrupts taken against those raised, and how long
+//! they waited.
+
+use serde::{Deserialize, Serialize};
+
+use crate::statistics::Ci;
+
+/// Timer interrupts of a `lapic-timer` row: delivered (counted by the guest's handler, all
+/// vCPUs) against expected (the row's block time / period, summed over vCPUs).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TimerTicks {
+    pub period_us: f64,
+    pub expected: f64,
+    pub delivered: u64,
+    /// delivered / expected.
+    pub delivered_fraction: f64,
+}
+
+/// Injected interrupts of an `inject` row: delivered (counted by the guest's handler inside
+/// the row's blocks, all vCPUs: `interrupts`) against expected (the row's block time summed
+/// over vCPUs × the rate the load kept: `rate_hz`, or `raised_hz` where that is lower).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct IrqDelivery {
+    pub rate_hz: f64,
+    /// The rate the load thread really raised at, per vCPU, over the group's dispatches: below
+    /// `rate_hz` when the host could not keep the rate (ticks far behind are skipped). Absent in
+    /// files from before it and where no dispatch time was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub raised_hz: Option<f64>,
+    pub expected: f64,
+    pub delivered: u64,
+    /// delivered / expected; `null` when nothing was expected (no figure without data).
+    pub delivered_fraction: Option<f64>,
+}
+
+/// How long the row's raised interrupts waited for the guest's handler (`inject`, `msi` and
+/// `ipi` rows): guest TSC cycles from the raise (the load thread's host TSC plus the vCPU's
+/// TSC offset; the `ipi` sender's own TSC) to the handler's first instructions, over the
+/// interrupts taken inside the row's timed blocks, all rounds and vCPUs ([`crate::analysis::latency::LATENCY_CI_METHOD`]).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct PendingLatency {
+    /// Interrupts whose wait was timed.
+    pub timed: u64,
+    pub median_cycles: f64,
+    pub median_ci95: Option<Ci>,
+    /// The 90th percentile (nearest rank).
+    pub p90_cycles: f64,
+    pub p90_ci95: Option<Ci>,
+    pub max_cycles: f64,
+}
