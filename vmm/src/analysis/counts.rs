@@ -165,6 +165,12 @@ pub enum InvariantViolation {
     /// The guest took more interrupts than the host raised.
     #[error("the guest took {taken} interrupts but the host raised {raised}")]
     TakenAboveRaised { taken: u64, raised: u64 },
+    /// An in-kernel interrupt window opens for a pending interrupt, which is taken there.
+    #[error(
+        "KVM counted {windows} interrupt-window exits in the row's kept blocks but the guest took \
+         {taken} interrupts in all of them: each window KVM opens itself lets a pending one in"
+    )]
+    WindowsAboveTaken { windows: u64, taken: u64 },
     /// A hypercall that leaves KVM reaches the VMM exactly once.
     #[error(
         "the guest issued {guest} hypercalls over the {transport} transport but the VMM saw \
@@ -188,6 +194,10 @@ impl InvariantViolation {
             InvariantViolation::TakenAboveRaised { .. } => {
                 "interrupts taken by the guest ≤ interrupts raised by the host (group totals)"
             }
+            InvariantViolation::WindowsAboveTaken { .. } => {
+                "KVM irq_window_exits ≤ interrupts taken by the guest (in-kernel irqchip rows, \
+                 gross over the row's blocks)"
+            }
             InvariantViolation::HypercallsMismatch { .. } => {
                 "hypercalls seen by the VMM = hypercalls issued by the guest (userspace \
                  transports)"
@@ -209,6 +219,9 @@ impl InvariantViolation {
             ),
             InvariantViolation::TakenAboveRaised { taken, raised } => {
                 format!("taken {taken} > raised {raised}")
+            }
+            InvariantViolation::WindowsAboveTaken { windows, taken } => {
+                format!("irq_window_exits {windows} > taken {taken}")
             }
             InvariantViolation::HypercallsMismatch {
                 transport,
@@ -269,6 +282,16 @@ pub fn check_exits_cover_handled(
 pub fn check_taken_within_raised(taken: u64, raised: u64) -> Result<(), InvariantViolation> {
     if taken > raised {
         return Err(InvariantViolation::TakenAboveRaised { taken, raised });
+    }
+    Ok(())
+}
+
+/// With an in-kernel irqchip KVM opens an interrupt window only while an interrupt waits and
+/// IF is clear, and injects it at the window's exit, where the guest takes it: the window
+/// exits of a row's kept blocks cannot outnumber the interrupts taken in all its blocks.
+pub fn check_windows_within_taken(windows: u64, taken: u64) -> Result<(), InvariantViolation> {
+    if windows > taken {
+        return Err(InvariantViolation::WindowsAboveTaken { windows, taken });
     }
     Ok(())
 }

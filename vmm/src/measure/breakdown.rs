@@ -94,6 +94,7 @@ pub(super) fn check_row(
     v: usize,
     sums: &VariantSums,
     transport: HypercallTransport,
+    in_kernel_irqchip: bool,
 ) -> Vec<InvariantViolation> {
     let gross = |rounds: Vec<RoundCount>| {
         let rounds: Vec<RoundCount> = rounds
@@ -112,6 +113,14 @@ pub(super) fn check_row(
         counts::check_hypercalls_match(transport, sums.counts.hypercalls, sums.hypercalls_seen)
             .err(),
     );
+    if in_kernel_irqchip {
+        let windows = table
+            .stat_counts(v, "irq_window_exits")
+            .iter()
+            .map(|r| r.events)
+            .sum();
+        found.extend(counts::check_windows_within_taken(windows, sums.counts.interrupts).err());
+    }
     found
 }
 
@@ -188,21 +197,48 @@ mod tests {
         let sums = VariantSums::default();
         // Every VMM exit is a KVM exit, plus a few KVM keeps to itself: holds.
         let good = table(|i| (3 + (i % 2) as u64, 3));
-        assert!(check_row(&good, 1, &sums, HypercallTransport::Port).is_empty());
+        assert!(check_row(&good, 1, &sums, HypercallTransport::Port, false).is_empty());
         // The baseline takes more in-kernel exits than the row: the net may fall below the
         // VMM's count, the gross never does, and the gross is what is checked.
         let mut sparse = table(|i| (u64::from(i % 4 == 0), u64::from(i % 4 == 0)));
         for round in &mut sparse.rounds {
             round[0] = Some(cell(5, 0));
         }
-        assert!(check_row(&sparse, 1, &sums, HypercallTransport::Port).is_empty());
+        assert!(check_row(&sparse, 1, &sums, HypercallTransport::Port, false).is_empty());
         // The case: KVM counted none while the VMM handled ~0.25/op.
         let broken = table(|i| (0, 3 + (i % 2) as u64));
-        let found = check_row(&broken, 1, &sums, HypercallTransport::Port);
+        let found = check_row(&broken, 1, &sums, HypercallTransport::Port, false);
         assert!(
             matches!(found[..], [InvariantViolation::ExitsBelowHandled { kvm, .. }] if kvm == 0.0),
             "{found:?}"
         );
+    }
+
+    /// An in-kernel row whose KVM counted more window exits than its guest took interrupts
+    /// breaks the window law; a userspace-irqchip row is not held to it.
+    #[test]
+    fn more_in_kernel_windows_than_interrupts_taken_break_the_window_law() {
+        let mut t = table(|_| (3, 3));
+        t.stat_names = vec!["exits".into(), "irq_window_exits".into()];
+        for (i, round) in t.rounds.iter_mut().enumerate() {
+            if let Some(stats) = round[1].as_mut().and_then(|c| c.stats.as_mut()) {
+                stats.insert(1, u64::from(i % 3 == 0));
+            }
+        }
+        let windows = 10; // rounds 0, 3, …, 27
+        let mut sums = VariantSums::default();
+        sums.counts.interrupts = windows;
+        let port = HypercallTransport::Port;
+        assert!(check_row(&t, 1, &sums, port, true).is_empty());
+        sums.counts.interrupts = windows - 1;
+        assert!(matches!(
+            check_row(&t, 1, &sums, port, true)[..],
+            [InvariantViolation::WindowsAboveTaken {
+                windows: 10,
+                taken: 9
+            }]
+        ));
+        assert!(check_row(&t, 1, &sums, port, false).is_empty());
     }
 
     #[test]
@@ -214,14 +250,14 @@ mod tests {
         };
         sums.counts.hypercalls = 1903;
         assert!(matches!(
-            check_row(&t, 1, &sums, HypercallTransport::Vmcall)[..],
+            check_row(&t, 1, &sums, HypercallTransport::Vmcall, false)[..],
             [InvariantViolation::HypercallsMismatch {
                 guest: 1903,
                 vmm: 1902,
                 ..
             }]
         ));
-        assert!(check_row(&t, 1, &sums, HypercallTransport::VapicPoll).is_empty());
+        assert!(check_row(&t, 1, &sums, HypercallTransport::VapicPoll, false).is_empty());
         let mut plan = Plan::single(Workload::Doorbells, 1, 12).phases.remove(0);
         plan.irq = IrqSource::Inject { rate_hz: 5000.0 };
         let mut collected = Collected::new(2, 1);

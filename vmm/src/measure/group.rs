@@ -55,6 +55,9 @@ pub struct GroupRun<'a> {
     /// Asked once the VM is warm and calibrated, before any round: `false` stops the group there
     /// ([`PhaseError::Refused`]). Its time is not the group's: the budget clock skips it.
     pub before_rounds: &'a mut dyn FnMut() -> bool,
+    /// In-kernel rows are held to the window law (VMX/SVM; PVM counts `irq_window_exits`
+    /// its own way: more than the interrupts taken, seen on every in-kernel path).
+    pub window_law: bool,
 }
 
 impl GroupRun<'_> {
@@ -211,6 +214,7 @@ impl GroupRun<'_> {
             tsc_khz: self.tsc_khz,
             precision: self.plan.precision,
             hypercall: self.plan.hypercall,
+            window_law: self.window_law,
         };
         let table = collected.table();
         let mut outcome = rows::build(facts, collected, &table, wall, interrupted);

@@ -337,6 +337,7 @@ pub fn run_prepared(
         progress(i, total, &first.group.to_string(), &Step::Start);
         let group = first.group.to_string();
         let tracer = trace_exits::start(&mut report, options.trace_exits);
+        let window_law = report.host.kvm_flavour != KvmFlavour::Pvm;
         let host = &mut report.host;
         let mut before_rounds = || std::mem::replace(&mut gated, true) || gate(host);
         let mut run = GroupRun {
@@ -346,6 +347,7 @@ pub fn run_prepared(
             tsc_khz,
             options,
             before_rounds: &mut before_rounds,
+            window_law,
         };
         let ran = run_reported(&mut run, &mut |step| progress(i, total, &group, step));
         trace_exits::finish(&mut report, tracer, &group);
