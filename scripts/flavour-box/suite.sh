@@ -72,7 +72,8 @@ TOML
 }
 
 # Every test binary of the workspace (/box/tests: "<package dir> <binary>"), one thread, KVM
-# required, from the package's folder as cargo runs them. Filters (one per line) name a subset.
+# and tracefs's kvm_exit events required (the box is root with tracefs mounted), from the
+# package's folder as cargo runs them. Filters (one per line) name a subset.
 tests() {
     filters=
     [ -s /box/test-filter ] && filters=$(grep -v '^#' /box/test-filter)
@@ -82,7 +83,7 @@ tests() {
         echo "---- $bin"
         # shellcheck disable=SC2086 # the filters are words
         # Its exit status goes to the file too (a binary that crashed names no failed test).
-        (cd "$dir" && IRQBENCH_REQUIRE_KVM=1 "$bin" --test-threads=1 $filters; echo "@@exit $bin $?") 2>&1 | tee -a $out/tests.txt
+        (cd "$dir" && IRQBENCH_REQUIRE_KVM=1 IRQBENCH_REQUIRE_TRACE=1 "$bin" --test-threads=1 $filters; echo "@@exit $bin $?") 2>&1 | tee -a $out/tests.txt
     done </box/tests
     awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
          END { printf "tests: %d passed, %d failed\n", p, f; exit f > 0 }' $out/tests.txt

@@ -25,6 +25,13 @@ const BUFFER_KB: u32 = 16 * 1024;
 /// At most this much of the trace is read: ~40 bytes an event more than fills the buffers of
 /// a few CPUs.
 const MAX_TRACE_BYTES: u64 = 256 << 20;
+/// KVM's interrupt-window exit as the tracepoint names it: VMX's `INTERRUPT_WINDOW`, SVM's
+/// `vintr` (the `VMX_EXIT_REASONS`/`SVM_EXIT_REASONS` tables of arch/x86/include/uapi).
+pub const WINDOW_EXIT_REASONS: [&str; 2] = ["INTERRUPT_WINDOW", "vintr"];
+/// The same, as a site's `reason` in the report: KVM's, not the VMM's.
+const WINDOW_SITE_REASONS: [&str; 2] = ["kvm:INTERRUPT_WINDOW", "kvm:vintr"];
+/// At most this many distinct window-exit RIPs are kept a group (the guest's code is smaller).
+const MAX_WINDOW_RIPS: usize = 4096;
 
 #[derive(Debug, Error)]
 pub enum TraceError {
@@ -82,6 +89,8 @@ pub struct TraceCounts {
     pub overrun: u64,
     /// The trace was longer than [`MAX_TRACE_BYTES`] and was cut there.
     pub truncated: bool,
+    /// Interrupt-window exits by (reason, guest RIP) ([`window_exit_rips`]).
+    pub window_rips: BTreeMap<(&'static str, u64), u64>,
 }
 
 /// The mounted tracefs with KVM's tracepoints, or why there is none usable.
@@ -166,6 +175,7 @@ impl ExitTracer {
             exits,
             overrun: overrun(&self.dir),
             truncated,
+            window_rips: window_exit_rips(&text, &self.tids),
         })
     }
 }
@@ -195,9 +205,15 @@ fn overrun(dir: &Path) -> u64 {
     .sum()
 }
 
-/// One event line of the trace: (tid, timestamp in ns, exit reason for `kvm_exit` or `None`
-/// for `kvm_entry`).
-fn parse_line(line: &str, tsc_khz: Option<u64>) -> Option<(u32, f64, Option<&str>)> {
+/// One event of the trace: its thread, timestamp (ns), and for a `kvm_exit` its reason and
+/// guest RIP (`None` for a `kvm_entry`).
+struct Event<'a> {
+    tid: u32,
+    ns: f64,
+    exit: Option<(&'a str, Option<u64>)>,
+}
+
+fn parse_line(line: &str, tsc_khz: Option<u64>) -> Option<Event<'_>> {
     let (head, event, rest) = if let Some(i) = line.find(": kvm_exit: ") {
         (&line[..i], true, &line[i + ": kvm_exit: ".len()..])
     } else {
@@ -213,14 +229,45 @@ fn parse_line(line: &str, tsc_khz: Option<u64>) -> Option<(u32, f64, Option<&str
         (false, Some(khz)) => stamp.parse::<f64>().ok()? * 1e6 / khz as f64,
         (false, None) => stamp.parse::<f64>().ok()?,
     };
-    let reason = if event {
-        // `vcpu 0 reason EXTERNAL_INTERRUPT rip …` (older kernels: `reason X rip …`).
+    let exit = if event {
+        // `vcpu 0 reason EXTERNAL_INTERRUPT rip 0x… info1 …` (older kernels: `reason X rip …`).
         let after = rest.split_once("reason ")?.1;
-        Some(after.split_whitespace().next()?)
+        let mut words = after.split_whitespace();
+        let reason = words.next()?;
+        let rip = match (words.next(), words.next()) {
+            (Some("rip"), Some(hex)) => u64::from_str_radix(hex.trim_start_matches("0x"), 16).ok(),
+            _ => None,
+        };
+        Some((reason, rip))
     } else {
         None
     };
-    Some((tid, ns, reason))
+    Some(Event { tid, ns, exit })
+}
+
+/// KVM's interrupt-window exits of threads `tids` by (`kvm:` reason, the guest RIP they left),
+/// for the guest's symbol table to name the code site (at most [`MAX_WINDOW_RIPS`] distinct
+/// RIPs; an exit at one more is not counted).
+pub fn window_exit_rips(text: &str, tids: &HashSet<u32>) -> BTreeMap<(&'static str, u64), u64> {
+    let mut rips = BTreeMap::new();
+    for line in text.lines().filter(|l| !l.starts_with('#')) {
+        let Some(Event {
+            tid,
+            exit: Some((reason, Some(rip))),
+            ..
+        }) = parse_line(line, None)
+        else {
+            continue;
+        };
+        let Some(i) = WINDOW_EXIT_REASONS.iter().position(|r| *r == reason) else {
+            continue;
+        };
+        let key = (WINDOW_SITE_REASONS[i], rip);
+        if tids.contains(&tid) && (rips.len() < MAX_WINDOW_RIPS || rips.contains_key(&key)) {
+            *rips.entry(key).or_insert(0u64) += 1;
+        }
+    }
+    rips
 }
 
 /// Count and exit→entry time per reason, for the exits of threads `tids`.
@@ -236,14 +283,14 @@ pub fn pair_exits(text: &str, tids: &HashSet<u32>, tsc_khz: Option<u64>) -> Vec<
     let mut tallies: BTreeMap<String, Tally> = BTreeMap::new();
     let mut open: HashMap<u32, (String, f64)> = HashMap::new();
     for line in text.lines().filter(|l| !l.starts_with('#')) {
-        let Some((tid, ns, reason)) = parse_line(line, tsc_khz) else {
+        let Some(Event { tid, ns, exit }) = parse_line(line, tsc_khz) else {
             continue;
         };
         if !tids.contains(&tid) {
             continue;
         }
-        match reason {
-            Some(reason) => {
+        match exit {
+            Some((reason, _)) => {
                 tallies.entry(reason.to_string()).or_default().count += 1;
                 open.insert(tid, (reason.to_string(), ns));
             }
@@ -318,6 +365,26 @@ mod tests {
         );
         assert_eq!(exits[1].reason, "IO_INSTRUCTION");
         assert_eq!(exits[1].time_ns.map(|t| t.mean), Some(6000.0));
+    }
+
+    #[test]
+    fn window_exits_are_counted_by_rip_for_the_vcpu_threads_only() {
+        let text = "\
+           vcpu0-4242    [001] d..1.  1000: kvm_exit: vcpu 0 reason INTERRUPT_WINDOW rip 0x100b87 info1 0x0 info2 0x0
+           vcpu0-4242    [001] d..1.  1001: kvm_entry: vcpu 0, rip 0x100b87
+           vcpu0-4242    [001] d..1.  1002: kvm_exit: vcpu 0 reason INTERRUPT_WINDOW rip 0x100b87 info1 0x0 info2 0x0
+           vcpu0-4242    [001] d..1.  1003: kvm_exit: vcpu 0 reason HLT rip 0x100b87 info1 0x0 info2 0x0
+           vcpu1-4243    [000] d..1.  1004: kvm_exit: vcpu 1 reason INTERRUPT_WINDOW rip 0x1 info1 0x0 info2 0x0
+  qemu-sys-tem-77  [002] ....  5.000001: kvm_exit: reason vintr rip 0x1004c3 info 0 0
+";
+        let vmx = window_exit_rips(text, &HashSet::from([4242]));
+        assert_eq!(
+            vmx,
+            BTreeMap::from([(("kvm:INTERRUPT_WINDOW", 0x100b87), 2)]),
+            "HLT and vCPU 1 left out"
+        );
+        let svm = window_exit_rips(text, &HashSet::from([77]));
+        assert_eq!(svm, BTreeMap::from([(("kvm:vintr", 0x1004c3), 1)]));
     }
 
     #[test]

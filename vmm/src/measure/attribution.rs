@@ -13,6 +13,9 @@ use crate::vcpu::ExitReason;
 /// (symbol, reason, the `sti` whose shadow placed the exit) → (count, busiest RIP, its count).
 type Grouped = BTreeMap<(String, &'static str, Option<u64>), (u64, u64, u64)>;
 
+/// (strategy, symbol, reason, `sti`) → (the site, its busiest RIP's count).
+type Merged = BTreeMap<(String, String, String, Option<u64>), (ExitSite, u64)>;
+
 /// The `reason` of an interrupt the guest's handler saw taken at a RIP (not an exit).
 pub const INTERRUPT_TAKEN: &str = "interrupt-taken";
 
@@ -38,6 +41,64 @@ pub fn attribute_interrupts(
         .iter()
         .map(|(&rip, &count)| (rip, INTERRUPT_TAKEN, true, count));
     attribute(image, keyed, phase)
+}
+
+/// Maps KVM's traced interrupt-window exits of a group ((`kvm:` reason, RIP) → count) to sites.
+/// The trace knows no rows: a RIP in code a strategy's symbol names (after an `sti` shadow
+/// included) goes to the row of that strategy; one in code the rows share (a paravirt op, the
+/// loop, a handler) gets strategy `-`, as no row can be told from the trace.
+pub fn attribute_traced_windows(
+    image: &GuestImage,
+    rips: &BTreeMap<(&'static str, u64), u64>,
+    rows: &[&PhasePlan],
+) -> Vec<ExitSite> {
+    let Some(first) = rows.first() else {
+        return Vec::new();
+    };
+    let mut merged = Merged::new();
+    for (&(reason, rip), &count) in rips {
+        let one = |row: &PhasePlan| {
+            attribute(image, std::iter::once((rip, reason, true, count)), row)
+                .into_iter()
+                .next()
+        };
+        let named = |s: &ExitSite| crate::identity::strategy_symbol_rest(&s.symbol).is_some();
+        let own = rows
+            .iter()
+            .find_map(|row| one(row).filter(|s| named(s) && s.strategy == row.workload.label()));
+        let shared = || {
+            one(first).map(|s| ExitSite {
+                strategy: "-".into(),
+                ..s
+            })
+        };
+        let Some(site) = own.or_else(shared) else {
+            continue;
+        };
+        let key = (
+            site.strategy.clone(),
+            site.symbol.clone(),
+            site.reason.clone(),
+            site.sti_rip,
+        );
+        let (entry, busiest) = merged.entry(key).or_insert_with(|| {
+            let empty = ExitSite {
+                total: 0,
+                ..site.clone()
+            };
+            (empty, 0)
+        });
+        // Shown at its busiest RIP, as a row's sites are.
+        if site.total > *busiest {
+            *busiest = site.total;
+            entry.rip = site.rip;
+            entry.instruction.clone_from(&site.instruction);
+        }
+        entry.total += site.total;
+    }
+    let mut out: Vec<ExitSite> = merged.into_values().map(|(s, _)| s).collect();
+    out.sort_by(|a, b| b.total.cmp(&a.total).then(a.rip.cmp(&b.rip)));
+    out
 }
 
 /// (rip, reason, whether an `sti` shadow may have moved it, count) → sites, busiest first.
@@ -195,6 +256,45 @@ mod tests {
         assert_eq!(out[0].reason, INTERRUPT_TAKEN);
         assert_eq!(out[0].site, "restore (after sti shadow)");
         assert_eq!(out[0].total, 3);
+    }
+
+    /// A traced window exit of a group goes to the row whose strategy's code it left (after
+    /// the sti shadow too, whichever row comes first); one in a paravirt op the rows share gets
+    /// strategy `-`; two RIPs of one site add up.
+    #[test]
+    fn a_groups_traced_window_exits_go_to_the_strategy_whose_code_they_left() {
+        let image = GuestImage::embedded().expect("embedded guest");
+        let at = |name: &str| image.symbols.address(name).expect(name);
+        let next_copy = at("irqbench_opf1_native_cli_sti");
+        let pv = at("irqbench_pv_restore_fl");
+        let rips: BTreeMap<(&'static str, u64), u64> = [
+            (("kvm:INTERRUPT_WINDOW", next_copy), 5),
+            (("kvm:INTERRUPT_WINDOW", pv), 2),
+            (("kvm:INTERRUPT_WINDOW", pv + 1), 1),
+        ]
+        .into_iter()
+        .collect();
+        let (popf, cli_sti, pvop) = (row("native-popf"), row("native-cli-sti"), row("pvop-popf"));
+        let out = attribute_traced_windows(&image, &rips, &[&popf, &cli_sti, &pvop]);
+        assert_eq!(out.len(), 2, "{out:?}");
+        assert_eq!(
+            (out[0].strategy.as_str(), out[0].site.as_str(), out[0].total),
+            ("native-cli-sti", "restore (after sti shadow)", 5)
+        );
+        assert_eq!(
+            (out[0].reason.as_str(), out[0].rip),
+            ("kvm:INTERRUPT_WINDOW", next_copy)
+        );
+        assert_eq!(
+            (
+                out[1].strategy.as_str(),
+                out[1].symbol.as_str(),
+                out[1].total
+            ),
+            ("-", "irqbench_pv_restore_fl", 3)
+        );
+        assert_eq!(out[1].rip, pv, "shown at its busiest RIP");
+        assert!(attribute_traced_windows(&image, &rips, &[]).is_empty());
     }
 
     /// In a measured loop the operation is inlined and followed by the counter's `dec`: a

@@ -350,7 +350,7 @@ pub fn run_prepared(
             window_law,
         };
         let ran = run_reported(&mut run, &mut |step| progress(i, total, &group, step));
-        trace_exits::finish(&mut report, tracer, &group);
+        trace_exits::finish(&mut report, tracer, &group, image, &rows);
         match ran {
             Ok(outcome) => {
                 if absorb(&mut report, &mut violations, outcome, &group, irqchip) {

@@ -1,6 +1,6 @@
 //! The exit breakdown in the Markdown report: per row, like `perf kvm stat`, the exits the VMM
 //! handled by reason and every KVM stat counter; and, after `run --trace-exits`, KVM's exits by
-//! hardware reason per group. Markdown only: a dozen lines per row would bury the terminal
+//! hardware reason per group, its interrupt-window exits by guest code site. Markdown only: a dozen lines per row would bury the terminal
 //! table (README "Exit breakdown").
 
 use std::fmt::Write as _;
@@ -98,6 +98,34 @@ pub(crate) fn render_exit_breakdown(report: &RunReport, md_table: &TableFn) -> S
                 &[false, true, true],
                 &lines,
             );
+            let Some(sites) = trace.window_sites.get(group) else {
+                continue;
+            };
+            out.push_str("\nInterrupt-window exits by the guest code site they left:\n\n");
+            let lines: Vec<Vec<String>> = sites
+                .iter()
+                .map(|s| {
+                    vec![
+                        s.strategy.clone(),
+                        format!("{} (`{}`)", s.site, s.symbol),
+                        format!("`{}`", s.reason),
+                        s.total.to_string(),
+                        format!("`{:#x}` `{}`", s.rip, s.instruction),
+                    ]
+                })
+                .collect();
+            md_table(
+                &mut out,
+                &[
+                    "strategy",
+                    "site",
+                    "exit reason",
+                    "total",
+                    "rip, instruction",
+                ],
+                &[false, false, false, true, false],
+                &lines,
+            );
         }
     }
     out
@@ -153,6 +181,20 @@ mod tests {
                 }],
             )]
             .into(),
+            window_sites: [(
+                "g".to_string(),
+                vec![crate::results::ExitSite {
+                    strategy: "native-popf".into(),
+                    site: "restore".into(),
+                    symbol: "irqbench_opfb0_native_popf_restore".into(),
+                    reason: "kvm:INTERRUPT_WINDOW".into(),
+                    total: 7,
+                    rip: 0x100b87,
+                    instruction: "dec     %r12".into(),
+                    sti_rip: None,
+                }],
+            )]
+            .into(),
         });
         let md = crate::report::render_markdown(&report);
         for part in [
@@ -161,6 +203,7 @@ mod tests {
             "| `exits` | kvm | 3107 | no data | — | — |",
             "no kvm:kvm_exit events fired",
             "| `io` | 3 | — |",
+            "| native-popf | restore (`irqbench_opfb0_native_popf_restore`) | `kvm:INTERRUPT_WINDOW` | 7 | `0x100b87` `dec     %r12` |",
         ] {
             assert!(md.contains(part), "{part:?} missing:\n{md}");
         }

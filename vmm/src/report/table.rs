@@ -676,12 +676,19 @@ fn render_stats(out: &mut String, report: &RunReport, width: usize) {
 
 fn render_exit_sites(out: &mut String, report: &RunReport, width: usize) {
     let none = |r: &PhaseResult| r.exit_sites.is_empty() && r.interrupt_sites.is_empty();
-    if report.results.iter().all(none) {
+    let traced = report.exit_trace.as_ref().map(|t| &t.window_sites);
+    if report.results.iter().all(none) && traced.is_none_or(|t| t.is_empty()) {
         return;
     }
     use Align::{Left, Right};
-    out.push_str(
-        "\nexit sites (userspace exits, and interrupts the guest took, by guest code site)\n",
+    let kvm = if traced.is_some_and(|t| !t.is_empty()) {
+        ", KVM's traced window exits per group"
+    } else {
+        ""
+    };
+    let _ = writeln!(
+        out,
+        "\nexit sites (userspace exits, interrupts the guest took{kvm}, by guest code site)"
     );
     let mut t = TextTable::new(&[
         ("row", Left),
@@ -704,6 +711,22 @@ fn render_exit_sites(out: &mut String, report: &RunReport, width: usize) {
             };
             t.rows.push(vec![
                 r.name.clone(),
+                s.strategy.clone(),
+                site,
+                s.reason.clone(),
+                fmt_count(s.total),
+                format!("{:#x}", s.rip),
+                s.instruction.clone(),
+            ]);
+        }
+    }
+    // `--trace-exits`: KVM's window exits, in-kernel ones included, per group (the trace
+    // knows no rows).
+    for (group, sites) in traced.into_iter().flatten() {
+        for s in sites.iter().take(EXIT_SITES_SHOWN) {
+            let site = format!("{} ({})", s.site, s.symbol);
+            t.rows.push(vec![
+                group.clone(),
                 s.strategy.clone(),
                 site,
                 s.reason.clone(),

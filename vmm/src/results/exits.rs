@@ -68,6 +68,11 @@ pub struct ExitTrace {
     /// Per group: KVM exits of its vCPU threads by hardware exit reason (all its rows and
     /// the baseline together: the tracepoints know nothing of blocks).
     pub groups: BTreeMap<String, Vec<TracedExit>>,
+    /// Per group: KVM's interrupt-window exits (`INTERRUPT_WINDOW` on VMX, `vintr` on SVM) by
+    /// the guest code site they left, in-kernel ones included; `reason` is `kvm:` and the
+    /// tracepoint's name. Empty where none was traced.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub window_sites: BTreeMap<String, Vec<super::ExitSite>>,
 }
 
 /// Exits of one hardware reason from `kvm:kvm_exit`, paired with the vCPU thread's next
