@@ -54,7 +54,8 @@ pub fn render_mail(report: &RunReport) -> String {
     push_caveats(&mut out, report);
     let _ = writeln!(
         out,
-        "change [{}]: median of per-round after/before - 1; noise: the interval holds 0",
+        // One line of at most 72 columns, whatever the level says.
+        "change [{}]: median per-round after/before-1; noise: holds 0",
         super::summary::interval_level(report)
     );
     for q in questions(report) {
@@ -75,18 +76,20 @@ pub(super) fn finish(out: &str) -> String {
 }
 
 /// The figures' own warnings (disturbed rows, a lighter load than asked, a host that changed
-/// speed): a pasted mail must not hide which figures are weak. One line, then a count.
+/// speed): a pasted mail must not hide which figures are weak. One line: the first, with how
+/// many there are when more.
 fn push_caveats(out: &mut String, report: &RunReport) {
-    const SHOWN: usize = 1;
     let all = figure_warnings_with(report, Names::Counted);
-    for w in all.iter().take(SHOWN) {
-        let first = w.lines().next().unwrap_or_default();
-        let line = format!("caveat: {}", first.trim_start_matches("warning: "));
-        let _ = writeln!(out, "{}", clip(&line, MAIL_WIDTH));
-    }
-    if all.len() > SHOWN {
-        let _ = writeln!(out, "caveats: {} more (run -v)", all.len() - SHOWN);
-    }
+    let Some(first) = all.first() else {
+        return;
+    };
+    let first = first.lines().next().unwrap_or_default();
+    let first = first.trim_start_matches("warning: ");
+    let line = match all.len() {
+        1 => format!("caveat: {first}"),
+        n => format!("caveat 1 of {n} (run -v): {first}"),
+    };
+    let _ = writeln!(out, "{}", clip(&line, MAIL_WIDTH));
 }
 
 /// `irqbench run NAME --set …`: what reproduces the run (a file config by its path).
