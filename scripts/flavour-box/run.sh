@@ -23,6 +23,10 @@ Options:
                     the box's kernel in `irqbench validate`: see docs/FLAVOURS.md
   --mem MB          memory of the box (default svm 3072, vmx 2048, Bochs' maximum)
   --console         print the box's kernel console (ttyS0) here as well
+  --bochs-cpu MODEL the Bochs CPU model of the vmx box (default corei7_skylake_x; `bochs -help
+                    cpu` lists them). Tried 2026-12-04: corei3_cnl boots too; corei7_icelake_u
+                    and tigerlake do not (no console in 7 min). No model of Bochs 2.7 has posted
+                    interrupts, so kvm_intel loads with enable_apicv = N on each: docs/FLAVOURS.md
   -h, --help        this text
 
 The default suite (full): `irqbench host`, the KVM module parameters, `irqbench validate`,
@@ -71,7 +75,7 @@ EOF
 die() { echo "flavour-box: $*" >&2; exit 125; }
 say() { echo "flavour-box: $*" >&2; }
 
-suite=full timeout= smp=1 mem= console=0
+suite=full timeout= smp=1 mem= console=0 bochs_cpu=corei7_skylake_x
 while [ $# -gt 0 ]; do
     case "$1" in
         -h | --help) usage; exit 0 ;;
@@ -80,6 +84,7 @@ while [ $# -gt 0 ]; do
         --smp) smp=${2:?--smp needs a number}; shift 2 ;;
         --mem) mem=${2:?--mem needs megabytes}; shift 2 ;;
         --console) console=1; shift ;;
+        --bochs-cpu) bochs_cpu=${2:?--bochs-cpu needs a model}; shift 2 ;;
         svm | vmx) break ;;
         *) echo "flavour-box: unknown option or flavour '$1' (want svm or vmx; see --help)" >&2; exit 2 ;;
     esac
@@ -91,6 +96,8 @@ case "$suite" in full | ci) ;; *) echo "flavour-box: --suite '$suite': want full
 for n in "${timeout:-1}" "$smp" "${mem:-1}"; do
     case "$n" in '' | *[!0-9]*) echo "flavour-box: '$n' is not a whole number" >&2; exit 2 ;; esac
 done
+case "$bochs_cpu" in '' | *[!a-z0-9_]*) echo "flavour-box: --bochs-cpu '$bochs_cpu': want a model name from \`bochs -help cpu\`" >&2; exit 2 ;; esac
+[ "$flavour" = svm ] && [ "$bochs_cpu" != corei7_skylake_x ] && { echo "flavour-box: --bochs-cpu applies to vmx only" >&2; exit 2; }
 [ "$flavour" = vmx ] && [ "$smp" != 1 ] && { echo "flavour-box: --smp applies to svm only" >&2; exit 2; }
 timeout=${timeout:-1800}
 if [ "$flavour" = svm ]; then mem=${mem:-3072}; else mem=${mem:-2048}; fi
@@ -316,7 +323,7 @@ else
         die "xorriso failed: $(tail -3 "$work/xorriso.log")"
     cat >"$work/bochsrc" <<EOF
 megs: $mem
-cpu: model=corei7_skylake_x, count=1, ips=200000000, reset_on_triple_fault=0
+cpu: model=$bochs_cpu, count=1, ips=200000000, reset_on_triple_fault=0
 clock: sync=none, time0=local
 romimage: file=/usr/share/bochs/BIOS-bochs-latest
 vgaromimage: file=/usr/share/vgabios/vgabios.bin
