@@ -57,6 +57,8 @@ pub struct VariantSums {
     /// Guest TSC cycles each interrupt taken in the variant's blocks waited since its raise (at
     /// most [`MAX_WAITS`]).
     pub waits: Vec<u64>,
+    /// The guest RIP each of `waits` was taken at (same order).
+    pub wait_rips: Vec<u64>,
     /// Interrupts taken in the variant's blocks, by the guest RIP they were taken at.
     pub interrupt_rips: BTreeMap<u64, u64>,
 }
@@ -173,6 +175,7 @@ impl Collected {
                 sum.hypercalls_seen += b.hypercalls_seen;
                 let room = MAX_WAITS.saturating_sub(sum.waits.len());
                 sum.waits.extend(b.latencies.iter().take(room));
+                sum.wait_rips.extend(b.latency_rips.iter().take(room));
                 for &rip in &b.interrupt_rips {
                     // The RIPs are the guest's word: a bound on distinct ones bounds memory.
                     let known = sum.interrupt_rips.len() < MAX_INTERRUPT_RIPS

@@ -1131,6 +1131,16 @@ mod tests {
                 "{l:?}"
             );
         }
+        // The split by where they were taken covers every timed wait, and no more were let in
+        // by the restore than its interrupt sites say.
+        if let Some(h) = &l.held_by_if {
+            assert_eq!(h.held + h.other, l.timed, "{h:?}");
+            let let_in = crate::results::LetIn::of(&r.interrupt_sites).expect("sites");
+            assert!(h.held <= let_in.by_restore, "{h:?} {let_in:?}");
+            if let Some(ci) = h.extra_ci95 {
+                assert!(ci.lo <= h.extra_median_cycles && h.extra_median_cycles <= ci.hi);
+            }
+        }
         let quiet = &report.results[1];
         assert_eq!(quiet.pending_latency, None);
         assert_eq!(quiet.irq_source, IrqSource::None.label());

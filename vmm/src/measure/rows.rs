@@ -110,6 +110,9 @@ pub(super) fn build(
         }
         r.wall_ms = wall.as_secs_f64() * 1000.0;
         warnings.extend(load_delivery(&mut r, &row.irq, sums, tsc_hz, raised_hz));
+        if let Some(latency) = &mut r.pending_latency {
+            latency.held_by_if = held_by_if(run.image, row, sums);
+        }
         r.ipi_sender = collected.ipi_sender.cost();
         if !r.cycles_per_op.has_data() {
             let (seen, disturbed) = table.blocks_disturbed(v);
@@ -274,6 +277,27 @@ fn ticks_warning(name: &str, t: &TimerTicks) -> Option<Warning> {
         t.delivered_fraction * 100.0
     );
     Some(Warning::about(WarningKind::TicksShort, name, figures))
+}
+
+/// The row's timed waits split by whether the restore let the interrupt in (where the guest
+/// took it, attributed as `interrupt_sites` are).
+fn held_by_if(
+    image: &GuestImage,
+    row: &PhasePlan,
+    sums: &VariantSums,
+) -> Option<crate::results::HeldWait> {
+    let mut let_in: BTreeMap<u64, bool> = BTreeMap::new();
+    let (mut held, mut other) = (Vec::new(), Vec::new());
+    for (&wait, &rip) in sums.waits.iter().zip(&sums.wait_rips) {
+        let lets_in = *let_in.entry(rip).or_insert_with(|| {
+            let one = BTreeMap::from([(rip, 1)]);
+            attribute_interrupts(image, &one, row)
+                .first()
+                .is_some_and(|s| crate::results::LetIn::lets_in(&s.site))
+        });
+        if lets_in { &mut held } else { &mut other }.push(wait);
+    }
+    crate::analysis::latency::held_wait(&held, &other)
 }
 
 /// How much of its interrupt load row `r` took during its blocks (`lapic-timer` ticks, `inject`

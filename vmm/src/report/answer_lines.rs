@@ -7,9 +7,9 @@ use std::fmt::Write as _;
 use crate::results::{
     Answer, AnswerCondition, ComparedMetric, Interaction, ResultKind, RunReport, WaitPair,
 };
-use crate::statistics::Ci;
+use crate::statistics::{Ci, Estimate};
 
-use super::format::{fmt_ratio_change, fmt_si, MIN_CI_SAMPLES};
+use super::format::{fmt_cost, fmt_ratio_change, fmt_si, MIN_CI_SAMPLES};
 
 /// `pvop-skip vs pvop-popf (cycles/op)`.
 pub(crate) fn heading(a: &Answer) -> String {
@@ -75,6 +75,25 @@ pub(crate) fn wait_value(w: &WaitPair) -> String {
     )
 }
 
+/// What IF-clear time added to the waits of the interrupts each row's restore let in (their
+/// median wait minus the others'), where either row timed both kinds.
+pub(crate) fn held_value(w: &WaitPair) -> Option<String> {
+    let side = |l: &crate::results::PendingLatency| match &l.held_by_if {
+        Some(h) => {
+            let n = h.held.min(h.other) as usize;
+            fmt_cost(Estimate::new(h.extra_median_cycles, h.extra_ci95, n))
+        }
+        None => "-".to_string(),
+    };
+    (w.a.held_by_if.is_some() || w.b.held_by_if.is_some()).then(|| {
+        format!(
+            "IF-clear time in the wait p50 (let in − the rest): {} → {} cycles",
+            side(&w.a),
+            side(&w.b)
+        )
+    })
+}
+
 /// Decimals that show the CI's half-width with at least one significant digit (1 to 3).
 fn decimals(half: f64) -> usize {
     if !(half.is_finite() && half > 0.0) {
@@ -137,6 +156,21 @@ pub(crate) fn legend(report: &RunReport) -> Vec<String> {
     if !report.interaction_method.is_empty() {
         out.push(report.interaction_method.clone());
     }
+    let held = report
+        .answers
+        .iter()
+        .flat_map(|a| &a.conditions)
+        .any(|c| c.wait.as_ref().and_then(held_value).is_some());
+    if held {
+        out.push(
+            "IF-clear time in the wait p50: the median wait of the interrupts the row's restore \
+             let in (taken at its restore or enable site) minus the median of the others, per \
+             row (a → b); 95% CI from each median's order-statistic CI at 97.5% (this run's \
+             interrupts, not a rerun's); ±?: fewer than six of a kind; -: the row timed only one \
+             kind."
+                .to_string(),
+        );
+    }
     out
 }
 
@@ -177,6 +211,9 @@ pub(crate) fn render_text(out: &mut String, report: &RunReport) {
                     b.taken
                 );
             }
+            if let Some(held) = c.wait.as_ref().and_then(held_value) {
+                let _ = writeln!(out, "    {}  {held}", " ".repeat(width));
+            }
         }
         if a.interactions.is_empty() {
             let _ = writeln!(out, "    (no two conditions differ in one factor only)");
@@ -194,5 +231,40 @@ pub(crate) fn render_text(out: &mut String, report: &RunReport) {
     }
     for line in legend(report) {
         let _ = writeln!(out, "  {line}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::results::{HeldWait, PendingLatency};
+
+    #[test]
+    fn the_if_clear_line_says_what_each_row_timed_and_never_a_bare_negative() {
+        let held = |extra: f64, ci: Option<Ci>, n: u64| PendingLatency {
+            held_by_if: Some(HeldWait {
+                held: n,
+                other: n,
+                extra_median_cycles: extra,
+                extra_ci95: ci,
+            }),
+            ..Default::default()
+        };
+        let none = WaitPair::default();
+        assert_eq!(held_value(&none), None, "neither row timed both kinds");
+        let w = WaitPair {
+            a: held(500.0, Some(Ci { lo: 100.0, hi: 900.0 }), 10),
+            b: PendingLatency::default(),
+        };
+        assert_eq!(
+            held_value(&w).as_deref(),
+            Some("IF-clear time in the wait p50 (let in − the rest): 500 ±400 → - cycles")
+        );
+        let w = WaitPair {
+            a: held(-50.0, Some(Ci { lo: -300.0, hi: 200.0 }), 10),
+            b: held(-80.0, None, 3),
+        };
+        let line = held_value(&w).expect("both timed");
+        assert!(line.ends_with(": ≈0 (±250) → <0 (±?) cycles"), "{line}");
     }
 }

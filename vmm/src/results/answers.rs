@@ -73,12 +73,18 @@ pub struct LetIn {
 }
 
 impl LetIn {
-    /// From a row's interrupt sites: `restore…` and the skip's `enable…` sites let in.
+    /// Whether an interrupt taken at `site` was let in by the restore: `restore…` and the
+    /// skip's `enable…` sites.
+    pub fn lets_in(site: &str) -> bool {
+        site.starts_with("restore") || site.starts_with("enable")
+    }
+
+    /// From a row's interrupt sites.
     pub fn of(sites: &[super::ExitSite]) -> Option<LetIn> {
         let taken: u64 = sites.iter().map(|s| s.total).sum();
         let by_restore = sites
             .iter()
-            .filter(|s| s.site.starts_with("restore") || s.site.starts_with("enable"))
+            .filter(|s| LetIn::lets_in(&s.site))
             .map(|s| s.total)
             .sum();
         (taken > 0).then_some(LetIn { by_restore, taken })

@@ -47,4 +47,24 @@ pub struct PendingLatency {
     pub p90_cycles: f64,
     pub p90_ci95: Option<Ci>,
     pub max_cycles: f64,
+    /// How much longer the interrupts the row's restore let in waited than its others: the
+    /// IF-clear time in the wait. `None` unless both kinds were timed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held_by_if: Option<HeldWait>,
+}
+
+/// The row's timed interrupts split by where the guest took them: right after the restore (or
+/// the skip's enable), which let them in, or elsewhere ([`crate::results::LetIn`]'s sites).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct HeldWait {
+    /// Timed interrupts the restore let in.
+    pub held: u64,
+    /// Timed interrupts taken elsewhere.
+    pub other: u64,
+    /// Median wait of the held minus median wait of the others (cycles).
+    pub extra_median_cycles: f64,
+    /// 95% CI of that difference: each group's median by order statistics at 97.5%, the
+    /// interval between their extreme differences (both cover at once with ≥ 95%); `None` with
+    /// fewer than six waits in either group.
+    pub extra_ci95: Option<Ci>,
 }

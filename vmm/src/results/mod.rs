@@ -24,7 +24,7 @@ pub use host::{
     ApicvState, Behaviour, CpuFreq, CyclesSource, FlavourRecord, KvmFlavour, Pinning, Readable,
     Smt, Vpmu,
 };
-pub use interrupts::{IrqDelivery, PendingLatency, TimerTicks};
+pub use interrupts::{HeldWait, IrqDelivery, PendingLatency, TimerTicks};
 pub use ipi_sender::IpiSenderCost;
 pub use validation::{Check, Scope, Validation, Verdict};
 

@@ -132,6 +132,8 @@ pub struct BlockSample {
     /// Cycles each interrupt taken in this block's timed window waited since its raise (those
     /// whose raise was timed).
     pub latencies: Vec<u64>,
+    /// The guest RIP each of `latencies` was taken at (same order).
+    pub latency_rips: Vec<u64>,
     /// Where each interrupt taken in the block's timed window was taken: the guest's RIP.
     pub interrupt_rips: Vec<u64>,
 }
@@ -187,6 +189,7 @@ struct OpenBlock {
     hypercalls_seen: u64,
     reasons: ReasonTallies,
     latencies: Vec<u64>,
+    latency_rips: Vec<u64>,
     interrupt_rips: Vec<u64>,
 }
 
@@ -259,6 +262,7 @@ impl PhaseWindow {
                 Some(b) if latency::tag(e) == u64::from(b.announced) + 1 => {
                     if latency::cycles(e) != latency::UNTIMED {
                         b.latencies.push(latency::cycles(e));
+                        b.latency_rips.push(rip);
                     }
                     b.interrupt_rips.push(rip);
                 }
@@ -307,6 +311,7 @@ impl PhaseWindow {
                 involuntary_switches,
                 wall_ns,
                 latencies: block.latencies,
+                latency_rips: block.latency_rips,
                 interrupt_rips: block.interrupt_rips,
             });
         }
@@ -318,6 +323,7 @@ impl PhaseWindow {
             hypercalls_seen: 0,
             reasons: ReasonTallies::default(),
             latencies: Vec::new(),
+            latency_rips: Vec::new(),
             interrupt_rips: Vec::new(),
         });
     }
