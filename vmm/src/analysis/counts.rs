@@ -195,8 +195,9 @@ impl InvariantViolation {
                 "interrupts taken by the guest ≤ interrupts raised by the host (group totals)"
             }
             InvariantViolation::WindowsAboveTaken { .. } => {
-                "KVM irq_window_exits ≤ interrupts taken by the guest (in-kernel irqchip rows, \
-                 gross over the row's blocks)"
+                "KVM irq_window_exits ≤ interrupts taken by the guest (in-kernel irqchip \
+                 groups: window exits in the kept blocks of every row and the baseline, \
+                 interrupts taken in the whole phase)"
             }
             InvariantViolation::HypercallsMismatch { .. } => {
                 "hypercalls seen by the VMM = hypercalls issued by the guest (userspace \
@@ -287,8 +288,8 @@ pub fn check_taken_within_raised(taken: u64, raised: u64) -> Result<(), Invarian
 }
 
 /// With an in-kernel irqchip KVM opens an interrupt window only while an interrupt waits and
-/// IF is clear, and injects it at the window's exit, where the guest takes it: the window
-/// exits of a row's kept blocks cannot outnumber the interrupts taken in all its blocks.
+/// IF is clear, and injects it at the window's exit, where the guest takes it: a group's
+/// window exits in its kept blocks cannot outnumber the interrupts taken in its whole phase.
 pub fn check_windows_within_taken(windows: u64, taken: u64) -> Result<(), InvariantViolation> {
     if windows > taken {
         return Err(InvariantViolation::WindowsAboveTaken { windows, taken });

@@ -94,7 +94,6 @@ pub(super) fn check_row(
     v: usize,
     sums: &VariantSums,
     transport: HypercallTransport,
-    in_kernel_irqchip: bool,
 ) -> Vec<InvariantViolation> {
     let gross = |rounds: Vec<RoundCount>| {
         let rounds: Vec<RoundCount> = rounds
@@ -113,15 +112,29 @@ pub(super) fn check_row(
         counts::check_hypercalls_match(transport, sums.counts.hypercalls, sums.hypercalls_seen)
             .err(),
     );
-    if in_kernel_irqchip {
-        let windows = table
-            .stat_counts(v, "irq_window_exits")
-            .iter()
-            .map(|r| r.events)
-            .sum();
-        found.extend(counts::check_windows_within_taken(windows, sums.counts.interrupts).err());
-    }
     found
+}
+
+/// The window law of an in-kernel-irqchip group: KVM's `irq_window_exits` in the kept blocks
+/// of all its variants (baseline included) cannot outnumber the interrupts its guest took in
+/// the whole phase, in blocks or between them. Per row it does not hold: a window whose exit
+/// falls in one block's stats may let in an interrupt the guest takes after that block's
+/// record (the vmx box: 299 window exits against 297 taken in one row).
+pub(super) fn check_group_windows(
+    table: &RoundTable,
+    collected: &Collected,
+) -> Option<InvariantViolation> {
+    let windows = (0..collected.variants)
+        .flat_map(|v| table.stat_counts(v, "irq_window_exits"))
+        .map(|r| r.events)
+        .sum();
+    let taken = collected
+        .sums
+        .iter()
+        .map(|s| s.counts.interrupts)
+        .sum::<u64>()
+        + collected.interrupts_outside;
+    counts::check_windows_within_taken(windows, taken).err()
 }
 
 /// The block's userspace exits that were KVM exits first: all but `signal` returns.
@@ -197,25 +210,26 @@ mod tests {
         let sums = VariantSums::default();
         // Every VMM exit is a KVM exit, plus a few KVM keeps to itself: holds.
         let good = table(|i| (3 + (i % 2) as u64, 3));
-        assert!(check_row(&good, 1, &sums, HypercallTransport::Port, false).is_empty());
+        assert!(check_row(&good, 1, &sums, HypercallTransport::Port).is_empty());
         // The baseline takes more in-kernel exits than the row: the net may fall below the
         // VMM's count, the gross never does, and the gross is what is checked.
         let mut sparse = table(|i| (u64::from(i % 4 == 0), u64::from(i % 4 == 0)));
         for round in &mut sparse.rounds {
             round[0] = Some(cell(5, 0));
         }
-        assert!(check_row(&sparse, 1, &sums, HypercallTransport::Port, false).is_empty());
+        assert!(check_row(&sparse, 1, &sums, HypercallTransport::Port).is_empty());
         // The case: KVM counted none while the VMM handled ~0.25/op.
         let broken = table(|i| (0, 3 + (i % 2) as u64));
-        let found = check_row(&broken, 1, &sums, HypercallTransport::Port, false);
+        let found = check_row(&broken, 1, &sums, HypercallTransport::Port);
         assert!(
             matches!(found[..], [InvariantViolation::ExitsBelowHandled { kvm, .. }] if kvm == 0.0),
             "{found:?}"
         );
     }
 
-    /// An in-kernel row whose KVM counted more window exits than its guest took interrupts
-    /// breaks the window law; a userspace-irqchip row is not held to it.
+    /// A group whose KVM counted more window exits than its guest took interrupts, in its
+    /// blocks (any variant) or between them, breaks the window law; one row's surplus that
+    /// another row's or the phase's interrupts cover does not.
     #[test]
     fn more_in_kernel_windows_than_interrupts_taken_break_the_window_law() {
         let mut t = table(|_| (3, 3));
@@ -226,19 +240,21 @@ mod tests {
             }
         }
         let windows = 10; // rounds 0, 3, …, 27
-        let mut sums = VariantSums::default();
-        sums.counts.interrupts = windows;
-        let port = HypercallTransport::Port;
-        assert!(check_row(&t, 1, &sums, port, true).is_empty());
-        sums.counts.interrupts = windows - 1;
-        assert!(matches!(
-            check_row(&t, 1, &sums, port, true)[..],
-            [InvariantViolation::WindowsAboveTaken {
+        let mut collected = Collected::new(2, 1);
+        collected.sums[1].counts.interrupts = windows;
+        assert_eq!(check_group_windows(&t, &collected), None);
+        collected.sums[1].counts.interrupts = windows - 2;
+        collected.sums[0].counts.interrupts = 1;
+        collected.interrupts_outside = 1;
+        assert_eq!(check_group_windows(&t, &collected), None);
+        collected.interrupts_outside = 0;
+        assert_eq!(
+            check_group_windows(&t, &collected),
+            Some(InvariantViolation::WindowsAboveTaken {
                 windows: 10,
                 taken: 9
-            }]
-        ));
-        assert!(check_row(&t, 1, &sums, port, false).is_empty());
+            })
+        );
     }
 
     #[test]
@@ -250,14 +266,14 @@ mod tests {
         };
         sums.counts.hypercalls = 1903;
         assert!(matches!(
-            check_row(&t, 1, &sums, HypercallTransport::Vmcall, false)[..],
+            check_row(&t, 1, &sums, HypercallTransport::Vmcall)[..],
             [InvariantViolation::HypercallsMismatch {
                 guest: 1903,
                 vmm: 1902,
                 ..
             }]
         ));
-        assert!(check_row(&t, 1, &sums, HypercallTransport::VapicPoll, false).is_empty());
+        assert!(check_row(&t, 1, &sums, HypercallTransport::VapicPoll).is_empty());
         let mut plan = Plan::single(Workload::Doorbells, 1, 12).phases.remove(0);
         plan.irq = IrqSource::Inject { rate_hz: 5000.0 };
         let mut collected = Collected::new(2, 1);

@@ -97,6 +97,9 @@ pub struct Collected {
     pub cell_reasons: BTreeMap<(u32, usize), [u64; ExitReason::COUNT]>,
     /// `ipi`: what the sender vCPU did in each dispatch.
     pub ipi_sender: super::ipi_cost::SenderTotals,
+    /// Interrupts the guest took outside every block's timed window (its log's entries there,
+    /// and those the full log lost, which may be either).
+    pub interrupts_outside: u64,
 }
 
 impl Collected {
@@ -139,6 +142,7 @@ impl Collected {
                     ),
                 });
             }
+            self.interrupts_outside += s.latencies_outside.len() as u64 + s.latencies_lost;
             for b in &s.blocks {
                 let v = protocol::validate_block(s.index, desc, b.announced, &b.record)?;
                 self.obs.push(Obs {

@@ -38,7 +38,7 @@ pub(super) struct GroupFacts<'a> {
     pub precision: f64,
     /// The plan's hypercall transport (which hypercalls must reach the VMM).
     pub hypercall: HypercallTransport,
-    /// Hold in-kernel rows to the window law ([`breakdown::check_row`]).
+    /// Hold in-kernel groups to the window law ([`breakdown::check_group_windows`]).
     pub window_law: bool,
 }
 
@@ -82,8 +82,7 @@ pub(super) fn build(
         let sums = &collected.sums[v];
         fill_counts(&mut r, sums, collected.rounds, tsc_hz);
         r.exit_reasons = breakdown::exit_reasons(table, v, sums, &mut r.counts);
-        let in_kernel = run.window_law && row.irq.needs_in_kernel_irqchip();
-        for broken in breakdown::check_row(table, v, sums, run.hypercall, in_kernel) {
+        for broken in breakdown::check_row(table, v, sums, run.hypercall) {
             violations.push((r.name.clone(), broken));
         }
         r.totals.irqs_raised = if total_cycles > 0 {
@@ -134,13 +133,7 @@ pub(super) fn build(
             ),
         ));
     }
-    if let Some(broken) = breakdown::check_group(run.rows, collected) {
-        let group = run
-            .rows
-            .first()
-            .map_or(String::new(), |r| r.group.to_string());
-        violations.push((format!("group {group}"), broken));
-    }
+    violations.extend(group_violations(&run, table, collected));
     let comparisons = comparisons(run, table, &results, tsc_hz);
     let differences = differences(run, table, &results, tsc_hz);
     GroupOutcome {
@@ -277,6 +270,31 @@ fn ticks_warning(name: &str, t: &TimerTicks) -> Option<Warning> {
         t.delivered_fraction * 100.0
     );
     Some(Warning::about(WarningKind::TicksShort, name, figures))
+}
+
+/// The group's laws: the window law (in-kernel irqchip, VMX/SVM) and taken within raised.
+fn group_violations(
+    run: &GroupFacts<'_>,
+    table: &RoundTable,
+    collected: &Collected,
+) -> Vec<(String, InvariantViolation)> {
+    let group = run
+        .rows
+        .first()
+        .map_or(String::new(), |r| format!("group {}", r.group));
+    let in_kernel = run
+        .rows
+        .first()
+        .is_some_and(|r| r.irq.needs_in_kernel_irqchip());
+    let windows = (run.window_law && in_kernel)
+        .then(|| breakdown::check_group_windows(table, collected))
+        .flatten();
+    let raised = breakdown::check_group(run.rows, collected);
+    windows
+        .into_iter()
+        .chain(raised)
+        .map(|broken| (group.clone(), broken))
+        .collect()
 }
 
 /// The row's timed waits split by whether the restore let the interrupt in (where the guest

@@ -253,7 +253,14 @@ mod tests {
         let none = WaitPair::default();
         assert_eq!(held_value(&none), None, "neither row timed both kinds");
         let w = WaitPair {
-            a: held(500.0, Some(Ci { lo: 100.0, hi: 900.0 }), 10),
+            a: held(
+                500.0,
+                Some(Ci {
+                    lo: 100.0,
+                    hi: 900.0,
+                }),
+                10,
+            ),
             b: PendingLatency::default(),
         };
         assert_eq!(
@@ -261,7 +268,14 @@ mod tests {
             Some("IF-clear time in the wait p50 (let in − the rest): 500 ±400 → - cycles")
         );
         let w = WaitPair {
-            a: held(-50.0, Some(Ci { lo: -300.0, hi: 200.0 }), 10),
+            a: held(
+                -50.0,
+                Some(Ci {
+                    lo: -300.0,
+                    hi: 200.0,
+                }),
+                10,
+            ),
             b: held(-80.0, None, 3),
         };
         let line = held_value(&w).expect("both timed");
