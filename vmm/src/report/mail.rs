@@ -323,13 +323,27 @@ fn exits_line(moved: &[(&Verdict, &String)], of: usize) -> String {
 }
 
 /// Rows of four cells, each column as wide as its widest cell, two spaces apart (one where two
-/// would pass [`MAIL_WIDTH`]); still too wide, the condition goes above its figures.
+/// would pass [`MAIL_WIDTH`]); still too wide, the before → after figures are left out (the
+/// change and its verdict answer the question, a line a condition); wider yet, the condition
+/// goes above its figures.
 pub(super) fn push_table(out: &mut String, rows: &[[String; 4]]) {
     let width = |i: usize| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0);
     let (w0, w1, w2) = (width(0), width(1), width(2));
     let lead = if w0 == 0 { 0 } else { w0 + 2 };
     let fits = |gap: usize| 2 + lead + w1 + gap + w2 + gap + width(3) <= MAIL_WIDTH;
     let gap = if fits(2) { "  " } else { " " };
+    if !fits(1) && 2 + lead + w2 + 2 + width(3) <= MAIL_WIDTH {
+        for r in rows {
+            let label = if w0 == 0 {
+                String::new()
+            } else {
+                format!("{:<w0$}  ", r[0])
+            };
+            let line = format!("  {label}{:<w2$}  {}", r[2], r[3]);
+            let _ = writeln!(out, "{}", line.trim_end());
+        }
+        return;
+    }
     if !fits(1) {
         for r in rows {
             let _ = writeln!(out, "  {}", r[0]);
@@ -346,5 +360,53 @@ pub(super) fn push_table(out: &mut String, rows: &[[String; 4]]) {
         };
         let line = format!("  {label}{:>w1$}{gap}{:<w2$}{gap}{}", r[1], r[2], r[3]);
         let _ = writeln!(out, "{}", line.trim_end());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(label: &str, figures: &str, change: &str) -> [String; 4] {
+        [label.into(), figures.into(), change.into(), "faster".into()]
+    }
+
+    /// A question's table keeps a line a condition as long as its change and verdict fit:
+    /// the before → after figures go first, the condition's own line last.
+    #[test]
+    fn a_table_too_wide_for_a_mail_drops_its_figures_before_it_doubles_its_lines() {
+        let mut out = String::new();
+        push_table(
+            &mut out,
+            &[row(
+                "no load, 1 vCPU",
+                "3.82M -> 7.78M",
+                "+100.3% [+97.7, +103.7]",
+            )],
+        );
+        assert_eq!(out.lines().count(), 1, "{out}");
+        assert!(out.contains("3.82M -> 7.78M"), "{out}");
+        let wide = row(
+            "inject 1 kHz, 2 vCPUs",
+            "3.82M -> 14.3M",
+            "+1401.7% [+555.3, +2217.0]",
+        );
+        let mut out = String::new();
+        push_table(&mut out, &[wide.clone(), wide]);
+        assert_eq!(out.lines().count(), 2, "{out}");
+        assert!(!out.contains("->"), "{out}");
+        assert!(
+            out.lines().all(|l| l.chars().count() <= MAIL_WIDTH),
+            "{out}"
+        );
+        assert!(out.contains("inject 1 kHz, 2 vCPUs  +1401.7%"), "{out}");
+        let long = "x".repeat(60);
+        let mut out = String::new();
+        push_table(&mut out, &[row(&long, "1 -> 2", "+100.0% [+90.0, +110.0]")]);
+        assert_eq!(
+            out.lines().count(),
+            2,
+            "the condition above its figures:\n{out}"
+        );
     }
 }

@@ -1190,8 +1190,8 @@ mod tests {
     /// least for the section of `dec; jnz` before `sti`, so the median latency of a section of
     /// L iterations exceeds an empty section's by at least 2L instructions' TSC time: at least
     /// 2L ticks where an instruction takes a tick or more (PVM emulates CPL0 code; Bochs's TSC
-    /// counts instructions, so there the rise is 2L and a few). No timing bound: the rise has
-    /// no ceiling here. 31 samples a phase, so the 32-entry log never overwrites one.
+    /// counts instructions, so there the rise is 2L and a few; QEMU's TCG is not judged). No
+    /// timing bound: the rise has no ceiling here. 31 samples a phase, so the 32-entry log never overwrites one.
     #[test]
     fn a_self_ipi_waits_at_least_for_its_if_clear_section() {
         let Some(kvm) = host::test_kvm() else {
@@ -1238,11 +1238,20 @@ mod tests {
             2 * SECTION,
             rise as f64 / f64::from(2 * SECTION)
         );
-        assert!(
-            rise >= 2 * u64::from(SECTION),
-            "the median rose by {rise} cycles, less than the section's {} instructions: {medians:?}",
-            2 * SECTION
-        );
+        // QEMU's TCG runs the section as translated host code, under a tick an instruction,
+        // and its TSC is the host's clock: there the rise sinks into the wait's own spread
+        // (the svm box read 74 cycles over 235k). Bochs counts instructions; PVM emulates them.
+        let tcg = host::emulated_cpu_here().filter(|by| by.starts_with("QEMU TCG"));
+        if let Some(by) = tcg {
+            println!("rise not judged: the CPU is emulated ({by})");
+        } else {
+            assert!(
+                rise >= 2 * u64::from(SECTION),
+                "the median rose by {rise} cycles, less than the section's {} instructions: \
+                 {medians:?}",
+                2 * SECTION
+            );
+        }
         session.shutdown();
     }
 
