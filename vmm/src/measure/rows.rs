@@ -297,8 +297,8 @@ fn group_violations(
         .collect()
 }
 
-/// The row's timed waits split by whether the restore let the interrupt in (where the guest
-/// took it, attributed as `interrupt_sites` are).
+/// The row's timed waits split by whether the interrupt had waited for IF (where the guest
+/// took it, attributed as `interrupt_sites` are: after the restore or an `sti` shadow).
 fn held_by_if(
     image: &GuestImage,
     row: &PhasePlan,
@@ -311,7 +311,7 @@ fn held_by_if(
             let one = BTreeMap::from([(rip, 1)]);
             attribute_interrupts(image, &one, row)
                 .first()
-                .is_some_and(|s| crate::results::LetIn::lets_in(&s.site))
+                .is_some_and(|s| crate::results::LetIn::waited_for_if(&s.site))
         });
         if lets_in { &mut held } else { &mut other }.push(wait);
     }

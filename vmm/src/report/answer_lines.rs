@@ -75,7 +75,7 @@ pub(crate) fn wait_value(w: &WaitPair) -> String {
     )
 }
 
-/// What IF-clear time added to the waits of the interrupts each row's restore let in (their
+/// What being held by IF added to the waits of the interrupts that had waited for it (their
 /// median wait minus the others'), where either row timed both kinds.
 pub(crate) fn held_value(w: &WaitPair) -> Option<String> {
     let side = |l: &crate::results::PendingLatency| match &l.held_by_if {
@@ -87,7 +87,7 @@ pub(crate) fn held_value(w: &WaitPair) -> Option<String> {
     };
     (w.a.held_by_if.is_some() || w.b.held_by_if.is_some()).then(|| {
         format!(
-            "IF-clear time in the wait p50 (let in − the rest): {} → {} cycles",
+            "added by IF to the wait p50 (held − not): {} → {} cycles",
             side(&w.a),
             side(&w.b)
         )
@@ -163,11 +163,12 @@ pub(crate) fn legend(report: &RunReport) -> Vec<String> {
         .any(|c| c.wait.as_ref().and_then(held_value).is_some());
     if held {
         out.push(
-            "IF-clear time in the wait p50: the median wait of the interrupts the row's restore \
-             let in (taken at its restore or enable site) minus the median of the others, per \
-             row (a → b); 95% CI from each median's order-statistic CI at 97.5% (this run's \
-             interrupts, not a rerun's); ±?: fewer than six of a kind; -: the row timed only one \
-             kind."
+            "added by IF to the wait p50: the median wait of the interrupts held by IF (taken \
+             right after the restore, the skip's enable or an sti's shadow) minus the median of \
+             the others, per row (a → b): the rest of the IF-clear section and, without APICv/AVIC, the window \
+             exit and re-injection; 95% CI from each median's order-statistic CI at 97.5% (this \
+             run's interrupts, not a rerun's); ±?: fewer than six of a kind; -: the row timed \
+             only one kind."
                 .to_string(),
         );
     }
@@ -265,7 +266,7 @@ mod tests {
         };
         assert_eq!(
             held_value(&w).as_deref(),
-            Some("IF-clear time in the wait p50 (let in − the rest): 500 ±400 → - cycles")
+            Some("added by IF to the wait p50 (held − not): 500 ±400 → - cycles")
         );
         let w = WaitPair {
             a: held(

@@ -79,6 +79,12 @@ impl LetIn {
         site.starts_with("restore") || site.starts_with("enable")
     }
 
+    /// Whether an interrupt taken at `site` had waited for IF: taken right after the restore,
+    /// or after any `sti`'s shadow (a nested loop's outer section ends with the loop's own).
+    pub fn waited_for_if(site: &str) -> bool {
+        LetIn::lets_in(site) || site.ends_with("(after sti shadow)")
+    }
+
     /// From a row's interrupt sites.
     pub fn of(sites: &[super::ExitSite]) -> Option<LetIn> {
         let taken: u64 = sites.iter().map(|s| s.total).sum();

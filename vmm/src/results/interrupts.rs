@@ -47,17 +47,19 @@ pub struct PendingLatency {
     pub p90_cycles: f64,
     pub p90_ci95: Option<Ci>,
     pub max_cycles: f64,
-    /// How much longer the interrupts the row's restore let in waited than its others: the
-    /// IF-clear time in the wait. `None` unless both kinds were timed.
+    /// How much longer the interrupts the row's restore let in waited than its others: what
+    /// being held by IF added (the rest of the section, and without APICv/AVIC the window exit
+    /// and re-injection). `None` unless both kinds were timed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub held_by_if: Option<HeldWait>,
 }
 
-/// The row's timed interrupts split by where the guest took them: right after the restore (or
-/// the skip's enable), which let them in, or elsewhere ([`crate::results::LetIn`]'s sites).
+/// The row's timed interrupts split by where the guest took them: right after an instruction
+/// that set IF (the restore, the skip's enable, a nested loop's outer `sti`), so they had
+/// waited for IF, or elsewhere ([`crate::results::LetIn::waited_for_if`]).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct HeldWait {
-    /// Timed interrupts the restore let in.
+    /// Timed interrupts that had waited for IF.
     pub held: u64,
     /// Timed interrupts taken elsewhere.
     pub other: u64,
