@@ -111,7 +111,12 @@ pub fn median_ci_ranks(n: usize, confidence: f64) -> Option<(usize, usize)> {
 /// The 95% confidence interval of the median of an ascending slice, by order statistics
 /// ([`median_ci_ranks`]); `None` with fewer than 6 samples.
 pub fn median_ci95(sorted: &[f64]) -> Option<Ci> {
-    let (lo, hi) = median_ci_ranks(sorted.len(), 0.95)?;
+    median_ci(sorted, 0.95)
+}
+
+/// [`median_ci95`] at another `confidence`.
+pub fn median_ci(sorted: &[f64], confidence: f64) -> Option<Ci> {
+    let (lo, hi) = median_ci_ranks(sorted.len(), confidence)?;
     Some(Ci {
         lo: sorted[lo],
         hi: sorted[hi],

@@ -1,7 +1,7 @@
 //! How long a raised interrupt waited for the guest's handler: quantiles of a row's timed waits.
 
 use crate::results::{HeldWait, PendingLatency};
-use crate::statistics::{median_ci_ranks, quantile, quantile_ci95, Ci, MIN_CI_SAMPLES};
+use crate::statistics::{median_ci, quantile, quantile_ci95, Ci, MIN_CI_SAMPLES};
 
 /// How the latency's CIs are estimated (the level: single interrupts of one run).
 pub const LATENCY_CI_METHOD: &str = "distribution-free 95% CIs of the median and p90 by order \
@@ -29,7 +29,7 @@ pub fn pending_latency(waits: &[u64]) -> Option<PendingLatency> {
     })
 }
 
-/// The waits of the interrupts the restore let in (`held`) against the others': the median
+/// The waits of the interrupts that waited for IF (`held`) against the others': the median
 /// difference with a conservative 95% CI (each median's order-statistic CI at 97.5%, so both
 /// cover together at ≥ 95%, and the differences of their ends). `None` unless both were timed.
 pub fn held_wait(held: &[u64], other: &[u64]) -> Option<HeldWait> {
@@ -40,15 +40,10 @@ pub fn held_wait(held: &[u64], other: &[u64]) -> Option<HeldWait> {
     };
     let (h, o) = (sorted(held), sorted(other));
     let extra = quantile(&h, 0.5)? - quantile(&o, 0.5)?;
-    let ci = |v: &[f64]| -> Option<Ci> {
-        if v.len() < MIN_CI_SAMPLES {
-            return None;
-        }
-        let (lo, hi) = median_ci_ranks(v.len(), 0.975)?;
-        Some(Ci {
-            lo: v[lo],
-            hi: v[hi],
-        })
+    let ci = |v: &[f64]| {
+        (v.len() >= MIN_CI_SAMPLES)
+            .then(|| median_ci(v, 0.975))
+            .flatten()
     };
     let extra_ci95 = match (ci(&h), ci(&o)) {
         (Some(a), Some(b)) => Some(Ci {

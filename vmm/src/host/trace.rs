@@ -90,7 +90,7 @@ pub struct TraceCounts {
     /// The trace was longer than [`MAX_TRACE_BYTES`] and was cut there.
     pub truncated: bool,
     /// Interrupt-window exits by (reason, guest RIP) ([`window_exit_rips`]).
-    pub window_rips: BTreeMap<(&'static str, u64), u64>,
+    pub window_rips: WindowRips,
 }
 
 /// The mounted tracefs with KVM's tracepoints, or why there is none usable.
@@ -170,12 +170,12 @@ impl ExitTracer {
             .map_err(io_err("cannot read", &path))?;
         let truncated = text.len() as u64 > MAX_TRACE_BYTES;
         let text = String::from_utf8_lossy(&text);
-        let exits = pair_exits(&text, &self.tids, self.tsc_khz);
+        let (exits, window_rips) = read_exits(&text, &self.tids, self.tsc_khz);
         Ok(TraceCounts {
             exits,
             overrun: overrun(&self.dir),
             truncated,
-            window_rips: window_exit_rips(&text, &self.tids),
+            window_rips,
         })
     }
 }
@@ -245,33 +245,38 @@ fn parse_line(line: &str, tsc_khz: Option<u64>) -> Option<Event<'_>> {
     Some(Event { tid, ns, exit })
 }
 
+/// Interrupt-window exits by (`kvm:` reason, the guest RIP they left).
+pub type WindowRips = BTreeMap<(&'static str, u64), u64>;
+
 /// KVM's interrupt-window exits of threads `tids` by (`kvm:` reason, the guest RIP they left),
 /// for the guest's symbol table to name the code site (at most [`MAX_WINDOW_RIPS`] distinct
 /// RIPs; an exit at one more is not counted).
-pub fn window_exit_rips(text: &str, tids: &HashSet<u32>) -> BTreeMap<(&'static str, u64), u64> {
-    let mut rips = BTreeMap::new();
-    for line in text.lines().filter(|l| !l.starts_with('#')) {
-        let Some(Event {
-            tid,
-            exit: Some((reason, Some(rip))),
-            ..
-        }) = parse_line(line, None)
-        else {
-            continue;
-        };
-        let Some(i) = WINDOW_EXIT_REASONS.iter().position(|r| *r == reason) else {
-            continue;
-        };
-        let key = (WINDOW_SITE_REASONS[i], rip);
-        if tids.contains(&tid) && (rips.len() < MAX_WINDOW_RIPS || rips.contains_key(&key)) {
-            *rips.entry(key).or_insert(0u64) += 1;
-        }
+pub fn window_exit_rips(text: &str, tids: &HashSet<u32>) -> WindowRips {
+    read_exits(text, tids, None).1
+}
+
+/// Counts one exit into `rips` if it is a window exit with a RIP.
+fn count_window(rips: &mut WindowRips, reason: &str, rip: Option<u64>) {
+    let (Some(i), Some(rip)) = (WINDOW_EXIT_REASONS.iter().position(|r| *r == reason), rip) else {
+        return;
+    };
+    let key = (WINDOW_SITE_REASONS[i], rip);
+    if rips.len() < MAX_WINDOW_RIPS || rips.contains_key(&key) {
+        *rips.entry(key).or_insert(0) += 1;
     }
-    rips
 }
 
 /// Count and exit→entry time per reason, for the exits of threads `tids`.
 pub fn pair_exits(text: &str, tids: &HashSet<u32>, tsc_khz: Option<u64>) -> Vec<TracedExit> {
+    read_exits(text, tids, tsc_khz).0
+}
+
+/// One pass over the trace: [`pair_exits`] and [`window_exit_rips`].
+fn read_exits(
+    text: &str,
+    tids: &HashSet<u32>,
+    tsc_khz: Option<u64>,
+) -> (Vec<TracedExit>, WindowRips) {
     #[derive(Default)]
     struct Tally {
         count: u64,
@@ -282,6 +287,7 @@ pub fn pair_exits(text: &str, tids: &HashSet<u32>, tsc_khz: Option<u64>) -> Vec<
     }
     let mut tallies: BTreeMap<String, Tally> = BTreeMap::new();
     let mut open: HashMap<u32, (String, f64)> = HashMap::new();
+    let mut windows = WindowRips::new();
     for line in text.lines().filter(|l| !l.starts_with('#')) {
         let Some(Event { tid, ns, exit }) = parse_line(line, tsc_khz) else {
             continue;
@@ -290,7 +296,8 @@ pub fn pair_exits(text: &str, tids: &HashSet<u32>, tsc_khz: Option<u64>) -> Vec<
             continue;
         }
         match exit {
-            Some((reason, _)) => {
+            Some((reason, rip)) => {
+                count_window(&mut windows, reason, rip);
                 tallies.entry(reason.to_string()).or_default().count += 1;
                 open.insert(tid, (reason.to_string(), ns));
             }
@@ -320,7 +327,7 @@ pub fn pair_exits(text: &str, tids: &HashSet<u32>, tsc_khz: Option<u64>) -> Vec<
         })
         .collect();
     exits.sort_by(|a, b| b.total.cmp(&a.total).then_with(|| a.reason.cmp(&b.reason)));
-    exits
+    (exits, windows)
 }
 
 #[cfg(test)]

@@ -49,25 +49,30 @@ pub fn attribute_interrupts(
 /// loop, a handler) gets strategy `-`, as no row can be told from the trace.
 pub fn attribute_traced_windows(
     image: &GuestImage,
-    rips: &BTreeMap<(&'static str, u64), u64>,
+    rips: &crate::host::trace::WindowRips,
     rows: &[&PhasePlan],
 ) -> Vec<ExitSite> {
-    let Some(first) = rows.first() else {
+    if rows.is_empty() {
         return Vec::new();
-    };
+    }
     let mut merged = Merged::new();
     for (&(reason, rip), &count) in rips {
-        let one = |row: &PhasePlan| {
-            attribute(image, std::iter::once((rip, reason, true, count)), row)
-                .into_iter()
-                .next()
-        };
-        let named = |s: &ExitSite| crate::identity::strategy_symbol_rest(&s.symbol).is_some();
-        let own = rows
+        // The RIP as each row would attribute it, once.
+        let as_row: Vec<Option<ExitSite>> = rows
             .iter()
-            .find_map(|row| one(row).filter(|s| named(s) && s.strategy == row.workload.label()));
+            .map(|row| {
+                attribute(image, std::iter::once((rip, reason, true, count)), row)
+                    .into_iter()
+                    .next()
+            })
+            .collect();
+        let named = |s: &ExitSite| crate::identity::strategy_symbol_rest(&s.symbol).is_some();
+        let own = rows.iter().zip(&as_row).find_map(|(row, site)| {
+            site.clone()
+                .filter(|s| named(s) && s.strategy == row.workload.label())
+        });
         let shared = || {
-            one(first).map(|s| ExitSite {
+            as_row[0].clone().map(|s| ExitSite {
                 strategy: "-".into(),
                 ..s
             })

@@ -304,16 +304,16 @@ fn held_by_if(
     row: &PhasePlan,
     sums: &VariantSums,
 ) -> Option<crate::results::HeldWait> {
-    let mut let_in: BTreeMap<u64, bool> = BTreeMap::new();
+    let mut waited_at: BTreeMap<u64, bool> = BTreeMap::new();
     let (mut held, mut other) = (Vec::new(), Vec::new());
     for (&wait, &rip) in sums.waits.iter().zip(&sums.wait_rips) {
-        let lets_in = *let_in.entry(rip).or_insert_with(|| {
+        let waited = *waited_at.entry(rip).or_insert_with(|| {
             let one = BTreeMap::from([(rip, 1)]);
             attribute_interrupts(image, &one, row)
                 .first()
                 .is_some_and(|s| crate::results::LetIn::waited_for_if(&s.site))
         });
-        if lets_in { &mut held } else { &mut other }.push(wait);
+        if waited { &mut held } else { &mut other }.push(wait);
     }
     crate::analysis::latency::held_wait(&held, &other)
 }

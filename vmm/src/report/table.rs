@@ -7,7 +7,8 @@ use std::fmt::Write as _;
 use crate::text::{escape_line, outside};
 
 use crate::results::{
-    ComparedMetric, PairedComparison, PairedDifference, PhaseResult, ResultKind, RunReport,
+    ComparedMetric, ExitSite, PairedComparison, PairedDifference, PhaseResult, ResultKind,
+    RunReport,
 };
 
 use super::columns::{grid, stat_estimate, Align};
@@ -700,40 +701,35 @@ fn render_exit_sites(out: &mut String, report: &RunReport, width: usize) {
         ("instruction", Left),
     ]);
     t.shrinkable = vec![("row", 16), ("instruction", 16), ("site", 12)];
+    // One line a site, under the row (or, for `--trace-exits`, the group) it belongs to.
+    let line = |owner: &str, s: &ExitSite| {
+        let site = if s.symbol.is_empty() || s.symbol == s.site {
+            s.site.clone()
+        } else {
+            format!("{} ({})", s.site, s.symbol)
+        };
+        vec![
+            owner.to_string(),
+            s.strategy.clone(),
+            site,
+            s.reason.clone(),
+            fmt_count(s.total),
+            format!("{:#x}", s.rip),
+            s.instruction.clone(),
+        ]
+    };
     for r in &report.results {
         // The busiest sites; the JSON has all of them.
         let exits = r.exit_sites.iter().take(EXIT_SITES_SHOWN);
         for s in exits.chain(r.interrupt_sites.iter().take(EXIT_SITES_SHOWN)) {
-            let site = if s.symbol.is_empty() || s.symbol == s.site {
-                s.site.clone()
-            } else {
-                format!("{} ({})", s.site, s.symbol)
-            };
-            t.rows.push(vec![
-                r.name.clone(),
-                s.strategy.clone(),
-                site,
-                s.reason.clone(),
-                fmt_count(s.total),
-                format!("{:#x}", s.rip),
-                s.instruction.clone(),
-            ]);
+            t.rows.push(line(&r.name, s));
         }
     }
     // `--trace-exits`: KVM's window exits, in-kernel ones included, per group (the trace
     // knows no rows).
     for (group, sites) in traced.into_iter().flatten() {
         for s in sites.iter().take(EXIT_SITES_SHOWN) {
-            let site = format!("{} ({})", s.site, s.symbol);
-            t.rows.push(vec![
-                group.clone(),
-                s.strategy.clone(),
-                site,
-                s.reason.clone(),
-                fmt_count(s.total),
-                format!("{:#x}", s.rip),
-                s.instruction.clone(),
-            ]);
+            t.rows.push(line(group, s));
         }
     }
     out.push_str(&t.render("  ", width));
